@@ -1,0 +1,345 @@
+"""The only module that touches JAX internals (``jax._src.export.shape_poly``).
+
+It converts JAX's symbolic dimensions to smtdims' IR, and installs smtdims at
+JAX's decision seam: the module-level ``_bounds_decision`` function pointer (every
+symbolic ``>= <= > <``, ``max``/``min`` and ``bounds``), ``_geq_decision`` (to add
+witnesses to inconclusive-comparison errors) and, optionally, ``_DimExpr.__eq__``
+(provable equality). Uninstalling restores the saved originals exactly.
+
+Supported JAX: ``SUPPORTED_JAX`` below; anything else fails loudly at import.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import warnings
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+
+from smtdims.constraints import Constraint, ConstraintSet
+from smtdims.errors import PossibleDivisionByZeroError, SmtdimsError, UnsupportedJaxError, format_valuation
+from smtdims.expr import FLOORDIV, MAX, MIN, MOD, Expr
+from smtdims.reasoner import CONFIG, NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, STATS, Session
+from smtdims.results import FALSE, TRUE, UNDETERMINED, UNKNOWN
+
+SUPPORTED_JAX = ((0, 7, 0), (0, 10, 2))  # inclusive range, tested in CI
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+def _check_jax() -> None:
+    v = _version_tuple(jax.__version__)
+    lo, hi = SUPPORTED_JAX
+    if not (lo <= v <= hi):
+        raise UnsupportedJaxError(
+            f"smtdims supports jax {'.'.join(map(str, lo))} to {'.'.join(map(str, hi))}; "
+            f"found jax {jax.__version__}. Install a supported version, e.g. pip install 'jax==0.10.2'"
+        )
+
+
+_check_jax()
+
+try:  # every private name the adapter uses, checked once, here
+    from jax._src.export import shape_poly as sp
+    from jax._src.export import shape_poly_decision as spd
+
+    _DimExpr = sp._DimExpr
+    _DimFactor = sp._DimFactor
+    SymbolicScope = sp.SymbolicScope
+    Comparator = sp.Comparator
+    BoundsPrecision = sp.BoundsPrecision
+    InconclusiveDimensionOperation = sp.InconclusiveDimensionOperation
+    _STOCK_BOUNDS = spd.bounds_decision
+    _STOCK_GEQ = sp._geq_decision
+    _STOCK_EQ = _DimExpr.__eq__
+    _STOCK_NE = _DimExpr.__ne__
+    for _attr in ("_sorted_terms", "scope", "_size"):
+        assert hasattr(_DimExpr, _attr), _attr
+    assert hasattr(sp, "_bounds_decision") and hasattr(SymbolicScope, "__init__")
+    _OPS = {_DimFactor.FLOORDIV: FLOORDIV, _DimFactor.MOD: MOD, _DimFactor.MAX: MAX, _DimFactor.MIN: MIN}
+except (ImportError, AttributeError, AssertionError) as err:  # pragma: no cover - depends on JAX
+    raise UnsupportedJaxError(
+        f"jax {jax.__version__} lacks the shape-polymorphism internals smtdims plugs into ({err}); "
+        f"supported: jax {SUPPORTED_JAX[0]} to {SUPPORTED_JAX[1]}"
+    ) from err
+
+_NEED = {
+    BoundsPrecision.FOR_GEQ0_OR_LEQ0: NEED_SIGN_LEQ,
+    BoundsPrecision.FOR_GEQ0_OR_LT0: NEED_SIGN_LT,
+    BoundsPrecision.BEST: NEED_BEST,
+}
+
+
+# -- conversion ------------------------------------------------------------------------------
+def to_ir(e: Any) -> Expr:
+    """smtdims IR of a JAX dimension (``_DimExpr`` or int)."""
+    if not isinstance(e, _DimExpr):
+        return Expr.const(int(e))
+    state = _state(e.scope)
+    # Keyed by the term tuple: hashing/comparing it never calls _DimExpr.__eq__.
+    key = e._sorted_terms
+    hit = state.ir_cache.get(key)
+    if hit is None:
+        hit = _convert(e)
+        if len(state.ir_cache) < 100_000:
+            state.ir_cache[key] = hit
+    return hit
+
+
+def _convert(e: Any) -> Expr:
+    total = Expr.const(0)
+    for term, coeff in e._sorted_terms:
+        prod = Expr.const(coeff)
+        for factor, exponent in term._factors:
+            prod = prod * _convert_factor(factor) ** exponent
+        total = total + prod
+    return total
+
+
+def _convert_factor(f: Any) -> Expr:
+    if f.var is not None:
+        return Expr.var(f.var)
+    op = _OPS[f.operation]
+    lhs, rhs = (to_ir(o) for o in f.operands)
+    return {FLOORDIV: lhs.floordiv, MOD: lhs.mod, MAX: lhs.max, MIN: lhs.min}[op](rhs)
+
+
+def scope_constraints(scope: Any) -> ConstraintSet:
+    """The scope's explicit constraints as smtdims constraints (texts as the user wrote them)."""
+    out = []
+    for c in scope._explicit_constraints:
+        op = "==" if c.cmp == Comparator.EQ else ">="
+        out.append(Constraint.make(to_ir(c.e1), op, to_ir(c.e2), c.debug_str))
+    return ConstraintSet(tuple(out))
+
+
+@dataclass
+class _ScopeState:
+    ir_cache: dict = field(default_factory=dict)
+    session: Session | None = None
+    linear: bool | None = None  # the scope's constraints are in the Presburger fragment
+
+
+_STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_STATES_LOCK = threading.Lock()
+
+
+def _state(scope: Any) -> _ScopeState:
+    st = _STATES.get(scope)
+    if st is None:
+        with _STATES_LOCK:
+            st = _STATES.get(scope)
+            if st is None:
+                st = _ScopeState()
+                _STATES[scope] = st
+    return st
+
+
+def session_for_scope(scope: Any) -> Session:
+    """The reasoning session of a fully built scope (created once, dropped with the scope)."""
+    st = _state(scope)
+    if st.session is None or st.session.budget != CONFIG.budget:
+        st.session = Session(scope_constraints(scope), CONFIG.budget)
+    return st.session
+
+
+def _scope_is_linear(scope: Any) -> bool:
+    st = _state(scope)
+    if st.linear is None:
+        st.linear = all(_is_linear_dim(c.diff) for c in scope._explicit_constraints)
+    return st.linear
+
+
+def _is_linear_dim(e: Any) -> bool:
+    """Presburger fragment, checked on JAX's structure (cheaper than converting)."""
+    if not isinstance(e, _DimExpr):
+        return True
+    for term, _ in e._sorted_terms:
+        factors = term._factors
+        if not factors:
+            continue
+        if len(factors) > 1 or factors[0][1] != 1:
+            return False
+        f = factors[0][0]
+        if f.var is not None:
+            continue
+        a, b = f.operands
+        if f.operation in (_DimFactor.FLOORDIV, _DimFactor.MOD) and isinstance(b, _DimExpr):
+            return False
+        if not (_is_linear_dim(a) and _is_linear_dim(b)):
+            return False
+    return True
+
+
+# -- the hooks ---------------------------------------------------------------------------------
+def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
+    """Replacement for ``shape_poly._bounds_decision``.
+
+    JAX's own elimination procedure answers first where it is sound (linear
+    expressions under linear constraints); smtdims' interval fast path and then Z3
+    answer the rest, only as precisely as ``prec`` requires.
+    """
+    if not isinstance(e, _DimExpr):
+        return (int(e), int(e))
+    scope = e.scope
+    need = _NEED[prec]
+    trusted = _is_linear_dim(e) and _scope_is_linear(scope)
+    if not scope._initialized:
+        # Constraints are still being parsed: the constraint set is incomplete.
+        return _STOCK_BOUNDS(e, prec) if trusted else (float("-inf"), float("inf"))
+    lb, ub = float("-inf"), float("inf")
+    if trusted:
+        lb, ub = _STOCK_BOUNDS(e, prec)
+        if prec._bounds_are_sufficient(lb, ub) or (need == NEED_BEST and lb == ub):
+            STATS.bump("stock_answers")
+            return (lb, ub)
+    try:
+        lo, hi = session_for_scope(scope).sign_bounds(to_ir(e), need)
+    except PossibleDivisionByZeroError as err:
+        raise InconclusiveDimensionOperation(f"Possible division by 0: {err}") from None
+    except SmtdimsError:
+        raise
+    except Exception as err:  # never let an internal failure become a wrong answer
+        warnings.warn(f"smtdims could not decide bounds of {e}: {err!r}; answering 'unknown'", stacklevel=2)
+        return (lb, ub)
+    return (max(lo, lb), min(hi, ub))
+
+
+_CMP_RE = re.compile(r"' (>=|<=|>|<) '")
+
+
+def _smt_geq_decision(e1: Any, e2: Any, cmp_str: Callable[[], str]) -> bool:
+    """Stock ``_geq_decision`` (which now calls smtdims), with witnesses on failure."""
+    try:
+        return _STOCK_GEQ(e1, e2, cmp_str)
+    except InconclusiveDimensionOperation as err:
+        detail = _explain_inconclusive(e1, e2, cmp_str())
+        if not detail:
+            raise
+        base = str(err).split(InconclusiveDimensionOperation._help_msg)[0].rstrip()
+        raise InconclusiveDimensionOperation(f"{base}\n{detail}") from None
+
+
+def _explain_inconclusive(e1: Any, e2: Any, question: str) -> str:
+    scope = e1.scope if isinstance(e1, _DimExpr) else e2.scope
+    m = _CMP_RE.search(question)
+    # '<' and '>' are computed by JAX as 'not (e1 >= e2)'.
+    inverted = bool(m and m.group(1) in (">", "<"))
+    try:
+        d = session_for_scope(scope).decide(to_ir(e1), ">=", to_ir(e2))
+    except Exception as err:  # the explanation must never hide the original error
+        return f"smtdims: could not explain ({err})"
+    w_true, w_false = (d.witness_false, d.witness_true) if inverted else (d.witness_true, d.witness_false)
+    if d.status == UNDETERMINED:
+        return (
+            f"smtdims: the comparison is undetermined: {format_valuation(w_false)} makes {question} false; "
+            f"{format_valuation(w_true)} makes it true. Add a constraint or change the "
+            "shape specification so that it holds for every valuation."
+        )
+    if d.status == UNKNOWN:
+        return f"smtdims: the solver ran out of budget ({d.reason}); raise it with smtdims.install(budget=...)."
+    if d.status in (TRUE, FALSE):  # pragma: no cover - would mean the hook missed a proof
+        return f"smtdims: proves {d.question} is {d.status}"
+    return ""
+
+
+# -- provable equality ----------------------------------------------------------------------------
+def _smt_eq(self: Any, other: Any) -> bool:
+    """``==`` that is True when provably equal for every valuation; never raises.
+
+    Cheap first: JAX's syntactic answer, then evaluation at known valuations (a
+    nonzero difference at a satisfying point refutes), then interval bounds, and
+    only then Z3, cached per scope.
+    """
+    if _STOCK_EQ(self, other):
+        return True
+    try:
+        if isinstance(other, _DimExpr):
+            if other.scope is not self.scope:
+                return False
+        elif not isinstance(other, int) and not hasattr(other, "__index__"):
+            return False
+        return _provably_equal(self, other)
+    except Exception:  # __eq__ serves hashing: it must never raise
+        return False
+
+
+def _smt_ne(self: Any, other: Any) -> bool:
+    return not _smt_eq(self, other)
+
+
+def _provably_equal(a: Any, b: Any) -> bool:
+    scope = a.scope
+    if not scope._initialized:
+        return False
+    diff = to_ir(a) - to_ir(b)
+    if diff.is_constant:
+        return diff.as_constant() == 0
+    session = session_for_scope(scope)
+    free = diff.variables()
+    for point in session.sample_points():
+        for fill in (1, 7):
+            env = {**{v: fill for v in free}, **point}  # variables outside the constraints are free
+            try:
+                if diff.evaluate(env) != 0:
+                    return False
+            except ZeroDivisionError:
+                continue
+    lo, hi = session.interval(diff)
+    if lo > 0 or hi < 0:
+        return False
+    return session.decide(diff, "==", Expr.const(0)).status == TRUE
+
+
+# -- installation -----------------------------------------------------------------------------------
+_INSTALL_LOCK = threading.RLock()
+_installed: dict[str, Any] = {}
+
+
+def install(*, budget: int | None = None, equality: bool = True) -> None:
+    """Route jax.export's dimension reasoning through smtdims (idempotent; not reference counted)."""
+    with _INSTALL_LOCK:
+        if budget is not None:
+            if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
+                raise ValueError(f"budget must be a positive int (a Z3 rlimit), got {budget!r}")
+            CONFIG.budget = budget
+        sp._bounds_decision = _smt_bounds_decision
+        sp._geq_decision = _smt_geq_decision
+        if equality:
+            _DimExpr.__eq__ = _smt_eq
+            _DimExpr.__ne__ = _smt_ne
+        else:
+            _DimExpr.__eq__ = _STOCK_EQ
+            _DimExpr.__ne__ = _STOCK_NE
+        _installed.update(active=True, equality=equality)
+
+
+def uninstall() -> None:
+    """Restore stock JAX exactly (idempotent)."""
+    with _INSTALL_LOCK:
+        sp._bounds_decision = _STOCK_BOUNDS
+        sp._geq_decision = _STOCK_GEQ
+        _DimExpr.__eq__ = _STOCK_EQ
+        _DimExpr.__ne__ = _STOCK_NE
+        _installed.clear()
+
+
+def is_installed() -> bool:
+    return sp._bounds_decision is _smt_bounds_decision
+
+
+def installed_options() -> dict[str, Any]:
+    with _INSTALL_LOCK:
+        return dict(_installed)
+
+
+def stock_bounds(e: Any, prec: Any = None) -> tuple[float, float]:
+    """Stock JAX's bounds of ``e`` (for comparisons in tests, audits and benchmarks)."""
+    return _STOCK_BOUNDS(e, prec if prec is not None else BoundsPrecision.BEST)

@@ -1,0 +1,183 @@
+"""The sound fast path: interval bounds with a little constraint propagation.
+
+Every function here returns an interval that contains every value the expression
+takes under the constraints (variables >= 1). Intervals may be loose, never wrong.
+Infinite ends are ``-math.inf`` / ``math.inf``; finite ends are Python ints.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from .constraints import ConstraintSet
+from .expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
+
+Bound = int | float  # int, or +-math.inf
+Interval = tuple[Bound, Bound]
+INF = math.inf
+UNBOUNDED: Interval = (-INF, INF)
+
+_PROPAGATION_ROUNDS = 4
+
+
+def _mul(a: Bound, b: Bound) -> Bound:
+    # Endpoint products of integer intervals: 0 * inf counts as 0.
+    if a == 0 or b == 0:
+        return 0
+    return a * b
+
+
+def mul_interval(x: Interval, y: Interval) -> Interval:
+    cands = [_mul(x[0], y[0]), _mul(x[0], y[1]), _mul(x[1], y[0]), _mul(x[1], y[1])]
+    return (min(cands), max(cands))
+
+
+def pow_interval(x: Interval, e: int) -> Interval:
+    lo, hi = x
+    if e == 0:
+        return (1, 1)
+    if e % 2 == 1 or lo >= 0:
+        return (lo**e, hi**e)  # monotone
+    if hi <= 0:
+        return (hi**e, lo**e)
+    return (0, max(lo**e, hi**e))
+
+
+def _floor_div_bound(a: Bound, b: Bound) -> Bound:
+    if not math.isinf(b):
+        if not math.isinf(a):
+            return int(a) // int(b)
+        return -INF if (a >= 0) != (b >= 0) else INF
+    if not math.isinf(a):
+        return -1 if (a >= 0) != (b >= 0) and a != 0 else 0
+    return -INF if (a >= 0) != (b >= 0) else INF
+
+
+def floordiv_interval(x: Interval, y: Interval) -> Interval:
+    if y[0] <= 0 <= y[1]:
+        return UNBOUNDED  # the divisor may be 0 (or straddles it): no useful bound
+    cands = [_floor_div_bound(a, b) for a in x for b in y]
+    return (min(cands), max(cands))
+
+
+def mod_interval(x: Interval, y: Interval) -> Interval:
+    if y[0] >= 1:
+        hi = y[1] - 1
+        if x[0] >= 0:
+            if x[1] < y[0]:
+                return x  # mod(x, y) == x when 0 <= x < y
+            hi = min(hi, x[1])
+        return (0, hi)
+    if y[1] <= -1:
+        lo = y[0] + 1
+        if x[1] <= 0:
+            if x[0] > y[1]:
+                return x
+            lo = max(lo, x[0])
+        return (lo, 0)
+    return (min(0, y[0] + 1), max(0, y[1] - 1))
+
+
+def add_interval(x: Interval, y: Interval) -> Interval:
+    lo = -INF if (x[0] == -INF or y[0] == -INF) else x[0] + y[0]
+    hi = INF if (x[1] == INF or y[1] == INF) else x[1] + y[1]
+    return (lo, hi)
+
+
+class IntervalEvaluator:
+    """Interval bounds of expressions under fixed variable ranges (memoised per atom)."""
+
+    def __init__(self, var_ranges: Mapping[str, Interval]):
+        self.var_ranges = var_ranges
+        self._memo: dict[Atom, Interval] = {}
+
+    def var_range(self, name: str) -> Interval:
+        return self.var_ranges.get(name, (1, INF))
+
+    def atom(self, a: Atom) -> Interval:
+        r = self._memo.get(a)
+        if r is not None:
+            return r
+        if isinstance(a, Var):
+            r = self.var_range(a.name)
+        else:
+            assert isinstance(a, Op)
+            x, y = self.expr(a.lhs), self.expr(a.rhs)
+            if a.op == FLOORDIV:
+                r = floordiv_interval(x, y)
+            elif a.op == MOD:
+                r = mod_interval(x, y)
+            elif a.op == MAX:
+                r = (max(x[0], y[0]), max(x[1], y[1]))
+            elif a.op == MIN:
+                r = (min(x[0], y[0]), min(x[1], y[1]))
+            else:  # pragma: no cover - the IR has no other operations
+                raise AssertionError(a.op)
+        self._memo[a] = r
+        return r
+
+    def expr(self, e: Expr) -> Interval:
+        total: Interval = (0, 0)
+        for m, c in e.terms:
+            term: Interval = (c, c)
+            for a, k in m:
+                term = mul_interval(term, pow_interval(self.atom(a), k))
+            total = add_interval(total, term)
+        return total
+
+
+def _linear_var_term(diff: Expr, name: str) -> int | None:
+    """The coefficient of ``name`` if it occurs in ``diff`` only as a degree-1 term."""
+    coeff = None
+    for m, c in diff.terms:
+        if len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], Var) and m[0][0].name == name:
+            coeff = c
+    return coeff
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -((-a) // b)
+
+
+def propagate_var_ranges(constraints: ConstraintSet) -> tuple[dict[str, Interval], bool]:
+    """Sound variable ranges implied by the constraints, and whether they proved infeasibility.
+
+    For each constraint ``c*v + rest >= 0`` (or ``== 0``) with ``v`` linear, bounds of
+    ``rest`` bound ``v``. A few rounds reach chains like ``a >= b, b >= 16``.
+    """
+    names = sorted(constraints.variables())
+    ranges: dict[str, Interval] = {n: (1, INF) for n in names}
+    for _ in range(_PROPAGATION_ROUNDS):
+        changed = False
+        ev = IntervalEvaluator(ranges)
+        for con in constraints:
+            for n in con.diff.variables():
+                c = _linear_var_term(con.diff, n)
+                if c is None:
+                    continue
+                rest = con.diff - Expr.var(n) * c
+                if n in rest.variables():
+                    continue
+                rlo, rhi = ev.expr(rest)
+                lo, hi = ranges[n]
+                # c*v >= -rest  (and for ==, c*v <= -rest too)
+                if c > 0:
+                    if rhi != INF:
+                        lo = max(lo, _ceil_div(-int(rhi), c))
+                    if con.kind == "==" and rlo != -INF:
+                        hi = min(hi, (-int(rlo)) // c)
+                else:
+                    if rhi != INF:
+                        hi = min(hi, (-int(rhi)) // c)
+                    if con.kind == "==" and rlo != -INF:
+                        lo = max(lo, _ceil_div(-int(rlo), c))
+                if (lo, hi) != ranges[n]:
+                    if lo > hi:
+                        return ranges, True
+                    ranges[n] = (lo, hi)
+                    ev = IntervalEvaluator(ranges)
+                    changed = True
+        if not changed:
+            break
+    return ranges, False

@@ -1,0 +1,209 @@
+"""Immutable, printable answers: :class:`Bounds` and :class:`Decision`."""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import format_valuation
+
+TRUE, FALSE, UNDETERMINED, UNKNOWN = "true", "false", "undetermined", "unknown"
+
+
+def _fmt_bound(v: int | float) -> str:
+    if v == math.inf:
+        return "inf"
+    if v == -math.inf:
+        return "-inf"
+    return str(v)
+
+
+def _json_bound(v: int | float) -> int | str:
+    return _fmt_bound(v) if isinstance(v, float) else v
+
+
+class Bounds(tuple):
+    """``(lo, hi)`` of an expression, with tightness and a witness for each end.
+
+    A tuple subclass so that ``lo, hi = b`` and ``b == (lo, hi)`` work; the extra
+    fields are read-only attributes.
+    """
+
+    lo: int | float
+    hi: int | float
+    lo_tight: bool
+    hi_tight: bool
+    lo_witness: dict[str, int] | None
+    hi_witness: dict[str, int] | None
+    expr: str
+    constraints: tuple[str, ...]
+    answered_by: str
+
+    def __new__(
+        cls,
+        lo: int | float,
+        hi: int | float,
+        *,
+        lo_tight: bool = False,
+        hi_tight: bool = False,
+        lo_witness: dict[str, int] | None = None,
+        hi_witness: dict[str, int] | None = None,
+        expr: str = "",
+        constraints: tuple[str, ...] = (),
+        answered_by: str = "",
+    ) -> Bounds:
+        self = super().__new__(cls, (lo, hi))
+        fields = dict(
+            lo=lo, hi=hi, lo_tight=lo_tight, hi_tight=hi_tight,
+            lo_witness=dict(lo_witness) if lo_witness is not None else None,
+            hi_witness=dict(hi_witness) if hi_witness is not None else None,
+            expr=expr, constraints=tuple(constraints), answered_by=answered_by,
+        )
+        for k, v in fields.items():
+            object.__setattr__(self, k, v)
+        return self
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Bounds is immutable")
+
+    def __reduce__(self):
+        return (_rebuild_bounds, (self.to_dict(),))
+
+    @property
+    def tight(self) -> bool:
+        return self.lo_tight and self.hi_tight
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "expr": self.expr,
+            "constraints": list(self.constraints),
+            "lo": _json_bound(self.lo),
+            "hi": _json_bound(self.hi),
+            "lo_tight": self.lo_tight,
+            "hi_tight": self.hi_tight,
+            "lo_witness": self.lo_witness,
+            "hi_witness": self.hi_witness,
+            "answered_by": self.answered_by,
+        }
+
+    def __repr__(self) -> str:
+        return f"Bounds({_fmt_bound(self.lo)}, {_fmt_bound(self.hi)})"
+
+    def describe(self) -> str:
+        def end(name: str, v: int | float, tight: bool, w: dict[str, int] | None) -> str:
+            if v in (math.inf, -math.inf):
+                state = "unbounded (proven)" if tight else "no finite bound found"
+                return f"{name} = {_fmt_bound(v)}: {state}"
+            state = f"tight, attained at {format_valuation(w)}" if tight else "sound, maybe not tight"
+            return f"{name} = {v}: {state}"
+
+        where = f" under {', '.join(self.constraints)}" if self.constraints else ""
+        return (
+            f"bounds of {self.expr}{where}: [{_fmt_bound(self.lo)}, {_fmt_bound(self.hi)}]\n"
+            f"  {end('lo', self.lo, self.lo_tight, self.lo_witness)}\n"
+            f"  {end('hi', self.hi, self.hi_tight, self.hi_witness)}"
+        )
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for name, v, tight, w in (
+            ("lo", self.lo, self.lo_tight, self.lo_witness),
+            ("hi", self.hi, self.hi_tight, self.hi_witness),
+        ):
+            rows.append(
+                f"<tr><td>{name}</td><td>{html.escape(_fmt_bound(v))}</td>"
+                f"<td>{'tight' if tight else 'sound'}</td>"
+                f"<td>{html.escape(format_valuation(w)) if w else ''}</td></tr>"
+            )
+        cons = html.escape(", ".join(self.constraints)) or "none"
+        return (
+            f"<div><b>bounds of</b> <code>{html.escape(self.expr)}</code> "
+            f"<small>(constraints: {cons})</small><table>"
+            "<tr><th>end</th><th>value</th><th>status</th><th>witness</th></tr>"
+            + "".join(rows) + "</table></div>"
+        )
+
+
+def _rebuild_bounds(d: dict[str, Any]) -> Bounds:
+    def back(v: Any) -> int | float:
+        return float(v) if isinstance(v, str) else v
+
+    return Bounds(
+        back(d["lo"]), back(d["hi"]), lo_tight=d["lo_tight"], hi_tight=d["hi_tight"],
+        lo_witness=d["lo_witness"], hi_witness=d["hi_witness"], expr=d["expr"],
+        constraints=tuple(d["constraints"]), answered_by=d["answered_by"],
+    )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A three-valued (plus "unknown") answer to ``lhs op rhs`` for all valuations.
+
+    ``status``: ``"true"`` (proven for every valuation), ``"false"`` (proven false
+    for every valuation), ``"undetermined"`` (true for some, false for others:
+    see the witnesses) or ``"unknown"`` (the solver's budget ran out).
+    """
+
+    lhs: str
+    op: str
+    rhs: str
+    status: str
+    witness_true: dict[str, int] | None = None
+    witness_false: dict[str, int] | None = None
+    constraints: tuple[str, ...] = ()
+    answered_by: str = ""
+    reason: str = ""
+    _context: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def value(self) -> bool | None:
+        return True if self.status == TRUE else False if self.status == FALSE else None
+
+    @property
+    def question(self) -> str:
+        return f"{self.lhs} {self.op} {self.rhs}"
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            f"Decision of {self.question!r} is three-valued ({self.status}); "
+            "use .value (True/False/None) or .status"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("_context", None)
+        d["constraints"] = list(self.constraints)
+        d["value"] = self.value
+        return d
+
+    def describe(self) -> str:
+        where = f" under {', '.join(self.constraints)}" if self.constraints else ""
+        text = f"{self.question}{where}: {self.status}"
+        if self.status == UNDETERMINED:
+            text += (
+                f"\n  true  at {format_valuation(self.witness_true)}"
+                f"\n  false at {format_valuation(self.witness_false)}"
+            )
+        elif self.status == UNKNOWN:
+            text += f" ({self.reason or 'solver budget exhausted'})"
+        return text
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def _repr_html_(self) -> str:
+        color = {TRUE: "#1a7f37", FALSE: "#cf222e", UNDETERMINED: "#9a6700"}.get(self.status, "#57606a")
+        rows = ""
+        if self.witness_true is not None:
+            rows += f"<tr><td>true at</td><td>{html.escape(format_valuation(self.witness_true))}</td></tr>"
+        if self.witness_false is not None:
+            rows += f"<tr><td>false at</td><td>{html.escape(format_valuation(self.witness_false))}</td></tr>"
+        cons = html.escape(", ".join(self.constraints)) or "none"
+        return (
+            f"<div><code>{html.escape(self.question)}</code> is "
+            f"<b style='color:{color}'>{self.status}</b> "
+            f"<small>(constraints: {cons}; by {html.escape(self.answered_by)})</small>"
+            f"<table>{rows}</table></div>"
+        )

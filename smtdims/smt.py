@@ -1,0 +1,301 @@
+"""Z3 encoding of the IR, and a lazily-built, incremental solver session per constraint set.
+
+Each operator is encoded in exactly one place (:meth:`Encoder._encode_op`).
+``floordiv``/``mod`` follow Python: floor division, remainder with the divisor's
+sign. Z3's own ``div``/``mod`` are Euclidean, which agrees with Python only for a
+positive divisor, so negative constant divisors are rewritten and symbolic
+divisors get fresh quotient/remainder variables with guarded axioms.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import z3
+
+from .constraints import Constraint, ConstraintSet
+from .expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
+
+SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
+
+
+
+@dataclass
+class SolverCounters:
+    """Process-wide counters reported by :func:`smtdims.stats`."""
+
+    solvers_created: int = 0
+    solver_checks: int = 0
+    solver_unknowns: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def bump(self, name: str, by: int = 1) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + by)
+
+
+COUNTERS = SolverCounters()
+
+
+class Encoder:
+    """Translates IR expressions to Z3 terms in one context; memoised per atom."""
+
+    def __init__(self, ctx: z3.Context):
+        self.ctx = ctx
+        self.vars: dict[str, z3.ArithRef] = {}
+        self._atoms: dict[Atom, z3.ArithRef] = {}
+        # Definitional axioms of fresh quotient/remainder variables, to assert once.
+        self.pending_axioms: list[z3.BoolRef] = []
+        self.divisors: list[Expr] = []
+        self._fresh = 0
+
+    def var(self, name: str) -> z3.ArithRef:
+        v = self.vars.get(name)
+        if v is None:
+            v = z3.Int(name, self.ctx)
+            self.vars[name] = v
+            self.pending_axioms.append(v >= 1)
+        return v
+
+    def expr(self, e: Expr) -> z3.ArithRef:
+        total: z3.ArithRef | None = None
+        for m, c in e.terms:
+            term: z3.ArithRef = z3.IntVal(c, self.ctx)
+            for a, k in m:
+                base = self.atom(a)
+                for _ in range(k):
+                    term = term * base
+            total = term if total is None else total + term
+        return total if total is not None else z3.IntVal(0, self.ctx)
+
+    def atom(self, a: Atom) -> z3.ArithRef:
+        t = self._atoms.get(a)
+        if t is None:
+            t = self.var(a.name) if isinstance(a, Var) else self._encode_op(a)
+            self._atoms[a] = t
+        return t
+
+    def _encode_op(self, a: Op) -> z3.ArithRef:
+        x, y = self.expr(a.lhs), self.expr(a.rhs)
+        if a.op == MAX:
+            return z3.If(x >= y, x, y)
+        if a.op == MIN:
+            return z3.If(x <= y, x, y)
+        assert a.op in (FLOORDIV, MOD), a.op
+        d = a.rhs.as_constant()
+        if d is not None and d > 0:
+            return x / y if a.op == FLOORDIV else x % y  # Euclidean == floor for d > 0
+        if d is not None and d < 0:
+            # x // d == (-x) // (-d);  x % d == -((-x) % (-d))
+            return (-x) / (-y) if a.op == FLOORDIV else -((-x) % (-y))
+        # Symbolic divisor: x == y*q + r with Python's remainder sign, when y != 0.
+        self.divisors.append(a.rhs)
+        self._fresh += 1
+        q = z3.Int(f"!q{self._fresh}", self.ctx)
+        r = z3.Int(f"!r{self._fresh}", self.ctx)
+        self.pending_axioms.append(
+            z3.Implies(
+                y != 0,
+                z3.And(
+                    x == y * q + r,
+                    z3.Implies(y > 0, z3.And(r >= 0, r < y)),
+                    z3.Implies(y < 0, z3.And(r <= 0, r > y)),
+                ),
+            )
+        )
+        return q if a.op == FLOORDIV else r
+
+    def constraint(self, c: Constraint) -> z3.BoolRef:
+        d = self.expr(c.diff)
+        return d >= 0 if c.kind == ">=" else d == 0
+
+    def take_axioms(self) -> list[z3.BoolRef]:
+        out, self.pending_axioms = self.pending_axioms, []
+        return out
+
+
+def make_solver(ctx: z3.Context, budget: int) -> z3.Solver:
+    COUNTERS.bump("solvers_created")
+    s = z3.Solver(ctx=ctx)
+    s.set("rlimit", budget)
+    s.set("random_seed", 0)
+    return s
+
+
+@dataclass
+class CheckResult:
+    status: str  # SAT | UNSAT | UNKNOWN
+    model: dict[str, int] | None = None
+    core: list[str] | None = None
+    reason: str = ""
+
+
+class SolverSession:
+    """One Z3 context and incremental solver for one constraint set, created on first use.
+
+    Linear (Presburger) queries run on the shared incremental solver with push/pop;
+    nonlinear ones on a fresh solver so that their answers do not depend on the
+    history of earlier queries (incremental nonlinear search is order-sensitive).
+    Not thread-safe by itself: callers hold ``lock``.
+    """
+
+    def __init__(self, constraints: ConstraintSet, budget: int):
+        self.constraints = constraints
+        self.budget = budget
+        self.lock = threading.RLock()
+        self._ctx: z3.Context | None = None
+        self._enc: Encoder | None = None
+        self._solver: z3.Solver | None = None
+        self._base: list[z3.BoolRef] = []  # everything asserted at base level
+        self.linear = constraints.is_linear()
+
+    @property
+    def started(self) -> bool:
+        return self._ctx is not None
+
+    def _start(self) -> None:
+        if self._ctx is None:
+            self._ctx = z3.Context()
+            self._enc = Encoder(self._ctx)
+            self._constraint_terms = [self._enc.constraint(c) for c in self.constraints]
+            for v in sorted(self.constraints.variables()):
+                self._enc.var(v)
+
+    @property
+    def encoder(self) -> Encoder:
+        self._start()
+        assert self._enc is not None
+        return self._enc
+
+    def _shared_solver(self) -> z3.Solver:
+        self._start()
+        if self._solver is None:
+            assert self._ctx is not None
+            self._solver = make_solver(self._ctx, self.budget)
+            self._solver.add(*self._constraint_terms, *self._base)
+        return self._solver
+
+    def check(
+        self,
+        build: Callable[[Encoder], list[z3.BoolRef]],
+        *,
+        linear: bool,
+        want_model: bool = True,
+        model_vars: frozenset[str] = frozenset(),
+    ) -> CheckResult:
+        """Satisfiability of constraints AND the formulas ``build`` makes."""
+        enc = self.encoder
+        goals = build(enc)
+        for v in model_vars:
+            enc.var(v)
+        axioms = enc.take_axioms()
+        self._base.extend(axioms)
+        COUNTERS.bump("solver_checks")
+        if linear and self.linear:
+            had_solver = self._solver is not None
+            s = self._shared_solver()  # a new one asserts all of _base itself
+            if had_solver and axioms:
+                s.add(*axioms)
+            s.push()
+            try:
+                s.add(*goals)
+                return self._result(s, want_model, model_vars)
+            finally:
+                s.pop()
+        assert self._ctx is not None
+        s = make_solver(self._ctx, self.budget)
+        s.add(*self._constraint_terms, *self._base, *goals)
+        return self._result(s, want_model, model_vars)
+
+    def _result(self, s: z3.Solver, want_model: bool, model_vars: frozenset[str]) -> CheckResult:
+        r = s.check()
+        if r == z3.sat:
+            model = None
+            if want_model:
+                m = s.model()
+                names = set(model_vars) | set(self.constraints.variables())
+                model = {
+                    n: m.eval(self.encoder.vars[n], model_completion=True).as_long()
+                    for n in sorted(names)
+                    if n in self.encoder.vars
+                }
+            return CheckResult(SAT, model=model)
+        if r == z3.unsat:
+            return CheckResult(UNSAT)
+        COUNTERS.bump("solver_unknowns")
+        return CheckResult(UNKNOWN, reason=s.reason_unknown())
+
+    def unsat_core(self, extra: Callable[[Encoder], list[z3.BoolRef]] | None = None) -> list[str] | None:
+        """Minimal subset of user constraints (by text) that is unsatisfiable with ``extra``.
+
+        Implicit ``v >= 1`` facts appear as ``'v >= 1 (dimension variable)'``.
+        Returns None if satisfiable or unknown.
+        """
+        enc = self.encoder
+        goals = extra(enc) if extra else []
+        assert self._ctx is not None
+        s = make_solver(self._ctx, self.budget)
+        s.set("core.minimize", True)
+        COUNTERS.bump("solver_checks")
+        labels: dict[str, str] = {}
+        for i, c in enumerate(self.constraints):
+            name = f"!c{i}"
+            labels[name] = c.text
+            s.assert_and_track(self._constraint_terms[i], z3.Bool(name, self._ctx))
+        for v, t in sorted(enc.vars.items()):
+            name = f"!v:{v}"
+            labels[name] = f"{v} >= 1 (dimension variable)"
+            s.assert_and_track(t >= 1, z3.Bool(name, self._ctx))
+        others = [a for a in self._base + enc.take_axioms() if not _is_var_axiom(a, enc)]
+        s.add(*others, *goals)
+        if s.check() != z3.unsat:
+            return None
+        return [labels[str(b)] for b in s.unsat_core()]
+
+    def optimize(self, e: Expr, model_vars: frozenset[str]) -> tuple[CheckResult, CheckResult, object, object]:
+        """Exact minimum and maximum of a linear ``e`` (Z3's optimiser; infinite when unbounded)."""
+        enc = self.encoder
+        t = enc.expr(e)
+        for v in model_vars:
+            enc.var(v)
+        self._base.extend(enc.take_axioms())
+        assert self._ctx is not None
+        results = []
+        for sense in ("min", "max"):
+            COUNTERS.bump("solvers_created")
+            COUNTERS.bump("solver_checks")
+            o = z3.Optimize(ctx=self._ctx)
+            o.set("rlimit", self.budget)
+            o.add(*self._constraint_terms, *self._base)
+            h = o.minimize(t) if sense == "min" else o.maximize(t)
+            r = o.check()
+            if r == z3.sat:
+                value = h.lower() if sense == "min" else h.upper()
+                res = self._result(o, True, model_vars)  # type: ignore[arg-type]
+                results.append((res, value))
+            else:
+                if r == z3.unknown:
+                    COUNTERS.bump("solver_unknowns")
+                results.append((CheckResult(UNSAT if r == z3.unsat else UNKNOWN), None))
+        (lo_res, lo_val), (hi_res, hi_val) = results
+        return lo_res, hi_res, lo_val, hi_val
+
+
+def _is_var_axiom(a: z3.BoolRef, enc: Encoder) -> bool:
+    return any(a.eq(t >= 1) for t in enc.vars.values())
+
+
+def z3_int_or_inf(value: object) -> int | float:
+    """Convert an optimiser objective value (an integer, or +-oo) to int / +-inf."""
+    import math
+
+    assert isinstance(value, z3.ArithRef)
+    if z3.is_int_value(value):
+        return value.as_long()
+    text = value.sexpr()
+    if "oo" in text:
+        return -math.inf if "-" in text else math.inf
+    # an epsilon-shifted value cannot arise for integer objectives
+    raise ValueError(f"unexpected optimiser value {text}")
