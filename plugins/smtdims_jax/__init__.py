@@ -8,7 +8,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .adapter import SUPPORTED_JAX, install, installed_options, is_installed, scope_constraints, to_ir, uninstall
+from .adapter import (
+    SUPPORTED_JAX,
+    add_listener,
+    install,
+    installed_options,
+    is_installed,
+    remove_listener,
+    scope_constraints,
+    to_ir,
+    uninstall,
+)
 
 
 @contextmanager
@@ -25,4 +35,7 @@ def enabled(*, budget: int | None = None, equality: bool = True) -> Iterator[Non
             install(equality=was.get("equality", True))
 
 
-__all__ = ["SUPPORTED_JAX", "enabled", "install", "installed_options", "is_installed", "scope_constraints", "to_ir", "uninstall"]
+__all__ = [
+    "SUPPORTED_JAX", "add_listener", "enabled", "install", "installed_options", "is_installed",
+    "remove_listener", "scope_constraints", "to_ir", "uninstall",
+]

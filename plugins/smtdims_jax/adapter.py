@@ -178,6 +178,36 @@ def _is_linear_dim(e: Any) -> bool:
     return True
 
 
+_INSTALL_LOCK = threading.RLock()
+
+
+# -- observers (audit mode, the pytest plugin) ------------------------------------------------
+_LISTENERS: list[Callable[[dict[str, Any]], None]] = []
+
+
+def add_listener(fn: Callable[[dict[str, Any]], None]) -> None:
+    """Call ``fn(event)`` for every decision made while installed (see ``_emit`` for the keys)."""
+    with _INSTALL_LOCK:
+        _LISTENERS.append(fn)
+
+
+def remove_listener(fn: Callable[[dict[str, Any]], None]) -> None:
+    with _INSTALL_LOCK:
+        if fn in _LISTENERS:
+            _LISTENERS.remove(fn)
+
+
+def _emit(**event: Any) -> None:
+    """Events: ``kind`` ("bounds" | "compare" | "eq"), ``question``, ``answer``, ``answered_by``
+    ("stock" | "smtdims"), plus kind-specific keys (``expr``, ``prec``, ``stock``, ``lhs``, ``rhs``,
+    ``proven``, ``scope``). Listener errors are reported as warnings, never raised into JAX."""
+    for fn in list(_LISTENERS):
+        try:
+            fn(event)
+        except Exception as err:  # pragma: no cover - a broken listener must not break exports
+            warnings.warn(f"smtdims listener {fn!r} failed: {err!r}", stacklevel=3)
+
+
 # -- the hooks ---------------------------------------------------------------------------------
 def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
     """Replacement for ``shape_poly._bounds_decision``.
@@ -199,6 +229,9 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
         lb, ub = _STOCK_BOUNDS(e, prec)
         if prec._bounds_are_sufficient(lb, ub) or (need == NEED_BEST and lb == ub):
             STATS.bump("stock_answers")
+            if _LISTENERS:
+                _emit(kind="bounds", question=f"bounds of {e}", expr=e, prec=need, answer=(lb, ub),
+                      answered_by="stock", stock=(lb, ub), scope=scope)
             return (lb, ub)
     try:
         lo, hi = session_for_scope(scope).sign_bounds(to_ir(e), need)
@@ -209,7 +242,11 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
     except Exception as err:  # never let an internal failure become a wrong answer
         warnings.warn(f"smtdims could not decide bounds of {e}: {err!r}; answering 'unknown'", stacklevel=2)
         return (lb, ub)
-    return (max(lo, lb), min(hi, ub))
+    result = (max(lo, lb), min(hi, ub))
+    if _LISTENERS:
+        _emit(kind="bounds", question=f"bounds of {e}", expr=e, prec=need, answer=result,
+              answered_by="smtdims", stock=(lb, ub) if trusted else None, scope=scope)
+    return result
 
 
 _CMP_RE = re.compile(r"' (>=|<=|>|<) '")
@@ -218,13 +255,19 @@ _CMP_RE = re.compile(r"' (>=|<=|>|<) '")
 def _smt_geq_decision(e1: Any, e2: Any, cmp_str: Callable[[], str]) -> bool:
     """Stock ``_geq_decision`` (which now calls smtdims), with witnesses on failure."""
     try:
-        return _STOCK_GEQ(e1, e2, cmp_str)
+        answer = _STOCK_GEQ(e1, e2, cmp_str)
     except InconclusiveDimensionOperation as err:
         detail = _explain_inconclusive(e1, e2, cmp_str())
+        if _LISTENERS:
+            _emit(kind="compare", question=cmp_str(), lhs=e1, rhs=e2, answer="inconclusive",
+                  answered_by="smtdims", detail=detail)
         if not detail:
             raise
         base = str(err).split(InconclusiveDimensionOperation._help_msg)[0].rstrip()
         raise InconclusiveDimensionOperation(f"{base}\n{detail}") from None
+    if _LISTENERS:
+        _emit(kind="compare", question=cmp_str(), lhs=e1, rhs=e2, answer=answer, answered_by="smtdims")
+    return answer
 
 
 def _explain_inconclusive(e1: Any, e2: Any, question: str) -> str:
@@ -259,16 +302,26 @@ def _smt_eq(self: Any, other: Any) -> bool:
     only then Z3, cached per scope.
     """
     if _STOCK_EQ(self, other):
+        if _LISTENERS:
+            _emit(kind="eq", question=f"{self} == {other}", lhs=self, rhs=other, answer=True,
+                  proven_equal=True, answered_by="stock")
         return True
+    if not _EQUALITY[0] and not _LISTENERS:
+        return False
     try:
         if isinstance(other, _DimExpr):
             if other.scope is not self.scope:
                 return False
         elif not isinstance(other, int) and not hasattr(other, "__index__"):
             return False
-        return _provably_equal(self, other)
+        proven = _provably_equal(self, other)
     except Exception:  # __eq__ serves hashing: it must never raise
-        return False
+        proven = False
+    answer = proven if _EQUALITY[0] else False
+    if _LISTENERS:
+        _emit(kind="eq", question=f"{self} == {other}", lhs=self, rhs=other, answer=answer,
+              proven_equal=proven, answered_by="smtdims" if _EQUALITY[0] else "stock")
+    return answer
 
 
 def _smt_ne(self: Any, other: Any) -> bool:
@@ -299,8 +352,8 @@ def _provably_equal(a: Any, b: Any) -> bool:
 
 
 # -- installation -----------------------------------------------------------------------------------
-_INSTALL_LOCK = threading.RLock()
 _installed: dict[str, Any] = {}
+_EQUALITY = [True]  # provable equality on/off; a list so the hot path reads one cell
 
 
 def install(*, budget: int | None = None, equality: bool = True) -> None:
@@ -312,12 +365,10 @@ def install(*, budget: int | None = None, equality: bool = True) -> None:
             CONFIG.budget = budget
         sp._bounds_decision = _smt_bounds_decision
         sp._geq_decision = _smt_geq_decision
-        if equality:
-            _DimExpr.__eq__ = _smt_eq
-            _DimExpr.__ne__ = _smt_ne
-        else:
-            _DimExpr.__eq__ = _STOCK_EQ
-            _DimExpr.__ne__ = _STOCK_NE
+        _EQUALITY[0] = bool(equality)
+        # With equality off, the wrapper answers exactly as stock (it only reports to listeners).
+        _DimExpr.__eq__ = _smt_eq
+        _DimExpr.__ne__ = _smt_ne
         _installed.update(active=True, equality=equality)
 
 
