@@ -224,7 +224,8 @@ class Session:
     def _decision(self, lhs: Expr, op: str, rhs: Expr, status: str, by: str, **kw) -> Decision:
         return Decision(
             str(lhs), op, str(rhs), status,
-            constraints=tuple(c.text for c in self.constraints), answered_by=by, **kw,
+            constraints=tuple(c.text for c in self.constraints), answered_by=by,
+            _context=(self, lhs, op, rhs), **kw,
         )
 
     def _decide(self, lhs: Expr, op: str, rhs: Expr) -> Decision:
@@ -306,7 +307,10 @@ class Session:
             return b
 
     def _mk_bounds(self, e: Expr, lo, hi, by: str, **kw) -> Bounds:
-        return Bounds(lo, hi, expr=str(e), constraints=tuple(c.text for c in self.constraints), answered_by=by, **kw)
+        return Bounds(
+            lo, hi, expr=str(e), constraints=tuple(c.text for c in self.constraints), answered_by=by,
+            context=(self, e), **kw,
+        )
 
     def _bounds(self, e: Expr) -> Bounds:
         self.check_divisors(e)

@@ -53,8 +53,10 @@ class Bounds(tuple):
         expr: str = "",
         constraints: tuple[str, ...] = (),
         answered_by: str = "",
+        context: Any = None,
     ) -> Bounds:
         self = super().__new__(cls, (lo, hi))
+        object.__setattr__(self, "_context", context)  # (Session, Expr) for explain(); not data
         fields = dict(
             lo=lo, hi=hi, lo_tight=lo_tight, hi_tight=hi_tight,
             lo_witness=dict(lo_witness) if lo_witness is not None else None,
@@ -67,6 +69,12 @@ class Bounds(tuple):
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Bounds is immutable")
+
+    def explain(self):
+        """Why these bounds: the witness of each end and the constraints that bound it."""
+        from .explain import explain_bounds
+
+        return explain_bounds(self)
 
     def __reduce__(self):
         return (_rebuild_bounds, (self.to_dict(),))
@@ -170,6 +178,12 @@ class Decision:
             f"Decision of {self.question!r} is three-valued ({self.status}); "
             "use .value (True/False/None) or .status"
         )
+
+    def explain(self):
+        """Why this answer: the constraints a proof rests on, or witnesses and suggested fixes."""
+        from .explain import explain_decision
+
+        return explain_decision(self)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

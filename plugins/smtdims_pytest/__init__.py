@@ -1,0 +1,1 @@
+"""pytest plugin: ``pytest --smtdims`` and ``@pytest.mark.smtdims`` (see :mod:`.plugin`)."""
