@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks: stock JAX vs smtdims (see benchmarks/README.md)."""

@@ -1,0 +1,103 @@
+"""The seed's examples, answered by stock JAX and then by smtdims, side by side.
+
+Run: ``bash scripts/demo.sh`` (sets up .venv first) or ``python examples/seed_demo.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax import export, lax  # noqa: E402
+
+import smtdims  # noqa: E402
+
+
+def spec(*dims, dtype=jnp.int32):
+    return jax.ShapeDtypeStruct(dims, dtype)
+
+
+def attempt(thunk) -> str:
+    try:
+        return str(thunk())
+    except Exception as err:  # the demo shows errors as answers
+        first = str(err).split("\nThis error arises")[0]
+        return f"{type(err).__name__}: {first}"
+
+
+def both(title: str, thunk) -> None:
+    print(f"\n## {title}")
+    smtdims.uninstall()
+    print("  stock JAX: " + textwrap.indent(attempt(thunk), "             ").lstrip())
+    smtdims.install()
+    print("  smtdims  : " + textwrap.indent(attempt(thunk), "             ").lstrip())
+
+
+def row5():
+    a, b = export.symbolic_shape("a, b")
+    return export.export(jax.jit(lambda x: 0 if x.shape[0] + 1 >= x.shape[1] else 1))(spec(a, b)).out_avals
+
+
+def row9():
+    (b,) = export.symbolic_shape("b")
+    return export.export(jax.jit(lambda x: lax.slice_in_dim(x, 0, 16)))(spec(b)).out_avals
+
+
+def row13():
+    (b,) = export.symbolic_shape("b")
+    f = lambda x: lax.slice_in_dim(x, 0, x.shape[0] % 3)  # noqa: E731
+    exp = export.export(jax.jit(f))(spec(b))
+    ok = all(np.array_equal(exp.call(np.arange(n, dtype=np.int32)), f(np.arange(n, dtype=np.int32))) for n in range(1, 11))
+    return f"{exp.out_avals}; runs for b = 1..10 and matches native: {ok}"
+
+
+def row12():
+    a, b = export.symbolic_shape("a, b", constraints=("a - b >= 8",))
+    return f"a >= 9 is {a >= 9}"
+
+
+def loose_bounds():
+    from jax._src.export import shape_poly as sp  # the demo peeks at JAX's bounds on purpose
+
+    a, d, m = export.symbolic_shape("a, d, m", constraints=("4*d == a - m", "m >= 0", "m <= 3"))
+    return f"bounds of a - 2*d = {sp._bounds_decision(a - 2 * d, sp.BoundsPrecision.BEST)}"
+
+
+def equality():
+    (b,) = export.symbolic_shape("b")
+
+    def f(x):
+        n = x.shape[0]
+        halves = jnp.concatenate([lax.slice_in_dim(x, 0, n // 2), lax.slice_in_dim(x, n // 2, n)])
+        odd_even = jnp.concatenate([lax.slice_in_dim(x, 0, 2 * (n // 2)), lax.slice_in_dim(x, 0, n % 2)])
+        return halves + odd_even
+
+    return export.export(jax.jit(f))(spec(b)).out_avals
+
+
+def main() -> None:
+    print("smtdims demo: the seed's examples, stock JAX vs smtdims")
+    both("row 5: 'a + 1 >= b' during tracing (genuinely undetermined)", row5)
+    both("row 9: lax.slice_in_dim(x, 0, 16) on spec 'b'", row9)
+    both("row 12: constraint a - b >= 8, is a >= 9?", row12)
+    both("row 13: lax.slice_in_dim(x, 0, x.shape[0] % 3) on spec 'b'", row13)
+    both("JAX's documented looseness: a - 2*d under 4*d == a - m, 0 <= m <= 3", loose_bounds)
+    both("issue 7: x[:n//2] ++ x[n//2:]  +  x[:2*(n//2)] ++ x[:n%2]  (equal sizes, spelled differently)", equality)
+    print("\n## row 14: smtdims.bounds with constraints batch >= 128, batch <= 1024")
+    batch, free = export.symbolic_shape("batch, free", constraints=("batch >= 128", "batch <= 1024"))
+    print("  symbolic_dim_bounds(batch) =", smtdims.symbolic_dim_bounds(batch))
+    print("  symbolic_dim_bounds(free)  =", smtdims.symbolic_dim_bounds(free))
+    print(textwrap.indent(smtdims.bounds(2 * batch + 1).describe(), "  "))
+    print("\n## decide: three-valued answers with witnesses")
+    for q in ("b >= mod(b, 3)", "a + 1 >= b", "b == 2*floordiv(b, 2) + mod(b, 2)"):
+        print(textwrap.indent(smtdims.decide(q).describe(), "  "))
+    print("\nstats:", smtdims.stats())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Fresh-process half of the export pipeline: deserialize, compile and run an artifact on stock JAX.
+
+Run as a script (``python _verify_worker.py JOBDIR``), never imported by the pipeline,
+so that neither ``smtdims`` nor ``smtdims_jax`` is loaded here: a pass proves the
+artifact needs nothing but JAX. It imports only the standard library, NumPy and JAX.
+
+Protocol (all files in JOBDIR, written by :mod:`smtdims_jax.pipeline`):
+- ``artifact.bin``: ``Exported.serialize()`` bytes;
+- ``job.json``: ``{"samples": [{"index": i, "inputs": [LEAF, ...]}], "reject": {"inputs": [...]} | null}``
+  where a LEAF is ``{"dtype": name, "shape": [...], "offset": o, "nbytes": n}`` into ``inputs.bin``;
+- progress: one JSON object per line on stdout (``{"sample": i, "phase": "compile"}``);
+- result: ``result.json`` with per-sample times, errors and output leaves (data in ``outputs.bin``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def _say(**event: object) -> None:
+    print(json.dumps(event), flush=True)
+
+
+def _load_leaves(blob: bytes, leaves: list[dict], np, jnp) -> list:
+    out = []
+    for leaf in leaves:
+        dtype = jnp.dtype(leaf["dtype"])
+        data = blob[leaf["offset"]: leaf["offset"] + leaf["nbytes"]]
+        out.append(np.frombuffer(data, dtype=dtype).reshape(leaf["shape"]).copy())
+    return out
+
+
+def _error_text(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}"
+
+
+def main(jobdir: str) -> int:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import export
+
+    with open(os.path.join(jobdir, "job.json")) as f:
+        job = json.load(f)
+    with open(os.path.join(jobdir, "inputs.bin"), "rb") as f:
+        blob = f.read()
+    device = jax.devices()[0]
+    result: dict = {
+        "jax_version": jax.__version__,
+        "device": f"{device.platform}: {device.device_kind}",
+        "samples": [],
+        "reject": None,
+    }
+    out_file = open(os.path.join(jobdir, "outputs.bin"), "wb")
+    try:
+        t0 = time.perf_counter()
+        with open(os.path.join(jobdir, "artifact.bin"), "rb") as f:
+            exp = export.deserialize(bytearray(f.read()))
+        result["deserialize_s"] = time.perf_counter() - t0
+        result["platforms"] = list(exp.platforms)
+
+        def call_args(leaves: list) -> tuple[tuple, dict]:
+            return jax.tree_util.tree_unflatten(exp.in_tree, leaves)
+
+        for sample in job["samples"]:
+            i = sample["index"]
+            entry: dict = {"index": i, "compile_s": None, "run_s": None, "outputs": None, "error": None}
+            result["samples"].append(entry)
+            try:
+                args, kwargs = call_args(_load_leaves(blob, sample["inputs"], np, jnp))
+                _say(sample=i, phase="compile")
+                t0 = time.perf_counter()
+                compiled = jax.jit(exp.call).lower(*args, **kwargs).compile()
+                entry["compile_s"] = time.perf_counter() - t0
+                _say(sample=i, phase="run")
+                t0 = time.perf_counter()
+                outs = jax.block_until_ready(compiled(*args, **kwargs))
+                entry["run_s"] = time.perf_counter() - t0
+                leaves = []
+                for x in jax.tree_util.tree_leaves(outs):
+                    a = np.asarray(x)
+                    data = a.tobytes()
+                    leaves.append({"dtype": str(a.dtype), "shape": list(a.shape), "offset": out_file.tell(),
+                                   "nbytes": len(data)})
+                    out_file.write(data)
+                entry["outputs"] = leaves
+            except Exception as err:  # a failing sample is a result, not a crash
+                entry["error"] = _error_text(err)
+        if job.get("reject") is not None:
+            _say(sample="outside", phase="call")
+            rej: dict = {"rejected": False, "error": None, "error_type": None}
+            result["reject"] = rej
+            try:
+                args, kwargs = call_args(_load_leaves(blob, job["reject"]["inputs"], np, jnp))
+                compiled = jax.jit(exp.call).lower(*args, **kwargs).compile()
+                jax.block_until_ready(compiled(*args, **kwargs))
+            except Exception as err:
+                rej.update(rejected=True, error=str(err), error_type=type(err).__name__)
+    except Exception as err:
+        result["fatal"] = _error_text(err) + "\n" + traceback.format_exc()
+    finally:
+        out_file.close()
+        # Proof that the artifact ran on stock JAX: nothing of smtdims was ever imported here.
+        result["smtdims_loaded"] = sorted(m for m in sys.modules if m.split(".")[0] in ("smtdims", "smtdims_jax"))
+        with open(os.path.join(jobdir, "result.json"), "w") as f:
+            json.dump(result, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# One command: set up .venv (if needed) with smtdims and its test extras, then run the tests.
+#   bash scripts/test.sh            # the whole suite
+#   bash scripts/test.sh -k seed    # any pytest arguments pass through
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[test]"
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,180 @@
+"""Public API contract (issue 2): bounds, decide, install/uninstall, stats."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import export, lax
+from jax._src.export import shape_poly as sp
+
+import smtdims
+from smtdims.errors import ParseError, PossibleDivisionByZeroError, UnsatisfiableConstraintsError
+
+LOOSE = ("4*d == a - m", "m >= 0", "m <= 3")
+
+
+def test_bounds_value_object():
+    b = smtdims.bounds("2*batch + 1", constraints=("batch >= 128", "batch <= 1024"))
+    lo, hi = b
+    assert (lo, hi) == (257, 2049) and b == (257, 2049)
+    assert b.lo_tight and b.hi_tight and b.tight
+    assert 2 * b.lo_witness["batch"] + 1 == 257 and 2 * b.hi_witness["batch"] + 1 == 2049
+    assert "tight" in b.describe() and "<table>" in b._repr_html_()
+    assert b.to_dict()["hi"] == 2049
+    assert pickle.loads(pickle.dumps(b)) == b
+    with pytest.raises(AttributeError):
+        b.lo = 3
+
+
+def test_bounds_unbounded_is_tight_infinity():
+    b = smtdims.bounds("free")
+    assert b == (1, math.inf) and b.hi_tight and b.hi_witness is None
+    assert b.to_dict()["hi"] == "inf"
+
+
+@pytest.mark.parametrize(
+    "expr,expected",
+    [("a - 2*d", (3, math.inf)), ("a", (5, math.inf)), ("m", (1, 3)), ("mod(a, 4)", (1, 3))],
+)
+def test_jax_documented_looseness_is_gone(expr, expected):
+    assert smtdims.symbolic_dim_bounds(expr, constraints=LOOSE) == expected
+
+
+def test_max_min_identity_is_exact():
+    assert smtdims.symbolic_dim_bounds("max(a, b) - a - max(b - a, 0)") == (0, 0)
+
+
+def test_looseness_gone_inside_jax(installed):
+    a, d, m = export.symbolic_shape("a, d, m", constraints=LOOSE)
+    assert sp._bounds_decision(a - 2 * d, sp.BoundsPrecision.BEST) == (3, math.inf)
+    assert smtdims.bounds(a - 2 * d) == (3, math.inf)
+    a, b = export.symbolic_shape("a, b")
+    e = core_max(a, b) - a - core_max(b - a, 0)
+    assert sp._bounds_decision(e, sp.BoundsPrecision.BEST) == (0, 0)
+
+
+def core_max(x, y):
+    from jax._src import core
+
+    return core.max_dim(x, y)
+
+
+def test_stock_is_loose_there(stock):
+    a, d, m = export.symbolic_shape("a, d, m", constraints=LOOSE)
+    lo, hi = sp._bounds_decision(a - 2 * d, sp.BoundsPrecision.BEST)
+    assert lo < 3  # what smtdims fixes; if JAX ever gets this right, this test tells us
+
+
+def test_decide_statuses():
+    assert smtdims.decide("b", ">=", "mod(b, 3)").status == "true"
+    assert smtdims.decide("b", "<", "mod(b, 3)").status == "false"
+    d = smtdims.decide("a + 1 >= b")
+    assert d.status == "undetermined" and d.value is None
+    wt, wf = d.witness_true, d.witness_false
+    assert wt["a"] + 1 >= wt["b"] and not (wf["a"] + 1 >= wf["b"])
+    assert smtdims.decide("a", ">=", 9, constraints=["a - b >= 8"]).value is True
+    assert smtdims.decide("a", "!=", "a + 1").value is True
+    with pytest.raises(TypeError, match="three-valued"):
+        bool(d)
+
+
+def test_decide_rejects_unknown_operator():
+    with pytest.raises(ValueError, match="unknown comparison"):
+        smtdims.decide("a", "=>", "b")
+
+
+def test_python_semantics_of_negative_divisors():
+    # Python: 7 // -2 == -4, 7 % -2 == -1; Z3's Euclidean div/mod would say -3 and 1.
+    assert smtdims.symbolic_dim_bounds("floordiv(a, -2)", constraints=("a == 7",)) == (-4, -4)
+    assert smtdims.symbolic_dim_bounds("mod(a, -2)", constraints=("a == 7",)) == (-1, -1)
+    assert smtdims.symbolic_dim_bounds("mod(a, 0 - b)", constraints=("a == 7", "b == 2")) == (-1, -1)
+    assert smtdims.symbolic_dim_bounds("floordiv(a, 0 - b)", constraints=("a == 7", "b == 2")) == (-4, -4)
+
+
+def test_division_by_possibly_zero_divisor_is_an_error():
+    with pytest.raises(PossibleDivisionByZeroError, match="'b - 2'"):
+        smtdims.bounds("floordiv(a, b - 2)")
+    assert smtdims.bounds("floordiv(a, b - 2)", constraints=("b >= 3",)).lo == 0
+
+
+def test_unsatisfiable_constraints_name_the_conflict():
+    with pytest.raises(UnsatisfiableConstraintsError) as info:
+        smtdims.decide("a", ">=", 1, constraints=("a >= 10", "b >= 1", "a <= 5"))
+    assert sorted(info.value.conflict) == ["a <= 5", "a >= 10"]
+
+
+def test_parse_errors_point_at_the_input():
+    with pytest.raises(ParseError) as info:
+        smtdims.bounds("2*b + ")
+    assert info.value.position == 6
+    with pytest.raises(ParseError, match="integers"):
+        smtdims.bounds("2.5*b")
+    with pytest.raises(TypeError, match="sequence of strings"):
+        smtdims.bounds("b", constraints="b >= 1")
+
+
+def test_nonlinear_bounds_are_sound_and_tight_when_found():
+    b = smtdims.bounds("a*b - a", constraints=("a <= 4", "b <= 3"))
+    assert b == (0, 8) and b.tight
+    assert smtdims.decide("a*a", ">=", "2*a - 1").status == "true"
+
+
+def test_install_roundtrip_restores_stock():
+    (b,) = export.symbolic_shape("b")
+    f = lambda x: lax.slice_in_dim(x, 0, x.shape[0] % 3)  # noqa: E731
+    sds = jax.ShapeDtypeStruct((b,), jnp.int32)
+    smtdims.uninstall()
+    assert not smtdims.is_installed()
+    original = sp._bounds_decision, sp._geq_decision, sp._DimExpr.__eq__
+    with pytest.raises(Exception, match="inconclusive"):
+        export.export(jax.jit(f))(sds)
+    smtdims.install()
+    smtdims.install()  # idempotent
+    assert smtdims.is_installed()
+    export.export(jax.jit(f))(sds)
+    smtdims.uninstall()
+    assert (sp._bounds_decision, sp._geq_decision, sp._DimExpr.__eq__) == original
+    with pytest.raises(Exception, match="inconclusive"):
+        export.export(jax.jit(f))(sds)
+    with smtdims.enabled():
+        assert smtdims.is_installed()
+        export.export(jax.jit(f))(sds)
+    assert not smtdims.is_installed()
+
+
+def test_enabled_nests_and_restores_outer_state(installed):
+    with smtdims.enabled(equality=False):
+        assert smtdims.is_installed()
+    assert smtdims.is_installed()
+
+
+def test_install_validates_budget():
+    with pytest.raises(ValueError, match="budget"):
+        smtdims.install(budget=0)
+    assert not smtdims.is_installed()
+
+
+def test_stats_count_who_answered(installed):
+    smtdims.reset_stats()
+    a, b = export.symbolic_shape("a, b", constraints=("a >= 16", "b >= 8"))
+    assert a + 2 * b >= 32  # stock decides: no solver
+    s = smtdims.stats()
+    assert s["solvers_created"] == 0 and s["stock_answers"] >= 1
+    (c,) = export.symbolic_shape("c")
+    assert c >= c % 3  # needs the solver
+    s = smtdims.stats()
+    assert s["solver_checks"] >= 1 and s["solvers_created"] >= 1
+    assert c >= c % 3
+    assert smtdims.stats()["solver_checks"] == s["solver_checks"]  # cached per scope
+
+
+def test_jax_dims_and_strings_share_scope_constraints():
+    a, b = export.symbolic_shape("a, b", constraints=("a >= b", "b >= 16"))
+    assert smtdims.decide(a, ">=", 16).status == "true"
+    assert smtdims.decide("a", ">=", 16, scope=a.scope).status == "true"
+    assert smtdims.bounds(a - b).lo == 0
+    assert smtdims.bounds(a, constraints=("a <= 20",)) == (16, 20)
