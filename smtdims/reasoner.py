@@ -89,17 +89,29 @@ def reset_stats() -> None:
         COUNTERS.solvers_created = COUNTERS.solver_checks = COUNTERS.solver_unknowns = 0
 
 
+_RECURSION = {"users": 0, "saved": 0}
+_RECURSION_LOCK = threading.Lock()
+
+
 @contextmanager
 def deep_recursion(limit: int = 20_000) -> Iterator[None]:
-    """Expressions nested a few hundred levels deep recurse further than Python's default."""
-    old = sys.getrecursionlimit()
-    if old < limit:
-        sys.setrecursionlimit(limit)
+    """Expressions nested a few hundred levels deep recurse further than Python's default.
+
+    Counted across threads, so one thread cannot restore the limit while another is deep.
+    """
+    with _RECURSION_LOCK:
+        if _RECURSION["users"] == 0:
+            _RECURSION["saved"] = sys.getrecursionlimit()
+            if _RECURSION["saved"] < limit:
+                sys.setrecursionlimit(limit)
+        _RECURSION["users"] += 1
     try:
         yield
     finally:
-        if old < limit:
-            sys.setrecursionlimit(old)
+        with _RECURSION_LOCK:
+            _RECURSION["users"] -= 1
+            if _RECURSION["users"] == 0:
+                sys.setrecursionlimit(_RECURSION["saved"])
 
 
 def _symbolic_divisors(e: Expr) -> list[Expr]:
@@ -141,6 +153,7 @@ class Session:
         self._sign_cache: dict[tuple[Expr, str], Interval] = {}
         self._bounds_cache: dict[Expr, Bounds] = {}
         self._decision_cache: dict[tuple[Expr, str, Expr], Decision] = {}
+        self._proof_cache: dict[tuple[Expr, str, Expr], bool] = {}
         self._sample_points: list[dict[str, int]] | None = None
         self.last_witnesses: dict[Expr, tuple[dict[str, int] | None, dict[str, int] | None, str]] = {}
 
@@ -172,6 +185,13 @@ class Session:
         if res.status == SAT and not self._valid_model(res.model):
             return CheckResult("unknown", reason="solver model failed exact re-evaluation")
         return res
+
+    def _small_witness(self, build: Callable[[Encoder], list[z3.BoolRef]], e: Expr) -> dict[str, int] | None:
+        """The witness with the smallest variables (linear only), re-checked like any model."""
+        if not self._linear(e):
+            return None
+        model = self.solver.small_model(build, e.variables())
+        return model if self._valid_model(model) else None
 
     def ensure_satisfiable(self) -> None:
         """Raise :class:`UnsatisfiableConstraintsError` naming a minimal conflict, once per session."""
@@ -248,14 +268,40 @@ class Session:
         if holds.status == UNSAT and fails.status != UNSAT:
             return self._decision(lhs, op, rhs, FALSE, "solver", witness_false=fails.model)
         if holds.status == SAT and fails.status == SAT:
-            return self._decision(
-                lhs, op, rhs, UNDETERMINED, "solver", witness_true=holds.model, witness_false=fails.model
-            )
+            w_true = self._small_witness(lambda enc: [_relation(op, enc.expr(diff))], diff) or holds.model
+            w_false = self._small_witness(lambda enc: [z3.Not(_relation(op, enc.expr(diff)))], diff) or fails.model
+            return self._decision(lhs, op, rhs, UNDETERMINED, "solver", witness_true=w_true, witness_false=w_false)
         reason = holds.reason or fails.reason or "solver budget exhausted"
         return self._decision(
             lhs, op, rhs, UNKNOWN, "solver", reason=reason,
             witness_true=holds.model, witness_false=fails.model,
         )
+
+    def proves(self, lhs: Expr, op: str, rhs: Expr) -> bool:
+        """Whether ``lhs op rhs`` is proven for every valuation: one solver check, no witnesses.
+
+        The cheap form of :meth:`decide` for hot paths that only act on a proof (JAX's ``==``).
+        """
+        key = (lhs, op, rhs)
+        with self.lock, deep_recursion():
+            hit = self._proof_cache.get(key)
+            if hit is not None:
+                STATS.bump("cache_hits")
+                return hit
+            self.check_divisors(lhs, rhs)
+            diff = lhs - rhs
+            lo, hi = self.interval(diff)
+            fast = _interval_decides(op, lo, hi)
+            if fast is not None:
+                STATS.bump("fast_path_answers")
+                proven = fast == TRUE
+            else:
+                self.ensure_satisfiable()
+                STATS.bump("solver_answers")
+                fails = self._check(lambda enc: [z3.Not(_relation(op, enc.expr(diff)))], diff)
+                proven = fails.status == UNSAT
+            self._proof_cache[key] = proven
+            return proven
 
     # -- bounds for JAX-style callers ------------------------------------------------------
     def sign_bounds(self, e: Expr, need: str) -> Interval:
@@ -386,8 +432,7 @@ class Session:
         with self.lock:
             if self._sample_points is None:
                 self._sample_points = []
-                names = sorted(self.constraints.variables())
-                for guess in ({n: 1 for n in names}, {n: 7 + 4 * i for i, n in enumerate(names)}):
+                for guess in self._guesses():
                     if self.constraints.holds(guess):
                         self._remember_point(guess)
                 if not self._sample_points and self.constraints.constraints:
@@ -396,6 +441,18 @@ class Session:
                     except UnsatisfiableConstraintsError:
                         pass
             return list(self._sample_points)
+
+
+    def _guesses(self) -> list[dict[str, int]]:
+        """Candidate points from the fast path's variable ranges: low ends, and a spread above them."""
+        ranges = self.evaluator.var_ranges
+        names = sorted(self.constraints.variables())
+        low = {n: int(ranges.get(n, (1, INF))[0]) for n in names}
+        spread = {}
+        for i, n in enumerate(names):
+            lo, hi = ranges.get(n, (1, INF))
+            spread[n] = int(min(lo + 6 + 4 * i, hi))
+        return [{n: 1 for n in names}, low, spread]
 
 
 class SessionRegistry:

@@ -283,6 +283,31 @@ class SolverSession:
         return lo_res, hi_res, lo_val, hi_val
 
 
+    def small_model(
+        self, build: Callable[[Encoder], list[z3.BoolRef]], model_vars: frozenset[str]
+    ) -> dict[str, int] | None:
+        """A model of the constraints and ``build``'s goals with the smallest sum of the variables.
+
+        Readable witnesses (``b = 1`` rather than ``b = 15``) for explanations; linear only.
+        """
+        enc = self.encoder
+        goals = build(enc)
+        names = sorted(set(model_vars) | set(self.constraints.variables()))
+        terms = [enc.var(v) for v in names]
+        self._base.extend(enc.take_axioms())
+        assert self._ctx is not None
+        COUNTERS.bump("solvers_created")
+        COUNTERS.bump("solver_checks")
+        o = z3.Optimize(ctx=self._ctx)
+        o.set("rlimit", self.budget)
+        o.add(*self._constraint_terms, *self._base, *goals)
+        if terms:
+            o.minimize(z3.Sum(terms))
+        if o.check() != z3.sat:
+            return None
+        return self._result(o, True, model_vars).model  # type: ignore[arg-type]
+
+
 def _is_var_axiom(a: z3.BoolRef, enc: Encoder) -> bool:
     return any(a.eq(t >= 1) for t in enc.vars.values())
 
