@@ -123,6 +123,7 @@ def scope_constraints(scope: Any) -> ConstraintSet:
 @dataclass
 class _ScopeState:
     ir_cache: dict = field(default_factory=dict)
+    eq_cache: dict = field(default_factory=dict)
     session: Session | None = None
     linear: bool | None = None  # the scope's constraints are in the Presburger fragment
 
@@ -145,9 +146,13 @@ def _state(scope: Any) -> _ScopeState:
 def session_for_scope(scope: Any) -> Session:
     """The reasoning session of a fully built scope (created once, dropped with the scope)."""
     st = _state(scope)
-    if st.session is None or st.session.budget != CONFIG.budget:
-        st.session = Session(scope_constraints(scope), CONFIG.budget)
-    return st.session
+    session = st.session
+    if session is None or session.budget != CONFIG.budget:
+        with _STATES_LOCK:
+            if st.session is None or st.session.budget != CONFIG.budget:
+                st.session = Session(scope_constraints(scope), CONFIG.budget)
+            session = st.session
+    return session
 
 
 def _scope_is_linear(scope: Any) -> bool:
@@ -332,7 +337,17 @@ def _provably_equal(a: Any, b: Any) -> bool:
     scope = a.scope
     if not scope._initialized:
         return False
-    diff = to_ir(a) - to_ir(b)
+    st = _state(scope)
+    key = (a._sorted_terms, b._sorted_terms if isinstance(b, _DimExpr) else int(b))
+    hit = st.eq_cache.get(key)
+    if hit is None:
+        hit = _decide_equal(scope, to_ir(a) - to_ir(b))
+        if len(st.eq_cache) < 100_000:
+            st.eq_cache[key] = hit
+    return hit
+
+
+def _decide_equal(scope: Any, diff: Expr) -> bool:
     if diff.is_constant:
         return diff.as_constant() == 0
     session = session_for_scope(scope)
@@ -345,10 +360,7 @@ def _provably_equal(a: Any, b: Any) -> bool:
                     return False
             except ZeroDivisionError:
                 continue
-    lo, hi = session.interval(diff)
-    if lo > 0 or hi < 0:
-        return False
-    return session.decide(diff, "==", Expr.const(0)).status == TRUE
+    return session.proves(diff, "==", Expr.const(0))
 
 
 # -- installation -----------------------------------------------------------------------------------
