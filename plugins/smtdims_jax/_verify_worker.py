@@ -6,7 +6,7 @@ artifact needs nothing but JAX. It imports only the standard library, NumPy and 
 
 Protocol (all files in JOBDIR, written by :mod:`smtdims_jax.pipeline`):
 - ``artifact.bin``: ``Exported.serialize()`` bytes;
-- ``job.json``: ``{"samples": [{"index": i, "inputs": [LEAF, ...]}], "reject": {"inputs": [...]} | null}``
+- ``job.json``: ``{"samples": [{"index": i, "inputs": [LEAF, ...]}], "reject": [{"inputs": [...]}, ...]}``
   where a LEAF is ``{"dtype": name, "shape": [...], "offset": o, "nbytes": n}`` into ``inputs.bin``;
 - progress: one JSON object per line on stdout (``{"sample": i, "phase": "compile"}``);
 - result: ``result.json`` with per-sample times, errors and output leaves (data in ``outputs.bin``).
@@ -53,7 +53,7 @@ def main(jobdir: str) -> int:
         "jax_version": jax.__version__,
         "device": f"{device.platform}: {device.device_kind}",
         "samples": [],
-        "reject": None,
+        "reject": [],
     }
     out_file = open(os.path.join(jobdir, "outputs.bin"), "wb")
     try:
@@ -90,16 +90,25 @@ def main(jobdir: str) -> int:
                 entry["outputs"] = leaves
             except Exception as err:  # a failing sample is a result, not a crash
                 entry["error"] = _error_text(err)
-        if job.get("reject") is not None:
-            _say(sample="outside", phase="call")
-            rej: dict = {"rejected": False, "error": None, "error_type": None}
-            result["reject"] = rej
+        for k, reject in enumerate(job.get("reject", [])):
+            _say(sample="outside", phase=str(k + 1))
+            rej: dict = {"rejected": False, "stage": None, "errors": []}
+            result["reject"].append(rej)
+            stage = "lower"
             try:
-                args, kwargs = call_args(_load_leaves(blob, job["reject"]["inputs"], np, jnp))
-                compiled = jax.jit(exp.call).lower(*args, **kwargs).compile()
+                args, kwargs = call_args(_load_leaves(blob, reject["inputs"], np, jnp))
+                lowered = jax.jit(exp.call).lower(*args, **kwargs)
+                stage = "compile"
+                compiled = lowered.compile()
+                stage = "run"
                 jax.block_until_ready(compiled(*args, **kwargs))
             except Exception as err:
-                rej.update(rejected=True, error=str(err), error_type=type(err).__name__)
+                chain: list[str] = []
+                e: BaseException | None = err
+                while e is not None and len(chain) < 5:
+                    chain.append(_error_text(e))
+                    e = e.__cause__
+                rej.update(rejected=True, stage=stage, errors=chain)
     except Exception as err:
         result["fatal"] = _error_text(err) + "\n" + traceback.format_exc()
     finally:

@@ -1,0 +1,109 @@
+"""The pytest plugin (issue 4): ``--smtdims`` for a session, ``@pytest.mark.smtdims`` for one test.
+
+Each run is a subprocess: installing smtdims must not leak into this test session.
+"""
+
+from __future__ import annotations
+
+pytest_plugins = ["pytester"]
+
+TESTS = '''
+import sys
+import jax, jax.numpy as jnp, pytest
+from jax import export, lax
+
+def export_mod3():
+    b, = export.symbolic_shape("b")
+    return export.export(jax.jit(lambda x: lax.slice_in_dim(x, 0, x.shape[0] % 3)))(
+        jax.ShapeDtypeStruct((b,), jnp.int32))
+
+def slice16(x):
+    return lax.slice_in_dim(x, 0, 16)
+
+def test_inconclusive_is_reported():
+    b, = export.symbolic_shape("b")
+    with pytest.raises(Exception, match="inconclusive"):
+        export.export(jax.jit(slice16))(jax.ShapeDtypeStruct((b,), jnp.int32))
+'''
+
+
+def _run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist", *args)
+
+
+def test_session_option_installs_and_summarises(pytester):
+    pytester.makepyfile(test_demo=TESTS + '''
+def test_mod3_needs_smtdims():
+    assert str(export_mod3().out_avals[0]) == "int32[mod(b, 3)]"
+
+def test_uninstall_does_not_leak():
+    import smtdims
+    smtdims.uninstall()
+
+def test_reinstalled_for_next_test():
+    import smtdims
+    assert smtdims.is_installed()
+''')
+    result = _run(pytester, "--smtdims")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines([
+        "*= smtdims =*",
+        "smtdims was installed for the whole session",
+        "jax.export questions: * bounds (*), * comparisons, * equalities*",
+        "reasoner: fast path *, solver * (* Z3 checks, 0 unknown), cache hits *",
+        "inconclusive comparisons: 1",
+        "  test_demo.py:*in slice16: 'b' >= '16' *test_demo.py::test_inconclusive_is_reported*",
+    ])
+
+
+def test_marker_installs_for_one_test(pytester):
+    pytester.makepyfile(test_demo=TESTS + '''
+@pytest.mark.smtdims
+def test_marked():
+    import smtdims
+    assert smtdims.is_installed()
+    export_mod3()
+
+@pytest.mark.smtdims(budget=100_000)
+def test_marked_budget():
+    from smtdims.reasoner import CONFIG
+    assert CONFIG.budget == 100_000
+
+def test_unmarked_is_stock():
+    import smtdims
+    from smtdims.reasoner import CONFIG, DEFAULT_BUDGET
+    assert not smtdims.is_installed() and CONFIG.budget == DEFAULT_BUDGET
+    with pytest.raises(Exception, match="inconclusive"):
+        export_mod3()
+''')
+    result = _run(pytester, "-k", "marked or stock")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*= smtdims =*", "smtdims was installed for 2 marked test(s)",
+                                 "inconclusive comparisons: 0"])
+
+
+def test_marker_is_registered_and_plugin_is_lazy(pytester):
+    pytester.makepyfile(test_demo='''
+import sys
+
+def test_nothing_imported():
+    assert "smtdims_jax" not in sys.modules and "jax" not in sys.modules
+''')
+    result = _run(pytester, "--strict-markers", "--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.smtdims(budget=None, equality=True): *"])
+    result = _run(pytester)
+    result.assert_outcomes(passed=1)
+    assert "= smtdims =" not in result.stdout.str()
+
+
+def test_marker_rejects_unknown_arguments(pytester):
+    pytester.makepyfile(test_demo='''
+import pytest
+
+@pytest.mark.smtdims(budgett=5)
+def test_typo():
+    pass
+''')
+    result = _run(pytester)
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*takes budget= and equality= only*"])
