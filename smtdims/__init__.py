@@ -26,19 +26,26 @@ from .results import Bounds, Decision
 __version__ = "0.1.0"
 
 _JAX_API = ("install", "uninstall", "enabled", "is_installed")
+_PIPELINE_API = ("export_and_verify", "VerificationReport")
 
 
 def __getattr__(name: str) -> Any:
+    # JAX is imported only when a JAX-facing name is first used.
     if name in _JAX_API:
         import smtdims_jax
 
         return getattr(smtdims_jax, name)
+    if name in _PIPELINE_API:
+        from smtdims_jax import pipeline
+
+        return getattr(pipeline, name)
     raise AttributeError(f"module 'smtdims' has no attribute {name!r}")
 
 
 __all__ = [
     "DEFAULT_BUDGET", "Bounds", "Constraint", "ConstraintSet", "Decision", "Expr", "ParseError",
     "PossibleDivisionByZeroError", "ScopeMismatchError", "SmtdimsError", "UnsatisfiableConstraintsError",
-    "UnsupportedJaxError", "bounds", "decide", "enabled", "install", "is_installed", "parse_constraint",
-    "parse_expr", "reset_stats", "stats", "symbolic_dim_bounds", "uninstall",
+    "UnsupportedJaxError", "VerificationReport", "bounds", "decide", "enabled", "export_and_verify",
+    "install", "is_installed", "parse_constraint", "parse_expr", "reset_stats", "stats",
+    "symbolic_dim_bounds", "uninstall",
 ]

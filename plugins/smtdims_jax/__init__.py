@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from smtdims.reasoner import CONFIG
+
 from .adapter import (
     SUPPORTED_JAX,
     add_listener,
@@ -25,10 +27,12 @@ from .adapter import (
 def enabled(*, budget: int | None = None, equality: bool = True) -> Iterator[None]:
     """Install smtdims for the block only; restores whatever state was there before."""
     was = installed_options() if is_installed() else None
+    budget_before = CONFIG.budget
     install(budget=budget, equality=equality)
     try:
         yield
     finally:
+        CONFIG.budget = budget_before
         if was is None:
             uninstall()
         else:
