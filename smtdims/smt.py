@@ -177,6 +177,16 @@ class SolverSession:
             self._solver.add(*self._constraint_terms, *self._base)
         return self._solver
 
+    def _absorb_axioms(self) -> None:
+        """Move the encoder's new definitional axioms (``v >= 1``, quotient/remainder
+        definitions) into the base set, and into the shared solver if it exists, so every
+        solver sees every fact whichever method introduced it."""
+        axioms = self.encoder.take_axioms()
+        if axioms:
+            self._base.extend(axioms)
+            if self._solver is not None:
+                self._solver.add(*axioms)
+
     def check(
         self,
         build: Callable[[Encoder], list[z3.BoolRef]],
@@ -190,14 +200,10 @@ class SolverSession:
         goals = build(enc)
         for v in model_vars:
             enc.var(v)
-        axioms = enc.take_axioms()
-        self._base.extend(axioms)
+        self._absorb_axioms()
         COUNTERS.bump("solver_checks")
         if linear and self.linear:
-            had_solver = self._solver is not None
-            s = self._shared_solver()  # a new one asserts all of _base itself
-            if had_solver and axioms:
-                s.add(*axioms)
+            s = self._shared_solver()
             s.push()
             try:
                 s.add(*goals)
@@ -248,7 +254,8 @@ class SolverSession:
             name = f"!v:{v}"
             labels[name] = f"{v} >= 1 (dimension variable)"
             s.assert_and_track(t >= 1, z3.Bool(name, self._ctx))
-        others = [a for a in self._base + enc.take_axioms() if not _is_var_axiom(a, enc)]
+        self._absorb_axioms()
+        others = [a for a in self._base if not _is_var_axiom(a, enc)]
         s.add(*others, *goals)
         if s.check() != z3.unsat:
             return None
@@ -260,7 +267,7 @@ class SolverSession:
         t = enc.expr(e)
         for v in model_vars:
             enc.var(v)
-        self._base.extend(enc.take_axioms())
+        self._absorb_axioms()
         assert self._ctx is not None
         results = []
         for sense in ("min", "max"):
@@ -294,7 +301,7 @@ class SolverSession:
         goals = build(enc)
         names = sorted(set(model_vars) | set(self.constraints.variables()))
         terms = [enc.var(v) for v in names]
-        self._base.extend(enc.take_axioms())
+        self._absorb_axioms()
         assert self._ctx is not None
         COUNTERS.bump("solvers_created")
         COUNTERS.bump("solver_checks")

@@ -178,3 +178,28 @@ def test_jax_dims_and_strings_share_scope_constraints():
     assert smtdims.decide("a", ">=", 16, scope=a.scope).status == "true"
     assert smtdims.bounds(a - b).lo == 0
     assert smtdims.bounds(a, constraints=("a <= 20",)) == (16, 20)
+
+
+def test_variables_first_met_in_later_queries_keep_their_lower_bound():
+    # Regression: v >= 1 for a variable first encoded by bounds() never reached the shared
+    # incremental solver, so a later decision saw c <= 0 and came back "unknown".
+    from smtdims.constraints import ConstraintSet
+    from smtdims.reasoner import Session
+
+    s = Session(ConstraintSet.of(["a <= 100"]))
+    assert s.decide(smtdims.parse_expr("a"), ">=", smtdims.parse_expr("3")).status == "undetermined"
+    assert s.bounds(smtdims.parse_expr("c + a")) == (2, math.inf)
+    assert s.decide(smtdims.parse_expr("c"), ">=", smtdims.parse_expr("1")).status == "true"
+    assert s.decide(smtdims.parse_expr("c"), ">=", smtdims.parse_expr("2")).status == "undetermined"
+
+
+def test_decision_to_dict_is_plain_data():
+    import json
+
+    d = smtdims.decide("a + 1 >= b")
+    assert json.loads(json.dumps(d.to_dict()))["status"] == "undetermined"
+
+
+def test_unknown_operation_is_named():
+    with pytest.raises(ParseError, match="unknown operation 'foo'"):
+        smtdims.bounds("foo(a, 2)")
