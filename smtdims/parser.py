@@ -149,6 +149,8 @@ class _Parser:
                 return lhs.max(rhs) if t.text == MAX else lhs.min(rhs)
             if t.text in OPERATIONS:
                 raise self.error(f"{t.text} needs two arguments: {t.text}(e1, e2)", t)
+            if self.tok.text == "(":
+                raise self.error(f"unknown operation {t.text!r}; use one of {', '.join(OPERATIONS)}", t)
             return Expr.var(t.text)
         if t.kind == "op" and t.text == "(":
             self.advance()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import format_valuation
@@ -186,8 +186,8 @@ class Decision:
         return explain_decision(self)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("_context", None)
+        # Not asdict(): it would deep-copy _context, which holds a session and its lock.
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_context"}
         d["constraints"] = list(self.constraints)
         d["value"] = self.value
         return d
