@@ -1,0 +1,507 @@
+"""Why an answer is what it is: supporting constraints, witnesses, and verified fixes.
+
+A proven answer is explained by a minimal subset of the constraints it rests on
+(from Z3 unsat cores, then shrunk by deletion so the claim "minimal" holds). An
+undetermined answer is explained by a witness valuation for each side and by
+suggested fixes: constraints (in jax.export syntax, ready to paste into
+``constraints=``) or shape-spec rewrites, each offered only after re-deciding the
+question with the fix in place came out "true". A bounds answer is explained by
+the witness of each end and the constraints that bound it.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import z3
+
+from .constraints import Constraint, ConstraintSet
+from .errors import SmtdimsError, UnsatisfiableConstraintsError, format_valuation
+from .expr import FLOORDIV, MOD, Expr, Op
+from .reasoner import REGISTRY, Session, _relation
+from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, _fmt_bound, _json_bound
+from .smt import SAT, UNSAT, Encoder, SolverSession
+
+CONSTRAINT, SPEC = "constraint", "spec"
+_NEGATED = {">=": "<", "<=": ">", ">": "<=", "<": ">=", "==": "!=", "!=": "=="}
+
+
+# -- value objects ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fix:
+    """One suggested change that the solver has checked makes the question provably true.
+
+    ``kind`` is ``"constraint"`` (``text`` is a jax.export constraint such as ``'b >= 16'``)
+    or ``"spec"`` (``text`` is the dimension expression to write in the shape
+    specification in place of ``variable``, e.g. ``'b + 15'`` for ``'b'``).
+    """
+
+    kind: str
+    text: str
+    variable: str | None = None
+    note: str = ""
+    verified: bool = True
+
+    def __str__(self) -> str:
+        if self.kind == SPEC:
+            s = f"write '{self.text}' in the shape specification in place of '{self.variable}'"
+        else:
+            s = f"add the constraint '{self.text}'"
+        return f"{s} ({self.note})" if self.note else s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, "variable": self.variable, "note": self.note,
+                "verified": self.verified}
+
+
+@dataclass(frozen=True)
+class BoundEnd:
+    """One end of a :class:`~smtdims.results.Bounds`: value, witness, and what bounds it."""
+
+    name: str  # "lo" | "hi"
+    value: int | float
+    tight: bool
+    witness: dict[str, int] | None
+    support: tuple[str, ...]
+    minimal: bool
+
+    def describe(self) -> str:
+        if math.isinf(self.value):
+            state = "unbounded (proven)" if self.tight else "no finite bound found"
+            return f"{self.name} = {_fmt_bound(self.value)}: {state}"
+        side = "below" if self.name == "lo" else "above"
+        where = f"attained at {format_valuation(self.witness)}" if self.tight else "sound, maybe not tight"
+        return f"{self.name} = {self.value}, {where}; bounded {side} by: {_support_text(self.support, self.minimal)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "value": _json_bound(self.value), "tight": self.tight, "witness": self.witness,
+                "support": list(self.support), "minimal": self.minimal}
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a :class:`Decision` or :class:`Bounds` came out as it did (immutable, printable).
+
+    - proven ``true``/``false``: ``support`` is a minimal subset of the constraints the
+      proof rests on (user texts; implicit facts as ``'b >= 1 (dimension variable)'``);
+      ``minimal`` is False when the solver could not shrink it (then all are listed);
+    - ``undetermined``: ``witness_true``/``witness_false`` and verified ``fixes``;
+    - bounds (``kind == "bounds"``): ``ends``, one :class:`BoundEnd` per end.
+    """
+
+    kind: str  # "decision" | "bounds"
+    question: str
+    status: str
+    constraints: tuple[str, ...] = ()
+    support: tuple[str, ...] = ()
+    minimal: bool = True
+    witness_true: dict[str, int] | None = None
+    witness_false: dict[str, int] | None = None
+    fixes: tuple[Fix, ...] = ()
+    ends: tuple[BoundEnd, ...] = ()
+    answered_by: str = ""
+    reason: str = ""
+
+    def __str__(self) -> str:
+        where = f" under {', '.join(self.constraints)}" if self.constraints else ""
+        if self.kind == "bounds":
+            span = ", ".join(_fmt_bound(end.value) for end in self.ends)
+            lines = [f"{self.question}{where}: [{span}] ({self.status})"]
+            lines += [f"  {end.describe()}" for end in self.ends]
+            return "\n".join(lines)
+        lines = [f"{self.question}{where}: {self.status}"]
+        if self.status in (TRUE, FALSE):
+            lines.append(f"  because: {_support_text(self.support, self.minimal)}")
+        else:
+            if self.status == UNKNOWN:
+                lines.append(f"  the solver could not decide ({self.reason or 'budget exhausted'})")
+            if self.witness_true is not None:
+                lines.append(f"  true  at {format_valuation(self.witness_true)}")
+            if self.witness_false is not None:
+                lines.append(f"  false at {format_valuation(self.witness_false)}")
+            if self.fixes:
+                lines.append("  suggested fixes (each checked by the solver: with it the answer is true):")
+                lines += [f"    - {f}" for f in self.fixes]
+            elif self.status == UNDETERMINED:
+                lines.append("  no simple constraint or spec rewrite found that settles it")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind, "question": self.question, "status": self.status,
+            "constraints": list(self.constraints), "support": list(self.support), "minimal": self.minimal,
+            "witness_true": self.witness_true, "witness_false": self.witness_false,
+            "fixes": [f.to_dict() for f in self.fixes], "ends": [e.to_dict() for e in self.ends],
+            "answered_by": self.answered_by, "reason": self.reason,
+        }
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        color = {TRUE: "#1a7f37", FALSE: "#cf222e", UNDETERMINED: "#9a6700"}.get(self.status, "#57606a")
+        cons = esc(", ".join(self.constraints)) or "none"
+        if self.kind == "bounds":
+            span = ", ".join(_fmt_bound(end.value) for end in self.ends)
+            head = (f"<div><code>{esc(self.question)}</code>: <b>[{esc(span)}]</b> ({esc(self.status)}) "
+                    f"<small>(constraints: {cons})</small>")
+        else:
+            head = (f"<div><code>{esc(self.question)}</code> is <b style='color:{color}'>{esc(self.status)}</b> "
+                    f"<small>(constraints: {cons})</small>")
+        rows: list[str] = []
+        if self.kind == "bounds":
+            rows.append("<tr><th>end</th><th>value</th><th>witness</th><th>bounded by</th></tr>")
+            for end in self.ends:
+                w = esc(format_valuation(end.witness)) if end.witness else ("unbounded" if end.tight else "")
+                rows.append(f"<tr><td>{end.name}</td><td>{esc(_fmt_bound(end.value))}</td><td>{w}</td>"
+                            f"<td>{_support_html(end.support, end.minimal)}</td></tr>")
+        elif self.status in (TRUE, FALSE):
+            rows.append(f"<tr><td>because</td><td>{_support_html(self.support, self.minimal)}</td></tr>")
+        else:
+            if self.status == UNKNOWN:
+                rows.append(f"<tr><td>unknown</td><td>{esc(self.reason or 'solver budget exhausted')}</td></tr>")
+            for label, w in (("true at", self.witness_true), ("false at", self.witness_false)):
+                if w is not None:
+                    rows.append(f"<tr><td>{label}</td><td>{esc(format_valuation(w))}</td></tr>")
+            if self.fixes:
+                items = "".join(f"<li>{esc(str(f))}</li>" for f in self.fixes)
+                rows.append(f"<tr><td>verified fixes</td><td><ul>{items}</ul></td></tr>")
+        return head + "<table>" + "".join(rows) + "</table></div>"
+
+
+def decision_dict(d: Decision) -> dict[str, Any]:
+    """``Decision.to_dict()`` without touching the (unpicklable) solver session it carries."""
+    out: dict[str, Any] = {f.name: getattr(d, f.name) for f in fields(d) if not f.name.startswith("_")}
+    for k in ("witness_true", "witness_false"):
+        out[k] = dict(out[k]) if out[k] is not None else None
+    out["constraints"] = list(d.constraints)
+    out["value"] = d.value
+    return out
+
+
+def _support_text(support: Sequence[str], minimal: bool) -> str:
+    if not support:
+        return "nothing (it holds for all integers)" if minimal else "(unknown)"
+    return "; ".join(support) + ("" if minimal else " (all constraints: the solver could not minimise)")
+
+
+def _support_html(support: Sequence[str], minimal: bool) -> str:
+    return html.escape(_support_text(support, minimal))
+
+
+# -- entry points -------------------------------------------------------------------------------------
+def explain(lhs: Any, op: str | None = None, rhs: Any = None, constraints: Any = (), scope: Any = None) -> Explanation:
+    """Decide ``lhs op rhs`` (as :func:`smtdims.decide` does) and explain the answer."""
+    from .api import decide
+
+    return explain_decision(decide(lhs, op, rhs, constraints, scope))
+
+
+def explain_decision(decision: Decision) -> Explanation:
+    """The explanation of ``decision``; re-derived from its text if it carries no session."""
+    session, lhs, op, rhs = _decision_context(decision)
+    d = decision if decision._context is not None else session.decide(lhs, op, rhs)
+    base = dict(kind="decision", question=d.question, status=d.status, constraints=d.constraints,
+                answered_by=d.answered_by, reason=d.reason)
+    diff = lhs - rhs
+    if d.status in (TRUE, FALSE):
+        # true: constraints AND not(rel) is unsat; false: constraints AND rel is unsat.
+        rel_op = op if d.status == FALSE else _NEGATED[op]
+        support, minimal = minimal_support(session, lambda enc: [_relation(rel_op, enc.expr(diff))], diff)
+        return Explanation(**base, support=support, minimal=minimal)
+    fixes = suggest_fixes(session, lhs, op, rhs, decision=d)
+    return Explanation(**base, witness_true=d.witness_true, witness_false=d.witness_false, fixes=tuple(fixes))
+
+
+def explain_bounds(bounds: Bounds) -> Explanation:
+    """The witness of each end and a minimal set of constraints that proves it."""
+    ctx = getattr(bounds, "_context", None)
+    if ctx is not None:
+        session, e = ctx
+    else:
+        from .parser import parse_expr
+
+        session, e = REGISTRY.get(ConstraintSet.of(bounds.constraints)), parse_expr(bounds.expr)
+    ends = []
+    for name, value, tight, witness in (("lo", bounds.lo, bounds.lo_tight, bounds.lo_witness),
+                                        ("hi", bounds.hi, bounds.hi_tight, bounds.hi_witness)):
+        if math.isinf(value):
+            ends.append(BoundEnd(name, value, tight, None, (), True))
+            continue
+        v = int(value)
+        build = (lambda enc, v=v: [enc.expr(e) < v]) if name == "lo" else (lambda enc, v=v: [enc.expr(e) > v])
+        support, minimal = minimal_support(session, build, e)
+        ends.append(BoundEnd(name, value, tight, witness, support, minimal))
+    status = "tight" if bounds.tight else "sound"
+    return Explanation(
+        kind="bounds", question=f"bounds of {bounds.expr}",
+        status=status, constraints=bounds.constraints, ends=tuple(ends), answered_by=bounds.answered_by,
+    )
+
+
+def _decision_context(d: Decision) -> tuple[Session, Expr, str, Expr]:
+    ctx = d._context
+    if ctx is not None:
+        return ctx
+    from .parser import parse_expr
+
+    try:
+        return REGISTRY.get(ConstraintSet.of(d.constraints)), parse_expr(d.lhs), d.op, parse_expr(d.rhs)
+    except SmtdimsError as err:
+        raise ValueError(
+            f"this Decision of {d.question!r} carries no solver session (was it pickled or built by hand?) "
+            f"and its text cannot be re-parsed ({err}); call smtdims.explain(lhs, op, rhs, constraints) instead"
+        ) from None
+
+
+# -- minimal supporting subsets -----------------------------------------------------------------------
+Build = Callable[[Encoder], list[z3.BoolRef]]
+
+
+def minimal_support(session: Session, build: Build, *exprs: Expr) -> tuple[tuple[str, ...], bool]:
+    """A minimal subset of the constraints that, with ``v >= 1``, makes ``build`` unsatisfiable.
+
+    Z3's minimised unsat core first; then each user constraint in it is dropped in
+    turn and kept only if the rest no longer refutes ``build`` (so the subset is
+    minimal over user constraints, not just "small"). ``(texts, minimal)``; when
+    the solver cannot produce a core, every constraint is returned with False.
+    """
+    # A private solver: the question's extra terms must not leak into the caller's session.
+    core = SolverSession(session.constraints, session.budget).unsat_core(build)
+    if core is None:
+        names = sorted(session.constraints.variables().union(*(e.variables() for e in exprs)))
+        return tuple(c.text for c in session.constraints) + tuple(f"{v} >= 1 (dimension variable)" for v in names), False
+    by_text: dict[str, Constraint] = {}
+    order: dict[str, int] = {}
+    for i, c in enumerate(session.constraints):
+        by_text.setdefault(c.text, c)
+        order.setdefault(c.text, i)
+    user = sorted({t for t in core if t in by_text}, key=order.__getitem__)  # as the user listed them
+    implicit = sorted(t for t in core if t not in by_text)
+    linear = all(e.is_linear() for e in exprs)
+    kept = list(user)
+    for t in list(user):
+        trial = [by_text[x] for x in kept if x != t]
+        if refutes(ConstraintSet(tuple(trial)), build, session.budget, linear=linear):
+            kept.remove(t)
+    if kept != user:
+        # Dropping a user constraint can make an implicit v >= 1 fact necessary: ask again.
+        again = SolverSession(ConstraintSet(tuple(by_text[t] for t in kept)), session.budget).unsat_core(build)
+        if again is not None:
+            implicit = sorted(t for t in again if t not in by_text)
+        else:
+            names = sorted(frozenset().union(*(e.variables() for e in exprs), *(by_text[t].diff.variables() for t in kept)))
+            implicit = [f"{v} >= 1 (dimension variable)" for v in names]
+    return tuple(kept) + tuple(implicit), True
+
+
+def refutes(constraints: ConstraintSet, build: Build, budget: int, *, linear: bool) -> bool:
+    """Whether ``constraints`` (with ``v >= 1``) prove ``build`` unsatisfiable (unknown counts as no)."""
+    s = SolverSession(constraints, budget)
+    return s.check(build, linear=linear and constraints.is_linear(), want_model=False).status == UNSAT
+
+
+# -- suggested fixes ---------------------------------------------------------------------------------
+def _negation_constraints(lhs: Expr, op: str, rhs: Expr) -> list[Constraint]:
+    """``not (lhs op rhs)`` as a disjunction of jax-style constraints (one per branch)."""
+    d = lhs - rhs
+    neg = {
+        ">=": [Constraint(-d - 1, ">=", "")], ">": [Constraint(-d, ">=", "")],
+        "<=": [Constraint(d - 1, ">=", "")], "<": [Constraint(d, ">=", "")],
+        "!=": [Constraint(d, "==", "")], "==": [Constraint(d - 1, ">=", ""), Constraint(-d - 1, ">=", "")],
+    }[op]
+    q = f"not ({lhs} {op} {rhs})"
+    return [Constraint(c.diff, c.kind, q) for c in neg]
+
+
+def comparison_as_constraint(lhs: Expr, op: str, rhs: Expr) -> str | None:
+    """``lhs op rhs`` in jax.export constraint syntax (``>=``, ``<=``, ``==`` only); None for ``!=``."""
+    if op in (">=", "<=", "=="):
+        return f"{lhs} {op} {rhs}"
+    if op == ">":
+        return f"{lhs} >= {rhs + 1}"
+    if op == "<":
+        return f"{lhs} <= {rhs - 1}"
+    return None
+
+
+def _proves(session: Session, lhs: Expr, op: str, rhs: Expr, extra: Sequence[Constraint] = (),
+            replace: ConstraintSet | None = None) -> bool:
+    """Re-decide ``lhs op rhs`` under the session's constraints plus ``extra`` (or ``replace``).
+
+    True only when the new constraint set has a (re-checked) satisfying valuation and
+    the question is proven under it: a fix that makes the constraints contradictory,
+    or whose consistency the solver cannot establish, settles nothing.
+    """
+    base = replace if replace is not None else ConstraintSet(session.constraints.constraints + tuple(extra))
+    s = Session(base, session.budget)  # private: trial constraint sets stay out of the shared registry
+    try:
+        sat = s.solver.check(lambda enc: [], linear=base.is_linear(), model_vars=base.variables())
+        if sat.status != SAT or sat.model is None or not base.holds(sat.model):
+            return False
+        return s.proves(lhs, op, rhs)
+    except SmtdimsError:
+        return False
+
+
+_NONLINEAR_STEPS = 12  # solver checks per end when searching a nonlinear region (keeps errors fast)
+_NONLINEAR_BUDGET = 500_000  # rlimit per such check; running out only makes a fix less weak, never wrong
+
+
+def _var_range_where_false(session: Session, v: str, negs: list[Constraint]) -> tuple[float, float] | None:
+    """Sound range of ``v`` over the valuations where the question fails; None if unknown.
+
+    Linear: exact, from the optimiser. Nonlinear: a bounded search between the fast
+    path's proven range and attained values, so that an error message never waits on
+    dozens of solver calls; the range stays sound (it may be wider than the truth).
+    """
+    lo, hi = math.inf, -math.inf
+    for neg in negs:
+        cs = ConstraintSet(session.constraints.constraints + (neg,))
+        try:
+            if cs.is_linear():
+                b = Session(cs, session.budget).bounds(Expr.var(v))
+                r = (b.lo, b.hi)
+            else:
+                r = _bounded_range(Session(cs, min(session.budget, _NONLINEAR_BUDGET)), v)
+        except UnsatisfiableConstraintsError:
+            continue  # this branch of the negation is empty
+        except SmtdimsError:
+            return None
+        if r is None:
+            continue
+        lo, hi = min(lo, r[0]), max(hi, r[1])
+    return (lo, hi)
+
+
+def _bounded_range(s: Session, v: str) -> tuple[float, float] | None:
+    """Range of ``v`` under ``s``'s constraints with at most ``_NONLINEAR_STEPS`` checks per end.
+
+    None when the region is empty; an end the search cannot pin down stays at the
+    fast path's sound bound (possibly infinite).
+    """
+    linear = False
+    names = s.constraints.variables() | {v}
+    start = s.solver.check(lambda enc: [], linear=linear, model_vars=names)
+    if start.status == UNSAT:
+        return None
+    p_lo, p_hi = s.interval(Expr.var(v))
+    if start.status != SAT or start.model is None or not s.constraints.holds(start.model):
+        return (p_lo, p_hi)
+    attained = start.model.get(v, 1)
+    ends = []
+    for upper in (False, True):
+        proven, a, probes = (p_hi if upper else p_lo), attained, 0
+        for _ in range(_NONLINEAR_STEPS):
+            if proven == a:
+                break
+            if math.isinf(proven):  # only an upper end can be infinite (variables are >= 1)
+                if probes == 2:
+                    break  # two probes, far apart, both attained: treat as unbounded (sound)
+                m = a + 1 if probes == 0 else 4 * a + 64
+                probes += 1
+            else:
+                m = (a + proven + 1) // 2 if upper else (a + proven) // 2
+            build = (lambda enc, m=m: [enc.var(v) >= m]) if upper else (lambda enc, m=m: [enc.var(v) <= m])
+            res = s.solver.check(build, linear=linear, model_vars=names)
+            if res.status == UNSAT:
+                proven = m - 1 if upper else m + 1
+            elif res.status == SAT and res.model is not None and s.constraints.holds(res.model):
+                a = res.model.get(v, a)
+            else:
+                break
+        ends.append(proven)
+    return (ends[0], ends[1])
+
+
+def suggest_fixes(session: Session, lhs: Expr, op: str, rhs: Expr, *, limit: int | None = None,
+                  spec: bool = True, decision: Decision | None = None) -> list[Fix]:
+    """Verified fixes for an undetermined ``lhs op rhs``, weakest simple ones first.
+
+    Order: single-variable lower bounds ``v >= k`` (k one above the largest ``v`` at
+    which the question fails, so the weakest such bound), single-variable upper
+    bounds, the comparison itself as a constraint, then spec rewrites
+    (``v -> v + (k-1)`` for a lower bound ``k``; ``v -> m*v`` for ``mod``/``floordiv``
+    by ``m``). Every fix is offered only if re-deciding with it comes out "true".
+    Proven answers get no fixes. ``limit`` stops early (the inconclusive-error
+    message needs one); a few solver calls per variable otherwise.
+    """
+    d = decision if decision is not None else session.decide(lhs, op, rhs)
+    if d.status not in (UNDETERMINED, UNKNOWN):
+        return []
+    out: list[Fix] = []
+    seen: set[tuple[str, str]] = set()
+
+    def offer(fix: Fix) -> bool:
+        if (fix.kind, fix.text) not in seen:
+            seen.add((fix.kind, fix.text))
+            out.append(fix)
+        return limit is not None and len(out) >= limit
+
+    negs = _negation_constraints(lhs, op, rhs)
+    names = sorted(lhs.variables() | rhs.variables())
+    ranges = {v: _var_range_where_false(session, v, negs) for v in names}
+    lower: list[tuple[str, int]] = []
+    candidates: list[tuple[str, str, int]] = []
+    for v in names:
+        r = ranges[v]
+        if r is not None and not math.isinf(r[1]):
+            candidates.append((v, ">=", int(r[1]) + 1))
+    for v in names:
+        r = ranges[v]
+        if r is not None and not math.isinf(r[0]) and r[0] - 1 >= 1:
+            candidates.append((v, "<=", int(r[0]) - 1))
+    for v, cop, k in candidates:
+        c = Constraint.parse(f"{v} {cop} {k}")
+        if _proves(session, lhs, op, rhs, [c]):
+            if cop == ">=":
+                lower.append((v, k))
+            side = "smallest" if cop == ">=" else "largest"
+            if offer(Fix(CONSTRAINT, c.text, v, f"the {side} bound on {v} that settles it")):
+                return out
+    text = comparison_as_constraint(lhs, op, rhs)
+    if text is not None:
+        c = Constraint.parse(text)
+        if _proves(session, lhs, op, rhs, [c]):
+            if offer(Fix(CONSTRAINT, c.text, None, "the comparison itself")):
+                return out
+    if not spec:
+        return out
+    rewrites: list[tuple[str, Expr, str]] = [
+        (v, Expr.var(v) + (k - 1), f"so that {v} >= {k} by construction") for v, k in lower if k >= 2
+    ]
+    for v, m in _divided_vars(lhs, rhs):
+        rewrites.append((v, Expr.var(v) * m, f"so that {v} is a multiple of {m}"))
+    for v, new, why in rewrites:
+        if _spec_rewrite_proves(session, lhs, op, rhs, v, new):
+            note = why
+            if any(v in c.diff.variables() for c in session.constraints):
+                note += f"; rewrite the constraints that mention {v} accordingly"
+            if offer(Fix(SPEC, str(new), v, note)):
+                return out
+    return out
+
+
+def _divided_vars(*exprs: Expr) -> list[tuple[str, int]]:
+    """(variable, m) for each ``mod``/``floordiv`` by a constant m >= 2 whose dividend mentions the variable."""
+    found: list[tuple[str, int]] = []
+    for e in exprs:
+        for a in sorted(e.atoms(), key=lambda a: a.sort_key()):
+            if isinstance(a, Op) and a.op in (FLOORDIV, MOD):
+                m = a.rhs.as_constant()
+                if m is not None and m >= 2:
+                    for v in sorted(a.lhs.variables()):
+                        if (v, m) not in found:
+                            found.append((v, m))
+    return found
+
+
+def _spec_rewrite_proves(session: Session, lhs: Expr, op: str, rhs: Expr, v: str, new: Expr) -> bool:
+    """Whether writing ``new`` for ``v`` in the spec (constraints rewritten alike) proves the question."""
+    env = {v: new}
+    cs = ConstraintSet(tuple(
+        Constraint(c.diff.substitute(env), c.kind, f"{c.text} [with {v} := {new}]") for c in session.constraints
+    ))
+    return _proves(session, lhs.substitute(env), op, rhs.substitute(env), replace=cs)

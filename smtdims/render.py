@@ -1,0 +1,147 @@
+"""Pictures and pretty printing for notebooks: sympy forms of expressions, feasible-region plots.
+
+Optional helpers: sympy is a dependency already; matplotlib is imported only by
+:func:`plot_region`. The plot evaluates the comparison exactly (Python integers)
+on a grid of two variables, so it shows the truth the solver reasons about, not an
+approximation of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+
+from .constraints import ConstraintSet
+from .expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
+from .parser import parse_expr
+
+_COMPARE = {
+    ">=": lambda x: x >= 0, "<=": lambda x: x <= 0, ">": lambda x: x > 0,
+    "<": lambda x: x < 0, "==": lambda x: x == 0, "!=": lambda x: x != 0,
+}
+
+
+def to_sympy(e: Expr | str | int) -> sympy.Expr:
+    """The sympy form of a dimension expression (variables are positive integers).
+
+    ``floordiv(x, y)`` becomes ``floor(x / y)`` and ``mod`` sympy's ``Mod``, which has
+    Python's sign convention, so the two agree for every valuation.
+    """
+    if isinstance(e, str):
+        e = parse_expr(e)
+    elif isinstance(e, int):
+        return sympy.Integer(e)
+    total = sympy.Integer(0)
+    for m, c in e.terms:
+        prod: sympy.Expr = sympy.Integer(c)
+        for a, k in m:
+            prod = prod * _atom(a) ** k
+        total = total + prod
+    return total
+
+
+def _atom(a: Var | Op) -> sympy.Expr:
+    if isinstance(a, Var):
+        return sympy.Symbol(a.name, integer=True, positive=True)
+    x, y = to_sympy(a.lhs), to_sympy(a.rhs)
+    if a.op == FLOORDIV:
+        return sympy.floor(x / y)
+    if a.op == MOD:
+        return sympy.Mod(x, y)
+    if a.op == MAX:
+        return sympy.Max(x, y)
+    assert a.op == MIN, a.op
+    return sympy.Min(x, y)
+
+
+def latex(e: Expr | str | int) -> str:
+    """LaTeX of a dimension expression, for ``IPython.display.Math``."""
+    return sympy.latex(to_sympy(e))
+
+
+def comparison_latex(lhs: Expr | str | int, op: str, rhs: Expr | str | int) -> str:
+    rel = {">=": r"\geq", "<=": r"\leq", ">": ">", "<": "<", "==": "=", "!=": r"\neq"}[op]
+    return f"{latex(lhs)} {rel} {latex(rhs)}"
+
+
+@dataclass(frozen=True)
+class Region:
+    """Grid points of a two-variable picture, classified exactly."""
+
+    x: str
+    y: str
+    holds: tuple[tuple[int, int], ...]
+    fails: tuple[tuple[int, int], ...]
+    infeasible: tuple[tuple[int, int], ...]
+    figure: Any = None
+
+    def counts(self) -> dict[str, int]:
+        return {"holds": len(self.holds), "fails": len(self.fails), "infeasible": len(self.infeasible)}
+
+
+def classify_region(lhs: Expr | str, op: str, rhs: Expr | str, constraints: Sequence[str] | ConstraintSet = (), *,
+                    x: str, y: str, x_range: tuple[int, int] = (1, 20), y_range: tuple[int, int] = (1, 20),
+                    fixed: Mapping[str, int] | None = None) -> Region:
+    """Classify each integer point of the grid: infeasible, comparison holds, or fails.
+
+    Variables other than ``x`` and ``y`` take the values in ``fixed`` (default 1).
+    """
+    le = parse_expr(lhs) if isinstance(lhs, str) else lhs
+    re_ = parse_expr(rhs) if isinstance(rhs, str) else rhs
+    cs = ConstraintSet.of(constraints)
+    diff = le - re_
+    others = (diff.variables() | cs.variables()) - {x, y}
+    base = {v: 1 for v in others}
+    base.update(fixed or {})
+    test = _COMPARE[op]
+    holds, fails, infeasible = [], [], []
+    for xv in range(x_range[0], x_range[1] + 1):
+        for yv in range(y_range[0], y_range[1] + 1):
+            env = {**base, x: xv, y: yv}
+            if not cs.holds(env):
+                infeasible.append((xv, yv))
+                continue
+            try:
+                ok = test(diff.evaluate(env))
+            except ZeroDivisionError:
+                infeasible.append((xv, yv))
+                continue
+            (holds if ok else fails).append((xv, yv))
+    return Region(x, y, tuple(holds), tuple(fails), tuple(infeasible))
+
+
+def plot_region(lhs: Expr | str, op: str, rhs: Expr | str, constraints: Sequence[str] | ConstraintSet = (), *,
+                x: str, y: str, x_range: tuple[int, int] = (1, 20), y_range: tuple[int, int] = (1, 20),
+                fixed: Mapping[str, int] | None = None, witnesses: Mapping[str, Mapping[str, int] | None] | None = None,
+                ax: Any = None) -> Region:
+    """Draw the feasible region of ``x``, ``y`` under the constraints, green where ``lhs op rhs``
+    holds and red where it fails; ``witnesses`` (label -> valuation) are ringed."""
+    import matplotlib.pyplot as plt
+
+    region = classify_region(lhs, op, rhs, constraints, x=x, y=y, x_range=x_range, y_range=y_range, fixed=fixed)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(5, 5))
+    else:
+        fig = ax.figure
+    for pts, color, label in ((region.infeasible, "#d0d7de", "infeasible"), (region.holds, "#1a7f37", "holds"),
+                              (region.fails, "#cf222e", "fails")):
+        if pts:
+            xs, ys = zip(*pts, strict=True)
+            ax.scatter(xs, ys, s=18, c=color, label=f"{label} ({len(pts)})")
+    for label, w in (witnesses or {}).items():
+        if w is not None and x in w and y in w:
+            ax.scatter([w[x]], [w[y]], s=160, facecolors="none", edgecolors="black", linewidths=1.5)
+            ax.annotate(label, (w[x], w[y]), textcoords="offset points", xytext=(6, 6))
+    cons = ", ".join(c.text for c in ConstraintSet.of(constraints)) or "no constraints"
+    ax.set_title(f"{lhs} {op} {rhs}  ({cons})", fontsize=10)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=8)  # off the points
+    fig.tight_layout()
+    return Region(region.x, region.y, region.holds, region.fails, region.infeasible, fig)
+
+
+__all__ = ["Region", "classify_region", "comparison_latex", "latex", "plot_region", "to_sympy"]
