@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from .api import bounds, decide, symbolic_dim_bounds
+from .audit import AuditReport, audit
 from .constraints import Constraint, ConstraintSet
+from .diagnostics import ConstraintReport, check_constraints
 from .errors import (
     ParseError,
     PossibleDivisionByZeroError,
@@ -18,6 +20,7 @@ from .errors import (
     UnsatisfiableConstraintsError,
     UnsupportedJaxError,
 )
+from .explain import Explanation, Fix, explain
 from .expr import Expr
 from .parser import parse_constraint, parse_expr
 from .reasoner import DEFAULT_BUDGET, reset_stats, stats
@@ -43,9 +46,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DEFAULT_BUDGET", "Bounds", "Constraint", "ConstraintSet", "Decision", "Expr", "ParseError",
-    "PossibleDivisionByZeroError", "ScopeMismatchError", "SmtdimsError", "UnsatisfiableConstraintsError",
-    "UnsupportedJaxError", "VerificationReport", "bounds", "decide", "enabled", "export_and_verify",
-    "install", "is_installed", "parse_constraint", "parse_expr", "reset_stats", "stats",
-    "symbolic_dim_bounds", "uninstall",
+    "DEFAULT_BUDGET", "AuditReport", "Bounds", "Constraint", "ConstraintReport", "ConstraintSet", "Decision",
+    "Explanation", "Expr", "Fix", "ParseError", "PossibleDivisionByZeroError", "ScopeMismatchError",
+    "SmtdimsError", "UnsatisfiableConstraintsError", "UnsupportedJaxError", "VerificationReport", "audit",
+    "bounds", "check_constraints", "decide", "enabled", "explain", "export_and_verify", "install",
+    "is_installed", "parse_constraint", "parse_expr", "reset_stats", "stats", "symbolic_dim_bounds",
+    "uninstall",
 ]

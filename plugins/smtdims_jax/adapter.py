@@ -25,7 +25,7 @@ from smtdims.constraints import Constraint, ConstraintSet
 from smtdims.errors import PossibleDivisionByZeroError, SmtdimsError, UnsupportedJaxError, format_valuation
 from smtdims.expr import FLOORDIV, MAX, MIN, MOD, Expr
 from smtdims.reasoner import CONFIG, NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, STATS, Session
-from smtdims.results import FALSE, TRUE, UNDETERMINED, UNKNOWN
+from smtdims.results import UNDETERMINED, UNKNOWN
 
 SUPPORTED_JAX = ((0, 7, 0), (0, 10, 2))  # inclusive range, tested in CI
 
@@ -257,45 +257,83 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
 _CMP_RE = re.compile(r"' (>=|<=|>|<) '")
 
 
+class InconclusiveWithWitnesses(InconclusiveDimensionOperation):
+    """JAX's inconclusive-comparison error (a subclass, so every existing handler catches it).
+
+    The explanation (witnesses, a suggested fix) costs solver calls, and JAX itself
+    catches this error as control flow in places (``core.definitely_equal``, ``top_k``),
+    so it is computed on the first ``str()``, not when raised.
+    """
+
+    def __init__(self, base: str, explain: Callable[[], str]):
+        Exception.__init__(self, base)
+        self._base = base
+        self._explain = explain
+        self._text: str | None = None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            try:
+                detail = self._explain()
+            except Exception as err:  # the explanation must never hide the error itself
+                detail = f"smtdims: could not explain ({err!r})"
+            self._text = f"{self._base}\n{detail}{InconclusiveDimensionOperation._help_msg}"
+        return self._text
+
+    def __reduce__(self):
+        return (InconclusiveDimensionOperation, (str(self).split(InconclusiveDimensionOperation._help_msg)[0],))
+
+
 def _smt_geq_decision(e1: Any, e2: Any, cmp_str: Callable[[], str]) -> bool:
     """Stock ``_geq_decision`` (which now calls smtdims), with witnesses on failure."""
     try:
         answer = _STOCK_GEQ(e1, e2, cmp_str)
     except InconclusiveDimensionOperation as err:
-        detail = _explain_inconclusive(e1, e2, cmp_str())
-        if _LISTENERS:
-            _emit(kind="compare", question=cmp_str(), lhs=e1, rhs=e2, answer="inconclusive",
-                  answered_by="smtdims", detail=detail)
-        if not detail:
-            raise
+        question = cmp_str()
+        where = _user_location()
         base = str(err).split(InconclusiveDimensionOperation._help_msg)[0].rstrip()
-        raise InconclusiveDimensionOperation(f"{base}\n{detail}") from None
+        exc = InconclusiveWithWitnesses(base, lambda: _explain_inconclusive(e1, e2, question, where))
+        if _LISTENERS:
+            _emit(kind="compare", question=question, lhs=e1, rhs=e2, answer="inconclusive",
+                  answered_by="smtdims", error=exc)
+        raise exc from None
     if _LISTENERS:
         _emit(kind="compare", question=cmp_str(), lhs=e1, rhs=e2, answer=answer, answered_by="smtdims")
     return answer
 
 
-def _explain_inconclusive(e1: Any, e2: Any, question: str) -> str:
+def _user_location() -> str:
+    from smtdims.audit import user_location
+
+    return user_location()
+
+
+def _explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> str:
+    from smtdims.explain import suggest_fixes
+
     scope = e1.scope if isinstance(e1, _DimExpr) else e2.scope
     m = _CMP_RE.search(question)
     # '<' and '>' are computed by JAX as 'not (e1 >= e2)'.
     inverted = bool(m and m.group(1) in (">", "<"))
-    try:
-        d = session_for_scope(scope).decide(to_ir(e1), ">=", to_ir(e2))
-    except Exception as err:  # the explanation must never hide the original error
-        return f"smtdims: could not explain ({err})"
+    session = session_for_scope(scope)
+    lhs, rhs = to_ir(e1), to_ir(e2)
+    d = session.decide(lhs, ">=", rhs)
     w_true, w_false = (d.witness_false, d.witness_true) if inverted else (d.witness_true, d.witness_false)
-    if d.status == UNDETERMINED:
-        return (
-            f"smtdims: the comparison is undetermined: {format_valuation(w_false)} makes {question} false; "
-            f"{format_valuation(w_true)} makes it true. Add a constraint or change the "
-            "shape specification so that it holds for every valuation."
-        )
+    at = f"\nsmtdims: the comparison arose at {where}" if where != "<unknown>" else ""
     if d.status == UNKNOWN:
-        return f"smtdims: the solver ran out of budget ({d.reason}); raise it with smtdims.install(budget=...)."
-    if d.status in (TRUE, FALSE):  # pragma: no cover - would mean the hook missed a proof
-        return f"smtdims: proves {d.question} is {d.status}"
-    return ""
+        return (f"smtdims: the solver ran out of budget ({d.reason}); raise it with "
+                f"smtdims.install(budget=...).{at}")
+    if d.status != UNDETERMINED:  # pragma: no cover - would mean the hook missed a proof
+        return f"smtdims: proves {d.question} is {d.status}{at}"
+    text = (f"smtdims: the comparison is undetermined: {format_valuation(w_false)} makes {question} false; "
+            f"{format_valuation(w_true)} makes it true.")
+    # Settling either direction settles the comparison JAX asked.
+    fixes = suggest_fixes(session, lhs, ">=", rhs, limit=1, decision=d) or suggest_fixes(session, lhs, "<", rhs, limit=1)
+    if fixes:
+        text += f"\nsmtdims: suggested fix: {fixes[0]}"
+    else:
+        text += " Add a constraint or change the shape specification so that it holds for every valuation."
+    return text + at
 
 
 # -- provable equality ----------------------------------------------------------------------------
