@@ -241,3 +241,17 @@ def test_row20_equality_is_jax_unsound_smtdims_three_valued():
     assert smtdims.decide(b, "==", 1).status == "undetermined"
     assert smtdims.decide(a, "==", b).status == "undetermined"
     assert smtdims.decide(a + b - a, "==", b).status == "true"
+
+
+def test_row9_message_has_fix_and_user_frame_computed_lazily():
+    (b,) = export.symbolic_shape("b")
+    try:
+        export.export(jax.jit(lambda x: lax.slice_in_dim(x, 0, 16)))(spec((b,)))
+    except Exception as err:  # noqa: BLE001 - inspected below
+        caught = err
+    before = smtdims.stats()["solver_checks"]
+    msg = str(caught)
+    assert smtdims.stats()["solver_checks"] > before  # the explanation ran only when asked for
+    assert "suggested fix: add the constraint 'b >= 16'" in msg
+    assert "test_seed.py" in msg  # where the comparison arose
+    assert str(caught) == msg  # computed once
