@@ -155,7 +155,7 @@ def smtlib_script(constraints: ConstraintSet, checks: Sequence[tuple[str, Build]
     objs = [(comment, sense, enc.expr(e)) for comment, sense, e in objectives]
     for v in sorted(variables | constraints.variables()):
         enc.var(v)
-    axioms = enc.take_axioms()
+    axioms = enc.all_axioms()
     probe = z3.Solver(ctx=ctx)
     probe.add(*axioms, *(t for _, t in cons), *(g for _, gs in goals for g in gs), *(t >= 0 for _, _, t in objs))
     decls = [ln for ln in probe.sexpr().splitlines() if ln.startswith("(declare-")]

@@ -25,7 +25,8 @@ from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
 from .smt import COUNTERS, SAT, UNSAT, CheckResult, Encoder, SolverSession, z3_int_or_inf
 
 DEFAULT_BUDGET = 5_000_000  # Z3 rlimit per check: deterministic, roughly 0.5-1 s of work
-_SEARCH_STEPS = 48  # binary-search steps per end of a nonlinear bound
+_SEARCH_STEPS = 40  # binary-search steps per end of a nonlinear bound
+_UNBOUNDED_PROBES = 4  # probes towards an end with no proven bound before calling it "not found"
 
 # What a caller needs from bounds, weakest first (mirrors JAX's BoundsPrecision).
 NEED_SIGN_LEQ = "geq0_or_leq0"  # enough once lo >= 0 or hi <= 0 (max/min)
@@ -405,21 +406,32 @@ class Session:
         return self._mk_bounds(e, lo, hi, "solver", lo_tight=lo_tight, hi_tight=hi_tight, lo_witness=lo_w, hi_witness=hi_w)
 
     def _search_end(self, e: Expr, proven, attained: int, witness: dict[str, int], *, lower: bool):
+        """Tighten one end: a proven bound ``p`` and an attained value ``a`` close in on each other.
+
+        Without a proven bound the search only probes a few times, ever further out: Z3
+        cannot prove a nonlinear expression unbounded, so more probes would only cost time.
+        """
         sign = 1 if lower else -1  # search the lower end of sign*e
         p = proven * sign if not math.isinf(proven) else -INF
         a = attained * sign
         w = witness
-        gap = 1
+        gap, probes = 1, 0
         for _ in range(_SEARCH_STEPS):
             if p == a:
                 break
-            m = a - gap if math.isinf(p) else p + (a - p + 1) // 2
+            if math.isinf(p):
+                if probes == _UNBOUNDED_PROBES:
+                    break
+                probes += 1
+                m = a - gap
+            else:
+                m = p + (a - p + 1) // 2
             res = self._check(lambda enc, m=m: [sign * enc.expr(e) < m], e)
             if res.status == UNSAT:
                 p = m
             elif res.status == SAT and res.model is not None:
                 a, w = sign * e.evaluate(res.model), res.model
-                gap *= 2
+                gap *= 16
             else:
                 break
         if p == a:

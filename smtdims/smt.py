@@ -10,7 +10,7 @@ divisors get fresh quotient/remainder variables with guarded axioms.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import z3
@@ -40,23 +40,33 @@ COUNTERS = SolverCounters()
 
 
 class Encoder:
-    """Translates IR expressions to Z3 terms in one context; memoised per atom."""
+    """Translates IR expressions to Z3 terms in one context; memoised per atom.
+
+    Definitional axioms (``v >= 1``; quotient/remainder definitions for symbolic
+    divisors) are kept per atom, so a query asserts only those of the atoms it
+    mentions: one nonlinear query must not make every later query nonlinear.
+    """
 
     def __init__(self, ctx: z3.Context):
         self.ctx = ctx
         self.vars: dict[str, z3.ArithRef] = {}
         self._atoms: dict[Atom, z3.ArithRef] = {}
-        # Definitional axioms of fresh quotient/remainder variables, to assert once.
-        self.pending_axioms: list[z3.BoolRef] = []
-        self.divisors: list[Expr] = []
+        self._closure: dict[Atom, frozenset[Atom]] = {}  # the atom and every atom nested in it
+        self._axioms: dict[Atom, list[z3.BoolRef]] = {}
+        self._touched: set[Atom] | None = None
         self._fresh = 0
 
     def var(self, name: str) -> z3.ArithRef:
         v = self.vars.get(name)
+        a = Var(name)
         if v is None:
             v = z3.Int(name, self.ctx)
             self.vars[name] = v
-            self.pending_axioms.append(v >= 1)
+            self._atoms[a] = v
+            self._closure[a] = frozenset((a,))
+            self._axioms[a] = [v >= 1]
+        if self._touched is not None:
+            self._touched.add(a)
         return v
 
     def expr(self, e: Expr) -> z3.ArithRef:
@@ -71,10 +81,20 @@ class Encoder:
         return total if total is not None else z3.IntVal(0, self.ctx)
 
     def atom(self, a: Atom) -> z3.ArithRef:
+        if isinstance(a, Var):
+            return self.var(a.name)
         t = self._atoms.get(a)
         if t is None:
-            t = self.var(a.name) if isinstance(a, Var) else self._encode_op(a)
+            outer, self._touched = self._touched, set()
+            try:
+                t = self._encode_op(a)
+                inner = self._touched
+            finally:
+                self._touched = outer
             self._atoms[a] = t
+            self._closure[a] = frozenset(inner | {a})
+        if self._touched is not None:
+            self._touched |= self._closure[a]
         return t
 
     def _encode_op(self, a: Op) -> z3.ArithRef:
@@ -91,11 +111,10 @@ class Encoder:
             # x // d == (-x) // (-d);  x % d == -((-x) % (-d))
             return (-x) / (-y) if a.op == FLOORDIV else -((-x) % (-y))
         # Symbolic divisor: x == y*q + r with Python's remainder sign, when y != 0.
-        self.divisors.append(a.rhs)
         self._fresh += 1
         q = z3.Int(f"!q{self._fresh}", self.ctx)
         r = z3.Int(f"!r{self._fresh}", self.ctx)
-        self.pending_axioms.append(
+        self._axioms[a] = [
             z3.Implies(
                 y != 0,
                 z3.And(
@@ -104,16 +123,30 @@ class Encoder:
                     z3.Implies(y < 0, z3.And(r <= 0, r > y)),
                 ),
             )
-        )
+        ]
         return q if a.op == FLOORDIV else r
 
     def constraint(self, c: Constraint) -> z3.BoolRef:
         d = self.expr(c.diff)
         return d >= 0 if c.kind == ">=" else d == 0
 
-    def take_axioms(self) -> list[z3.BoolRef]:
-        out, self.pending_axioms = self.pending_axioms, []
-        return out
+    def collect(self, build: Callable[[Encoder], list[z3.BoolRef]], names: Iterable[str] = ()) -> tuple[list, set[Atom]]:
+        """``build``'s formulas and every atom they (and the variables ``names``) mention."""
+        outer, self._touched = self._touched, set()
+        try:
+            goals = build(self)
+            for n in names:
+                self.var(n)
+            return goals, self._touched
+        finally:
+            self._touched = outer
+
+    def axioms_of(self, atoms: Iterable[Atom]) -> list[z3.BoolRef]:
+        return [ax for a in sorted(atoms, key=lambda a: a.sort_key()) for ax in self._axioms.get(a, ())]
+
+    def all_axioms(self) -> list[z3.BoolRef]:
+        """Every axiom encoded so far (for self-contained SMT-LIB scripts)."""
+        return self.axioms_of(self._axioms)
 
 
 def make_solver(ctx: z3.Context, budget: int) -> z3.Solver:
@@ -138,6 +171,7 @@ class SolverSession:
     Linear (Presburger) queries run on the shared incremental solver with push/pop;
     nonlinear ones on a fresh solver so that their answers do not depend on the
     history of earlier queries (incremental nonlinear search is order-sensitive).
+    Each query asserts the definitional axioms of the atoms it mentions, no others.
     Not thread-safe by itself: callers hold ``lock``.
     """
 
@@ -148,7 +182,7 @@ class SolverSession:
         self._ctx: z3.Context | None = None
         self._enc: Encoder | None = None
         self._solver: z3.Solver | None = None
-        self._base: list[z3.BoolRef] = []  # everything asserted at base level
+        self._shared_atoms: set[Atom] = set()  # atoms whose axioms the shared solver holds
         self.linear = constraints.is_linear()
 
     @property
@@ -158,10 +192,13 @@ class SolverSession:
     def _start(self) -> None:
         if self._ctx is None:
             self._ctx = z3.Context()
-            self._enc = Encoder(self._ctx)
-            self._constraint_terms = [self._enc.constraint(c) for c in self.constraints]
-            for v in sorted(self.constraints.variables()):
-                self._enc.var(v)
+            enc = Encoder(self._ctx)
+            terms, atoms = enc.collect(
+                lambda e: [e.constraint(c) for c in self.constraints], sorted(self.constraints.variables())
+            )
+            self._constraint_terms = terms
+            self._constraint_atoms = atoms
+            self._enc = enc
 
     @property
     def encoder(self) -> Encoder:
@@ -169,23 +206,18 @@ class SolverSession:
         assert self._enc is not None
         return self._enc
 
+    def _base(self, atoms: set[Atom]) -> list[z3.BoolRef]:
+        """Constraints plus the axioms of their atoms and of ``atoms``: a query's whole background."""
+        return [*self._constraint_terms, *self.encoder.axioms_of(self._constraint_atoms | atoms)]
+
     def _shared_solver(self) -> z3.Solver:
         self._start()
         if self._solver is None:
             assert self._ctx is not None
             self._solver = make_solver(self._ctx, self.budget)
-            self._solver.add(*self._constraint_terms, *self._base)
+            self._solver.add(*self._base(set()))
+            self._shared_atoms = set(self._constraint_atoms)
         return self._solver
-
-    def _absorb_axioms(self) -> None:
-        """Move the encoder's new definitional axioms (``v >= 1``, quotient/remainder
-        definitions) into the base set, and into the shared solver if it exists, so every
-        solver sees every fact whichever method introduced it."""
-        axioms = self.encoder.take_axioms()
-        if axioms:
-            self._base.extend(axioms)
-            if self._solver is not None:
-                self._solver.add(*axioms)
 
     def check(
         self,
@@ -197,13 +229,14 @@ class SolverSession:
     ) -> CheckResult:
         """Satisfiability of constraints AND the formulas ``build`` makes."""
         enc = self.encoder
-        goals = build(enc)
-        for v in model_vars:
-            enc.var(v)
-        self._absorb_axioms()
+        goals, atoms = enc.collect(build, sorted(model_vars))
         COUNTERS.bump("solver_checks")
         if linear and self.linear:
             s = self._shared_solver()
+            new = atoms - self._shared_atoms
+            if new:  # linear atoms' axioms are linear facts true everywhere: keep them
+                s.add(*enc.axioms_of(new))
+                self._shared_atoms |= new
             s.push()
             try:
                 s.add(*goals)
@@ -212,11 +245,13 @@ class SolverSession:
                 s.pop()
         assert self._ctx is not None
         s = make_solver(self._ctx, self.budget)
-        s.add(*self._constraint_terms, *self._base, *goals)
+        s.add(*self._base(atoms), *goals)
         return self._result(s, want_model, model_vars)
 
-    def _result(self, s: z3.Solver, want_model: bool, model_vars: frozenset[str]) -> CheckResult:
-        r = s.check()
+    def _result(
+        self, s: z3.Solver | z3.Optimize, want_model: bool, model_vars: frozenset[str], r: object = None
+    ) -> CheckResult:
+        r = s.check() if r is None else r
         if r == z3.sat:
             model = None
             if want_model:
@@ -240,7 +275,8 @@ class SolverSession:
         Returns None if satisfiable or unknown.
         """
         enc = self.encoder
-        goals = extra(enc) if extra else []
+        goals, atoms = enc.collect(extra or (lambda e: []))
+        atoms = atoms | self._constraint_atoms
         assert self._ctx is not None
         s = make_solver(self._ctx, self.budget)
         s.set("core.minimize", True)
@@ -250,45 +286,42 @@ class SolverSession:
             name = f"!c{i}"
             labels[name] = c.text
             s.assert_and_track(self._constraint_terms[i], z3.Bool(name, self._ctx))
-        for v, t in sorted(enc.vars.items()):
-            name = f"!v:{v}"
-            labels[name] = f"{v} >= 1 (dimension variable)"
-            s.assert_and_track(t >= 1, z3.Bool(name, self._ctx))
-        self._absorb_axioms()
-        others = [a for a in self._base if not _is_var_axiom(a, enc)]
-        s.add(*others, *goals)
+        for a in sorted(atoms, key=lambda a: a.sort_key()):
+            if isinstance(a, Var):
+                name = f"!v:{a.name}"
+                labels[name] = f"{a.name} >= 1 (dimension variable)"
+                s.assert_and_track(enc.vars[a.name] >= 1, z3.Bool(name, self._ctx))
+        s.add(*enc.axioms_of(a for a in atoms if not isinstance(a, Var)), *goals)
         if s.check() != z3.unsat:
             return None
         return [labels[str(b)] for b in s.unsat_core()]
 
+    def _optimizer(self, goals: list[z3.BoolRef], atoms: set[Atom]) -> z3.Optimize:
+        assert self._ctx is not None
+        COUNTERS.bump("solvers_created")
+        COUNTERS.bump("solver_checks")
+        o = z3.Optimize(ctx=self._ctx)
+        o.set("rlimit", self.budget)
+        o.add(*self._base(atoms), *goals)
+        return o
+
     def optimize(self, e: Expr, model_vars: frozenset[str]) -> tuple[CheckResult, CheckResult, object, object]:
         """Exact minimum and maximum of a linear ``e`` (Z3's optimiser; infinite when unbounded)."""
-        enc = self.encoder
-        t = enc.expr(e)
-        for v in model_vars:
-            enc.var(v)
-        self._absorb_axioms()
-        assert self._ctx is not None
+        (t,), atoms = self.encoder.collect(lambda enc: [enc.expr(e)], sorted(model_vars))
         results = []
         for sense in ("min", "max"):
-            COUNTERS.bump("solvers_created")
-            COUNTERS.bump("solver_checks")
-            o = z3.Optimize(ctx=self._ctx)
-            o.set("rlimit", self.budget)
-            o.add(*self._constraint_terms, *self._base)
+            o = self._optimizer([], atoms)
             h = o.minimize(t) if sense == "min" else o.maximize(t)
             r = o.check()
             if r == z3.sat:
                 value = h.lower() if sense == "min" else h.upper()
-                res = self._result(o, True, model_vars)  # type: ignore[arg-type]
-                results.append((res, value))
+                results.append((self._result(o, True, model_vars, r), value))
             else:
                 if r == z3.unknown:
                     COUNTERS.bump("solver_unknowns")
                 results.append((CheckResult(UNSAT if r == z3.unsat else UNKNOWN), None))
         (lo_res, lo_val), (hi_res, hi_val) = results
         return lo_res, hi_res, lo_val, hi_val
-
 
     def small_model(
         self, build: Callable[[Encoder], list[z3.BoolRef]], model_vars: frozenset[str]
@@ -298,25 +331,15 @@ class SolverSession:
         Readable witnesses (``b = 1`` rather than ``b = 15``) for explanations; linear only.
         """
         enc = self.encoder
-        goals = build(enc)
         names = sorted(set(model_vars) | set(self.constraints.variables()))
-        terms = [enc.var(v) for v in names]
-        self._absorb_axioms()
-        assert self._ctx is not None
-        COUNTERS.bump("solvers_created")
-        COUNTERS.bump("solver_checks")
-        o = z3.Optimize(ctx=self._ctx)
-        o.set("rlimit", self.budget)
-        o.add(*self._constraint_terms, *self._base, *goals)
-        if terms:
-            o.minimize(z3.Sum(terms))
-        if o.check() != z3.sat:
+        goals, atoms = enc.collect(build, names)
+        o = self._optimizer(goals, atoms)
+        if names:
+            o.minimize(z3.Sum([enc.vars[n] for n in names]))
+        r = o.check()
+        if r != z3.sat:
             return None
-        return self._result(o, True, model_vars).model  # type: ignore[arg-type]
-
-
-def _is_var_axiom(a: z3.BoolRef, enc: Encoder) -> bool:
-    return any(a.eq(t >= 1) for t in enc.vars.values())
+        return self._result(o, True, model_vars, r).model
 
 
 def z3_int_or_inf(value: object) -> int | float:

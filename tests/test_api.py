@@ -203,3 +203,21 @@ def test_decision_to_dict_is_plain_data():
 def test_unknown_operation_is_named():
     with pytest.raises(ParseError, match="unknown operation 'foo'"):
         smtdims.bounds("foo(a, 2)")
+
+
+def test_queries_assert_only_the_axioms_they_need():
+    # Regression: one nonlinear query's definitions (x == y*q + r) used to be asserted in
+    # every later query, making linear ones nonlinear (a 240-query JAX test went 0.3 s -> 8 min).
+    from smtdims.constraints import ConstraintSet
+    from smtdims.expr import Op
+    from smtdims.reasoner import Session
+
+    p = smtdims.parse_expr
+    history = Session(ConstraintSet.of(["a <= 50"]))
+    fresh = Session(ConstraintSet.of(["a <= 50"]))
+    for e in ("mod(a + 12, a + 4)", "floordiv(a*a, a + 1)", "mod(b, a)"):
+        history.bounds(p(e))
+    assert history.bounds(p("floordiv(-a + 11, -2)")) == fresh.bounds(p("floordiv(-a + 11, -2)")) == (-20, -5)
+    assert history.bounds(p("mod(a, a + 3)")) == fresh.bounds(p("mod(a, a + 3)"))
+    shared = history.solver._shared_atoms
+    assert not any(isinstance(x, Op) and not x.rhs.is_constant and x.op in ("mod", "floordiv") for x in shared)
