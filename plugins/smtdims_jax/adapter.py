@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import threading
 import warnings
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,18 +127,24 @@ class _ScopeState:
     linear: bool | None = None  # the scope's constraints are in the Presburger fragment
 
 
-_STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _STATES_LOCK = threading.Lock()
+_STATE_ATTR = "_smtdims_state"
 
 
 def _state(scope: Any) -> _ScopeState:
-    st = _STATES.get(scope)
+    """The scope's smtdims state, stored on the scope itself.
+
+    Not a WeakKeyDictionary: the caches' keys (JAX term tuples) reference the scope,
+    so a weak-keyed table would keep every scope, its session and its Z3 context alive
+    forever. As an attribute the references form a cycle that the GC collects with the scope.
+    """
+    st = scope.__dict__.get(_STATE_ATTR)
     if st is None:
         with _STATES_LOCK:
-            st = _STATES.get(scope)
+            st = scope.__dict__.get(_STATE_ATTR)
             if st is None:
                 st = _ScopeState()
-                _STATES[scope] = st
+                setattr(scope, _STATE_ATTR, st)
     return st
 
 
@@ -176,8 +181,8 @@ def _is_linear_dim(e: Any) -> bool:
         if f.var is not None:
             continue
         a, b = f.operands
-        if f.operation in (_DimFactor.FLOORDIV, _DimFactor.MOD) and isinstance(b, _DimExpr):
-            return False
+        if f.operation in (_DimFactor.FLOORDIV, _DimFactor.MOD) and _DimExpr._to_constant(b) is None:
+            return False  # operands are always _DimExprs; only a constant divisor is linear
         if not (_is_linear_dim(a) and _is_linear_dim(b)):
             return False
     return True
