@@ -379,19 +379,32 @@ class Session:
         return res.model if res.status == SAT else None
 
     def _optimize_bounds(self, e: Expr) -> Bounds | None:
-        lo_res, hi_res, lo_val, hi_val = self.solver.optimize(e, e.variables())
-        if lo_res.status != SAT or hi_res.status != SAT:
-            return None
-        lo, hi = z3_int_or_inf(lo_val), z3_int_or_inf(hi_val)
-        ends = []
-        for val, res in ((lo, lo_res), (hi, hi_res)):
-            if math.isinf(val):
-                ends.append((val, True, None))
+        """Exact ends of a linear ``e``.
+
+        An end the fast path already bounds is settled by one incremental check (is it
+        attained?); only the other ends go to Z3's optimiser, which is far costlier on
+        large constraint sets and the only way to prove an end infinite.
+        """
+        ends: dict[str, tuple] = {}
+        for sense, end in (("min", self.interval(e)[0]), ("max", self.interval(e)[1])):
+            if math.isinf(end):
                 continue
-            if not self._valid_model(res.model) or e.evaluate(res.model) != val:  # type: ignore[arg-type]
-                return None  # never trust an optimum we cannot re-evaluate exactly
-            ends.append((val, True, res.model))
-        (lo, lt, lw), (hi, ht, hw) = ends
+            res = self._check(lambda enc, end=end: [enc.expr(e) == end], e)
+            if res.status == SAT and res.model is not None and e.evaluate(res.model) == end:
+                ends[sense] = (end, True, res.model)
+        todo = tuple(x for x in ("min", "max") if x not in ends)
+        if todo:
+            for sense, (res, value) in self.solver.optimize(e, e.variables(), todo).items():
+                if res.status != SAT:
+                    return None
+                val = z3_int_or_inf(value)
+                if math.isinf(val):
+                    ends[sense] = (val, True, None)
+                elif not self._valid_model(res.model) or e.evaluate(res.model) != val:  # type: ignore[arg-type]
+                    return None  # never trust an optimum we cannot re-evaluate exactly
+                else:
+                    ends[sense] = (val, True, res.model)
+        (lo, lt, lw), (hi, ht, hw) = ends["min"], ends["max"]
         return self._mk_bounds(e, lo, hi, "solver", lo_tight=lt, hi_tight=ht, lo_witness=lw, hi_witness=hw)
 
     def _search_bounds(self, e: Expr) -> Bounds:

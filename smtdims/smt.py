@@ -305,23 +305,24 @@ class SolverSession:
         o.add(*self._base(atoms), *goals)
         return o
 
-    def optimize(self, e: Expr, model_vars: frozenset[str]) -> tuple[CheckResult, CheckResult, object, object]:
-        """Exact minimum and maximum of a linear ``e`` (Z3's optimiser; infinite when unbounded)."""
+    def optimize(
+        self, e: Expr, model_vars: frozenset[str], senses: tuple[str, ...] = ("min", "max")
+    ) -> dict[str, tuple[CheckResult, object]]:
+        """Exact minimum and/or maximum of a linear ``e`` (Z3's optimiser; +-oo when unbounded)."""
         (t,), atoms = self.encoder.collect(lambda enc: [enc.expr(e)], sorted(model_vars))
-        results = []
-        for sense in ("min", "max"):
+        results: dict[str, tuple[CheckResult, object]] = {}
+        for sense in senses:
             o = self._optimizer([], atoms)
             h = o.minimize(t) if sense == "min" else o.maximize(t)
             r = o.check()
             if r == z3.sat:
                 value = h.lower() if sense == "min" else h.upper()
-                results.append((self._result(o, True, model_vars, r), value))
+                results[sense] = (self._result(o, True, model_vars, r), value)
             else:
                 if r == z3.unknown:
                     COUNTERS.bump("solver_unknowns")
-                results.append((CheckResult(UNSAT if r == z3.unsat else UNKNOWN), None))
-        (lo_res, lo_val), (hi_res, hi_val) = results
-        return lo_res, hi_res, lo_val, hi_val
+                results[sense] = (CheckResult(UNSAT if r == z3.unsat else UNKNOWN), None)
+        return results
 
     def small_model(
         self, build: Callable[[Encoder], list[z3.BoolRef]], model_vars: frozenset[str]
