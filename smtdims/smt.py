@@ -9,6 +9,7 @@ divisors get fresh quotient/remainder variables with guarded axioms.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -149,6 +150,28 @@ class Encoder:
         return self.axioms_of(self._axioms)
 
 
+# One Z3 context for the process: a context costs ~16 MiB and 10-25 ms to create, and a
+# scope needs only a solver. Z3 contexts are not thread-safe, so all Z3 work holds Z3_LOCK.
+Z3_LOCK = threading.RLock()
+_CONTEXT: list[z3.Context] = []
+
+
+def shared_context() -> z3.Context:
+    with Z3_LOCK:
+        if not _CONTEXT:
+            _CONTEXT.append(z3.Context())
+        return _CONTEXT[0]
+
+
+def _locked(method: Callable) -> Callable:
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with Z3_LOCK:
+            return method(*args, **kwargs)
+
+    return wrapper
+
+
 def make_solver(ctx: z3.Context, budget: int) -> z3.Solver:
     COUNTERS.bump("solvers_created")
     s = z3.Solver(ctx=ctx)
@@ -172,13 +195,13 @@ class SolverSession:
     nonlinear ones on a fresh solver so that their answers do not depend on the
     history of earlier queries (incremental nonlinear search is order-sensitive).
     Each query asserts the definitional axioms of the atoms it mentions, no others.
-    Not thread-safe by itself: callers hold ``lock``.
+    Thread-safe: every method that touches Z3 holds the process-wide ``Z3_LOCK``.
     """
 
     def __init__(self, constraints: ConstraintSet, budget: int):
         self.constraints = constraints
         self.budget = budget
-        self.lock = threading.RLock()
+        self.lock = Z3_LOCK
         self._ctx: z3.Context | None = None
         self._enc: Encoder | None = None
         self._solver: z3.Solver | None = None
@@ -189,9 +212,10 @@ class SolverSession:
     def started(self) -> bool:
         return self._ctx is not None
 
+    @_locked
     def _start(self) -> None:
         if self._ctx is None:
-            self._ctx = z3.Context()
+            self._ctx = shared_context()
             enc = Encoder(self._ctx)
             terms, atoms = enc.collect(
                 lambda e: [e.constraint(c) for c in self.constraints], sorted(self.constraints.variables())
@@ -219,6 +243,7 @@ class SolverSession:
             self._shared_atoms = set(self._constraint_atoms)
         return self._solver
 
+    @_locked
     def check(
         self,
         build: Callable[[Encoder], list[z3.BoolRef]],
@@ -268,6 +293,7 @@ class SolverSession:
         COUNTERS.bump("solver_unknowns")
         return CheckResult(UNKNOWN, reason=s.reason_unknown())
 
+    @_locked
     def unsat_core(self, extra: Callable[[Encoder], list[z3.BoolRef]] | None = None) -> list[str] | None:
         """Minimal subset of user constraints (by text) that is unsatisfiable with ``extra``.
 
@@ -305,6 +331,7 @@ class SolverSession:
         o.add(*self._base(atoms), *goals)
         return o
 
+    @_locked
     def optimize(
         self, e: Expr, model_vars: frozenset[str], senses: tuple[str, ...] = ("min", "max")
     ) -> dict[str, tuple[CheckResult, object]]:
@@ -324,6 +351,7 @@ class SolverSession:
                 results[sense] = (CheckResult(UNSAT if r == z3.unsat else UNKNOWN), None)
         return results
 
+    @_locked
     def small_model(
         self, build: Callable[[Encoder], list[z3.BoolRef]], model_vars: frozenset[str]
     ) -> dict[str, int] | None:
