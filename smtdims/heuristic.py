@@ -118,6 +118,14 @@ class IntervalEvaluator:
         return r
 
     def expr(self, e: Expr) -> Interval:
+        lo, hi = self._sum(e)
+        alt = _cancel_floordiv(e)
+        if alt is not None:  # the same value, written so that intervals cancel: intersect
+            lo2, hi2 = self._sum(alt)
+            lo, hi = max(lo, lo2), min(hi, hi2)
+        return (lo, hi)
+
+    def _sum(self, e: Expr) -> Interval:
         total: Interval = (0, 0)
         for m, c in e.terms:
             term: Interval = (c, c)
@@ -125,6 +133,27 @@ class IntervalEvaluator:
                 term = mul_interval(term, pow_interval(self.atom(a), k))
             total = add_interval(total, term)
         return total
+
+
+def _cancel_floordiv(e: Expr) -> Expr | None:
+    """``c*floordiv(x, k)`` with ``k`` dividing ``c`` rewritten as ``(c/k)*(x - mod(x, k))``.
+
+    SAME-padding arithmetic (``4*floordiv(h + 3, 4) - h``) then cancels ``h`` and the
+    interval is exact-ish ([-1, 2] rather than (-inf, inf)). None when nothing applies.
+    """
+    out: Expr | None = None
+    for i, (m, c) in enumerate(e.terms):
+        if len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], Op) and m[0][0].op == FLOORDIV:
+            k = m[0][0].rhs.as_constant()
+            if k and c % k == 0:
+                x = m[0][0].lhs
+                if out is None:
+                    out = Expr(e.terms[:i])
+                out = out + (x - x.mod(k)) * (c // k)
+                continue
+        if out is not None:
+            out = out + Expr(((m, c),))
+    return out
 
 
 def _linear_var_term(diff: Expr, name: str) -> int | None:
