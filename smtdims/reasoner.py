@@ -26,7 +26,8 @@ from .smt import COUNTERS, SAT, UNSAT, CheckResult, Encoder, SolverSession, z3_i
 
 DEFAULT_BUDGET = 5_000_000  # Z3 rlimit per check: deterministic, roughly 0.5-1 s of work
 _SEARCH_STEPS = 40  # binary-search steps per end of a nonlinear bound
-_UNBOUNDED_PROBES = 4  # probes towards an end with no proven bound before calling it "not found"
+_SEARCH_STEPS_LINEAR = 400  # incremental checks are cheap; enough for 128-bit-wide ranges
+_UNBOUNDED_PROBES = 6  # probes towards an end with no proven bound before calling it "not found"
 
 # What a caller needs from bounds, weakest first (mirrors JAX's BoundsPrecision).
 NEED_SIGN_LEQ = "geq0_or_leq0"  # enough once lo >= 0 or hi <= 0 (max/min)
@@ -428,8 +429,9 @@ class Session:
         p = proven * sign if not math.isinf(proven) else -INF
         a = attained * sign
         w = witness
-        gap, probes = 1, 0
-        for _ in range(_SEARCH_STEPS):
+        gap, probes = max(1, abs(a)), 0
+        steps = _SEARCH_STEPS_LINEAR if self._linear(e) else _SEARCH_STEPS
+        for _ in range(steps):
             if p == a:
                 break
             if math.isinf(p):
@@ -437,6 +439,7 @@ class Session:
                     break
                 probes += 1
                 m = a - gap
+                gap *= 1 << 16  # far out fast: a finite end may lie many orders of magnitude away
             else:
                 m = p + (a - p + 1) // 2
             res = self._check(lambda enc, m=m: [sign * enc.expr(e) < m], e)
@@ -444,7 +447,6 @@ class Session:
                 p = m
             elif res.status == SAT and res.model is not None:
                 a, w = sign * e.evaluate(res.model), res.model
-                gap *= 16
             else:
                 break
         if p == a:
@@ -473,11 +475,12 @@ class Session:
         ranges = self.evaluator.var_ranges
         names = sorted(self.constraints.variables())
         low = {n: int(ranges.get(n, (1, INF))[0]) for n in names}
-        spread = {}
+        up, down = {}, {}  # distinct values, in both orders (a >= b admits only one of them)
         for i, n in enumerate(names):
             lo, hi = ranges.get(n, (1, INF))
-            spread[n] = int(min(lo + 6 + 4 * i, hi))
-        return [{n: 1 for n in names}, low, spread]
+            up[n] = int(min(lo + 6 + 4 * i, hi))
+            down[n] = int(min(lo + 6 + 4 * (len(names) - 1 - i), hi))
+        return [{n: 1 for n in names}, low, up, down]
 
 
 class SessionRegistry:
