@@ -50,7 +50,7 @@ def test_seed_row_13_exports_and_nothing_is_flagged(stock):
     assert rec.location.split(":")[0].endswith(HERE)
     # '<' questions are computed by JAX as not(>=): the recorded answer is the final one
     assert by_q["'mod(b, 3)' < '0'"].answer == "False"
-    assert by_q["bounds of mod(b, 3)"].answered_by == "smtdims fast path"
+    assert by_q["bounds of mod(b, 3)"].answered_by == "stock JAX"  # linear: JAX's heuristic is trusted
     assert report.events >= len(report.records)
 
 

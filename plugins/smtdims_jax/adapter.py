@@ -46,6 +46,7 @@ def _check_jax() -> None:
 _check_jax()
 
 try:  # every private name the adapter uses, checked once, here
+    from jax._src import core as _core
     from jax._src.export import shape_poly as sp
     from jax._src.export import shape_poly_decision as spd
 
@@ -59,6 +60,7 @@ try:  # every private name the adapter uses, checked once, here
     _STOCK_GEQ = sp._geq_decision
     _STOCK_EQ = _DimExpr.__eq__
     _STOCK_NE = _DimExpr.__ne__
+    assert callable(_core.is_constant_dim)
     for _attr in ("_sorted_terms", "scope", "_size"):
         assert hasattr(_DimExpr, _attr), _attr
     assert hasattr(sp, "_bounds_decision") and hasattr(SymbolicScope, "__init__")
@@ -167,15 +169,33 @@ def _scope_is_linear(scope: Any) -> bool:
     return st.linear
 
 
+# JAX's heuristic divides in floating point (np.ceil(-n / k)): exact only below 2**53, and
+# elimination multiplies coefficients together. Larger numbers stay with smtdims.
+_STOCK_COEFF_LIMIT = 1 << 16
+_STOCK_INT_LIMIT = 1 << 32
+
+
 def _is_linear_dim(e: Any) -> bool:
-    """Presburger fragment, checked on JAX's structure (cheaper than converting)."""
+    """Where JAX's heuristic is sound: checked on JAX's structure (cheaper than converting).
+
+    The Presburger fragment, plus products and powers of plain variables (always >= 1,
+    so JAX's corner-product bounds are right). Its known unsound corner, products and
+    powers of factors whose range includes values <= 0 (``floordiv(b - 10, 3)^2``), and
+    symbolic divisors stay with smtdims.
+    """
     if not isinstance(e, _DimExpr):
-        return True
-    for term, _ in e._sorted_terms:
+        return -_STOCK_INT_LIMIT <= e <= _STOCK_INT_LIMIT
+    for term, coeff in e._sorted_terms:
         factors = term._factors
         if not factors:
+            if not -_STOCK_INT_LIMIT <= coeff <= _STOCK_INT_LIMIT:
+                return False
             continue
+        if not -_STOCK_COEFF_LIMIT <= coeff <= _STOCK_COEFF_LIMIT:
+            return False
         if len(factors) > 1 or factors[0][1] != 1:
+            if all(f.var is not None for f, _ in factors):
+                continue
             return False
         f = factors[0][0]
         if f.var is not None:
@@ -345,24 +365,28 @@ def _explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> str:
 def _smt_eq(self: Any, other: Any) -> bool:
     """``==`` that is True when provably equal for every valuation; never raises.
 
-    Cheap first: JAX's syntactic answer, then evaluation at known valuations (a
-    nonzero difference at a satisfying point refutes), then interval bounds, and
-    only then Z3, cached per scope.
+    Stock ``__eq__``'s own steps first (JAX answers exactly when the difference is a
+    constant), so hash-collision lookups in JAX's caches cost what they cost before.
+    Only a symbolic difference, where JAX answers an unproven False, is tried:
+    evaluation at known valuations (a nonzero difference at a satisfying point
+    refutes), then interval bounds, then Z3, cached per scope.
     """
-    if _STOCK_EQ(self, other):
+    if isinstance(other, _DimExpr):
+        if other.scope is not self.scope:
+            return False
+    elif not _core.is_constant_dim(other):
+        return False
+    diff = self - other
+    if not isinstance(diff, _DimExpr):
+        answer = diff == 0  # a constant difference: JAX's answer is exact
         if _LISTENERS:
-            _emit(kind="eq", question=f"{self} == {other}", lhs=self, rhs=other, answer=True,
-                  proven_equal=True, answered_by="stock")
-        return True
+            _emit(kind="eq", question=f"{self} == {other}", lhs=self, rhs=other, answer=answer,
+                  proven_equal=answer, answered_by="stock")
+        return answer
     if not _EQUALITY[0] and not _LISTENERS:
         return False
     try:
-        if isinstance(other, _DimExpr):
-            if other.scope is not self.scope:
-                return False
-        elif not isinstance(other, int) and not hasattr(other, "__index__"):
-            return False
-        proven = _provably_equal(self, other)
+        proven = _provably_zero(diff)
     except Exception:  # __eq__ serves hashing: it must never raise
         proven = False
     answer = proven if _EQUALITY[0] else False
@@ -376,15 +400,15 @@ def _smt_ne(self: Any, other: Any) -> bool:
     return not _smt_eq(self, other)
 
 
-def _provably_equal(a: Any, b: Any) -> bool:
-    scope = a.scope
+def _provably_zero(diff: Any) -> bool:
+    scope = diff.scope
     if not scope._initialized:
         return False
     st = _state(scope)
-    key = (a._sorted_terms, b._sorted_terms if isinstance(b, _DimExpr) else int(b))
+    key = diff._sorted_terms
     hit = st.eq_cache.get(key)
     if hit is None:
-        hit = _decide_equal(scope, to_ir(a) - to_ir(b))
+        hit = _decide_equal(scope, to_ir(diff))
         if len(st.eq_cache) < 100_000:
             st.eq_cache[key] = hit
     return hit
