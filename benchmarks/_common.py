@@ -97,9 +97,7 @@ def forget_scope(scope: Any) -> None:
 
     scope._bounds_cache.clear()
     scope._decision_initial_state = None
-    states = getattr(adapter, "_STATES", None)
-    if states is not None:
-        states.pop(scope, None)
+    scope.__dict__.pop(adapter._STATE_ATTR, None)  # smtdims keeps its per-scope state on the scope
 
 
 def stats_snapshot() -> dict[str, int]:
@@ -129,6 +127,8 @@ def machine() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "jax": jax.__version__,
         "z3": z3.get_version_string(),
+        "commit": _git("rev-parse", "--short", "HEAD"),
+        "core_dirty": bool(_git("status", "--porcelain", "--", "smtdims", "plugins")),
     }
     try:
         import islpy
@@ -137,6 +137,15 @@ def machine() -> dict[str, Any]:
     except Exception:  # pragma: no cover - islpy is a test extra
         info["islpy"] = None
     return info
+
+
+def _git(*args: str) -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:
+        return ""
 
 
 def _cpu_model() -> str:
@@ -178,10 +187,10 @@ def table(rows: Iterable[dict[str, Any]], columns: Sequence[tuple[str, str]], ti
     out = []
     if title:
         out.append(title)
-    out.append("  ".join(h.ljust(w) for h, w in zip(heads, widths)))
+    out.append("  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)))
     out.append("  ".join("-" * w for w in widths))
     for c in cells:
-        out.append("  ".join(v.ljust(w) for v, w in zip(c, widths)))
+        out.append("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)))
     return "\n".join(out)
 
 

@@ -1,0 +1,213 @@
+"""Benchmark 6: memory.
+
+* Peak RSS (VmHWM; ``ru_maxrss`` where /proc is missing) of the whole-export suite, run in a fresh
+  subprocess per side: stock JAX (smtdims never imported) vs smtdims installed.
+  Target: ratio <= 1.10.
+* Per-scope solver memory is released: one subprocess creates N symbolic scopes, each
+  forcing a Z3 solver (a comparison stock JAX cannot settle), drops them, and samples the
+  current RSS as it goes. Target: RSS growth over the second half of the run stays under
+  10% of what keeping every scope's solver alive costs (measured in the same process),
+  and no smtdims per-scope state is left after garbage collection.
+
+Run: ``python benchmarks/bench_memory.py [--quick]``
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._common import ROOT, cli, ratio, table, target, targets_table  # noqa: E402
+
+RSS_CAP_KB = 3 * 1024 * 1024  # the scope children stop here (a leak of ~17 MiB/scope would exhaust RAM)
+
+
+def _status_kb(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _rss_kb() -> int:
+    """Current resident set size in KiB (Linux /proc; falls back to the peak)."""
+    v = _status_kb("VmRSS")
+    return v if v is not None else _peak_kb()
+
+
+def _peak_kb() -> int:
+    """Peak RSS of this process in KiB.
+
+    ``ru_maxrss`` where it is exact; on Linux it also counts the pages of the parent that
+    forked us (up to exec), so a benchmark run from a big parent would read the parent's
+    size: prefer VmHWM, the high-water mark of this process's own address space.
+    """
+    import resource
+
+    v = _status_kb("VmHWM")
+    return v if v is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _child(argv: list[str]) -> dict:
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-m", "benchmarks.bench_memory", *argv], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        raise RuntimeError(f"memory child {argv} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+# -- children ------------------------------------------------------------------------------------------------
+def child_exports(side: str, reps: int) -> dict:
+    import resource
+
+    import jax
+
+    if side in ("smtdims", "imported"):
+        import smtdims_jax  # noqa: F401  (z3 and the adapter loaded, nothing installed)
+
+        import smtdims
+
+        if side == "smtdims":
+            smtdims.install()
+    from benchmarks.models import CASES, export_case
+
+    ok = 0
+    for _ in range(reps):
+        for c in CASES:
+            if not c.stock_ok:
+                continue
+            jax.clear_caches()
+            export_case(c)
+            ok += 1
+    return {"side": side, "exports": ok, "maxrss_kb": _peak_kb(),
+            "ru_maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "rss_kb": _rss_kb()}
+
+
+def child_scopes(n: int, keep: bool) -> dict:
+    import gc
+    import weakref
+
+    from jax import export
+
+    import smtdims
+
+    smtdims.install()
+    smtdims.reset_stats()
+    kept = []
+    samples = []
+    refs = []
+
+    def one(i: int) -> None:
+        (b,) = export.symbolic_shape("b")  # a fresh scope
+        refs.append(weakref.ref(b.scope))
+        try:
+            _ = b >= b % (3 + i % 5)  # stock JAX cannot settle this: smtdims' solver answers
+        except Exception:
+            pass
+        if keep:
+            kept.append(b)
+
+    stopped_at = None
+    for i in range(n):
+        one(i)
+        if (i + 1) % max(1, n // 10) == 0:
+            gc.collect()
+            samples.append((i + 1, _rss_kb()))
+            if samples[-1][1] > RSS_CAP_KB:  # leaking: stop before the machine runs out of memory
+                stopped_at = i + 1
+                break
+    gc.collect()
+    from smtdims.reasoner import Session
+
+    live_scopes = sum(1 for r in refs if r() is not None)
+    live = sum(1 for o in gc.get_objects() if isinstance(o, Session))
+    return {"scopes": n, "keep": keep, "samples": samples, "live_sessions": live, "live_scopes": live_scopes,
+            "stopped_at": stopped_at,
+            "solvers_created": smtdims.stats()["solvers_created"], "rss_kb": _rss_kb()}
+
+
+# -- parent --------------------------------------------------------------------------------------------------
+def run(quick: bool = False) -> dict:
+    reps = 1 if quick else 3
+    n_scopes = 50 if quick else 1000
+    peak = {side: _child(["--child", "exports", side, str(reps)]) for side in ("stock", "imported", "smtdims")}
+    released = _child(["--child", "scopes", str(n_scopes), "drop"])
+    kept = _child(["--child", "scopes", str(n_scopes), "keep"])
+
+    def growth(res: dict) -> int:
+        s = res["samples"]
+        half = s[len(s) // 2 - 1] if len(s) >= 2 else s[0]
+        return s[-1][1] - half[1]
+
+    g_rel, g_keep = growth(released), growth(kept)
+    def scopes_in_2nd_half(res: dict) -> int:
+        s = res["samples"]
+        return s[-1][0] - (s[len(s) // 2 - 1][0] if len(s) >= 2 else 0)
+
+    per_scope_keep = g_keep / max(1, scopes_in_2nd_half(kept))
+    per_scope_rel = g_rel / max(1, scopes_in_2nd_half(released))
+    rows = [
+        {"what": f"export suite x{reps}, stock (no smtdims import)", "maxrss_mb": peak["stock"]["maxrss_kb"] / 1024},
+        {"what": f"export suite x{reps}, smtdims imported, not installed", "maxrss_mb": peak["imported"]["maxrss_kb"] / 1024,
+         "ratio": ratio(peak["imported"]["maxrss_kb"], peak["stock"]["maxrss_kb"])},
+        {"what": f"export suite x{reps}, smtdims installed", "maxrss_mb": peak["smtdims"]["maxrss_kb"] / 1024,
+         "ratio": ratio(peak["smtdims"]["maxrss_kb"], peak["stock"]["maxrss_kb"])},
+        {"what": f"{released['stopped_at'] or n_scopes} scopes with a solver each, dropped"
+                 + (" (stopped: RSS cap)" if released["stopped_at"] else ""), "maxrss_mb": released["rss_kb"] / 1024,
+         "growth_2nd_half_mb": g_rel / 1024, "live_sessions": released["live_sessions"],
+         "live_scopes": released["live_scopes"],
+         "solvers": released["solvers_created"]},
+        {"what": f"{kept['stopped_at'] or n_scopes} scopes with a solver each, kept alive"
+                 + (" (stopped: RSS cap)" if kept["stopped_at"] else ""), "maxrss_mb": kept["rss_kb"] / 1024,
+         "growth_2nd_half_mb": g_keep / 1024, "live_sessions": kept["live_sessions"],
+         "live_scopes": kept["live_scopes"],
+         "solvers": kept["solvers_created"]},
+    ]
+    return {
+        "rows": rows, "reps": reps, "scopes": n_scopes, "per_kept_scope_kb": per_scope_keep,
+        "per_dropped_scope_kb": per_scope_rel,
+        "samples": {"dropped": released["samples"], "kept": kept["samples"]},
+        "targets": [
+            target("6: peak RSS ratio, export suite", ratio(peak["smtdims"]["maxrss_kb"], peak["stock"]["maxrss_kb"]), 1.10),
+            target("6: RSS growth dropping scopes / keeping them", ratio(max(g_rel, 0), max(g_keep, 1)), 0.10),
+            target("6: scopes / smtdims sessions alive after gc", released["live_scopes"] + released["live_sessions"], 0),
+        ],
+    }
+
+
+def render(d: dict) -> str:
+    return "\n".join([
+        table(d["rows"], [("what", "what"), ("maxrss_mb", "RSS MiB (peak for exports)"), ("ratio", "ratio"),
+                          ("growth_2nd_half_mb", "growth 2nd half MiB"), ("live_scopes", "live scopes"),
+                          ("live_sessions", "live sessions"),
+                          ("solvers", "solvers")],
+              title="6. memory (each line a fresh subprocess)"),
+        f"   RSS growth per scope, 2nd half: dropped {d['per_dropped_scope_kb']:.1f} KiB, "
+        f"kept {d['per_kept_scope_kb']:.1f} KiB",
+        "", targets_table(d["targets"]),
+    ])
+
+
+def main(argv=None) -> dict:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--child"]:
+        kind = argv[1]
+        res = child_exports(argv[2], int(argv[3])) if kind == "exports" else child_scopes(int(argv[2]), argv[3] == "keep")
+        print(json.dumps(res))
+        return res
+    return cli("bench_memory", run, render, argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Run every smtdims benchmark: ``python benchmarks/run_all.py [--quick] [--only queries,exports,...]``.
+
+Prints each benchmark's table and a summary of all targets; writes
+``benchmarks/results/<benchmark>.json`` and ``benchmarks/results/all.json``.
+Exit status: 0 when every benchmark ran (missed targets are reported, not failures),
+1 when one raised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import traceback
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._common import machine, table, write_json  # noqa: E402
+
+BENCHMARKS = {
+    "queries": "benchmarks.bench_queries",  # 1 + 2
+    "exports": "benchmarks.bench_exports",  # 3
+    "oracle": "benchmarks.bench_oracle",  # 4
+    "scale": "benchmarks.bench_scale",  # 5
+    "memory": "benchmarks.bench_memory",  # 6
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="Run all smtdims benchmarks (stock JAX vs smtdims).")
+    p.add_argument("--quick", action="store_true", help="small sizes, one pass each (CI; well under 2 minutes)")
+    p.add_argument("--only", default="", help=f"comma-separated subset of {','.join(BENCHMARKS)}")
+    p.add_argument("--out", type=Path, default=None, help="folder for the JSON files (default benchmarks/results)")
+    args = p.parse_args(argv)
+    names = [n for n in (args.only.split(",") if args.only else BENCHMARKS) if n]
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        p.error(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
+    t_all = time.perf_counter()
+    results, targets, failed = {}, [], []
+    for name in names:
+        mod = importlib.import_module(BENCHMARKS[name])
+        print(f"\n=== {name} ({'quick' if args.quick else 'full'}) ===", flush=True)
+        t0 = time.perf_counter()
+        try:
+            data = mod.run(quick=args.quick)
+        except Exception:
+            failed.append(name)
+            traceback.print_exc()
+            results[name] = {"error": traceback.format_exc()}
+            continue
+        data["wall_s"] = round(time.perf_counter() - t0, 2)
+        data["quick"] = args.quick
+        print(mod.render(data))
+        print(f"[{name}: {data['wall_s']} s]", flush=True)
+        write_json(mod.__name__.rsplit(".", 1)[-1], {**data, "machine": machine()}, args.out)
+        results[name] = data
+        targets += data.get("targets", [])
+    info = machine()
+    summary = {"machine": info, "quick": args.quick, "wall_s": round(time.perf_counter() - t_all, 2),
+               "targets": targets, "failed": failed, "results": results}
+    path = write_json("all", summary, args.out)
+    print("\n=== summary ===")
+    print(f"machine: {info['processor']}, {info['cpus']} CPUs; python {info['python']}, jax {info['jax']}, "
+          f"z3 {info['z3']}; {info['date']}")
+    print(table(targets, [("target", "target"), ("value", "measured"), ("limit", "limit"), ("met", "met")]))
+    met = sum(t["met"] for t in targets)
+    print(f"{met}/{len(targets)} targets met; {len(failed)} benchmark(s) failed {failed or ''}; "
+          f"{summary['wall_s']} s; JSON: {path}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""The benchmarks run (quick mode) and write the JSON fields the README's tables come from.
+
+Benchmarks are not tests: nothing here looks at a time, a ratio or whether a target is met.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytest.importorskip("islpy")  # the hard corpus's ground truth and benchmark 4's oracle
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bench")
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick", "--out", str(out)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
+    assert "=== summary ===" in p.stdout
+    return out
+
+
+def _load(results: Path, name: str) -> dict:
+    return json.loads((results / f"{name}.json").read_text())
+
+
+def _check_targets(d: dict) -> None:
+    assert d["targets"], "every benchmark states its targets"
+    for t in d["targets"]:
+        assert set(t) >= {"target", "value", "limit", "met"}
+
+
+def test_all_json(results):
+    d = _load(results, "all")
+    assert d["failed"] == []
+    assert d["quick"] is True
+    assert {"date", "cpus", "jax", "z3"} <= set(d["machine"])
+    assert set(d["results"]) == {"queries", "exports", "oracle", "scale", "memory"}
+    assert len(d["targets"]) >= 10
+
+
+def test_queries_json(results):
+    d = _load(results, "bench_queries")
+    a, b = d["stock_decided"], d["hard"]
+    assert {"corpus", "rows", "smtdims_stats_per_pass", "solvers_created_target_kinds", "answer_mismatches"} <= set(a)
+    total = a["rows"][-1]
+    assert total["kind"].startswith("TOTAL") and total["queries"] > 0
+    assert {"stock_ms", "smtdims_ms", "ratio"} <= set(total)
+    assert {"solvers_created", "solver_checks", "fast_path_answers", "stock_answers", "cache_hits"} <= set(
+        a["smtdims_stats_per_pass"])
+    assert {"rows", "share_decided_determinate", "unsound_answers", "cold_first_query_ms"} <= set(b)
+    assert b["rows"][-1]["queries"] == "ALL"
+    assert {"smtdims_median_ms", "smtdims_p99_ms", "stock_median_ms"} <= set(b["rows"][-1])
+    _check_targets(a)
+    _check_targets(b)
+
+
+def test_exports_json(results):
+    d = _load(results, "bench_exports")
+    names = [r["case"] for r in d["rows"]]
+    assert names[-1].startswith("TOTAL")
+    assert any("transformer" in n for n in names) and any("seed" in n for n in names)
+    for r in d["rows"]:
+        assert {"stock_ms", "smtdims_ms", "ratio", "solvers_created"} <= set(r)
+    _check_targets(d)
+
+
+def test_oracle_json(results):
+    d = _load(results, "bench_oracle")
+    assert d["queries"] > 0 and len(d["rows"]) == 3
+    assert {"disagreements", "both_tight", "smtdims_stats"} <= set(d)
+    assert all({"median_ms", "ratio"} <= set(r) for r in d["rows"])
+    _check_targets(d)
+
+
+def test_scale_json(results):
+    d = _load(results, "bench_scale")
+    assert d["rows"]
+    for r in d["rows"]:
+        assert {"vars", "constraints", "setup_first_query_ms", "bounds_median_ms", "bounds_max_ms", "unknowns",
+                "jax_scope_stock_ms", "jax_scope_smtdims_ms"} <= set(r)
+    _check_targets(d)
+
+
+def test_memory_json(results):
+    d = _load(results, "bench_memory")
+    assert len(d["rows"]) == 5
+    assert {"per_kept_scope_kb", "per_dropped_scope_kb", "samples"} <= set(d)
+    assert d["samples"]["dropped"] and d["samples"]["kept"]
+    _check_targets(d)
+
+
+def test_single_benchmark_cli(tmp_path):
+    """Each benchmark also runs on its own and writes its JSON."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_oracle.py"), "--quick", "--out", str(tmp_path)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-4000:]
+    d = json.loads((tmp_path / "bench_oracle.json").read_text())
+    assert d["benchmark"] == "bench_oracle" and d["quick"] is True and "machine" in d
