@@ -7,9 +7,9 @@ import weakref
 
 from jax import export
 from jax._src.export import shape_poly as sp
+from smtdims_jax import adapter
 
 import smtdims
-from smtdims_jax import adapter
 
 
 def test_scopes_and_their_sessions_are_garbage_collected(installed):

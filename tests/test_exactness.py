@@ -1,0 +1,125 @@
+"""Exactness on the Presburger fragment, against ISL as an independent exact oracle.
+
+Linear expressions with floordiv/mod by constants and max/min, under linear
+constraints, are decidable: smtdims' bounds must equal ISL's integer min/max (infinite
+ends included), both ends marked tight, each finite end with a witness that attains it,
+and every decision must be ISL's three-valued answer (never "unknown").
+
+The ISL oracle is itself checked against brute force where the domain is a finite box
+(every variable bounded), so that a bug in the oracle cannot hide one in smtdims.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import oracle as O
+import pytest
+import strategies as S
+from hypothesis import HealthCheck, given, settings
+
+from smtdims.constraints import ConstraintSet
+from smtdims.errors import UnsatisfiableConstraintsError
+from smtdims.parser import parse_expr
+from smtdims.reasoner import Session
+
+SETTINGS = dict(
+    deadline=None, derandomize=True, database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+CHUNK = 25
+
+
+def _exact_problems(case: S.Case) -> list[str]:
+    out = O.run_smtdims(case, exact=True)
+    return [f"{case.describe()}\n  {q}: {k}: {m}" for q, k, m in out.problems
+            if k in O.UNSOUND_KINDS | O.CRASH_KINDS | O.INEXACT_KINDS]
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(S.cases(S.GenConfig(linear=True)))
+def test_presburger_bounds_and_decisions_equal_isl(case):
+    bad = _exact_problems(case)
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("chunk", range(6))
+def test_presburger_random_batch_equals_isl(chunk):
+    bad = []
+    for i in range(chunk * CHUNK, (chunk + 1) * CHUNK):
+        # (large coefficients: test_soundness' "big" batch checks them against ISL too)
+        case = S.random_case(random.Random(f"exact-{i}"), S.GenConfig(linear=True, big=0.0))
+        bad += [f"[exact-{i}] {b}" for b in _exact_problems(case)]
+    assert not bad, "\n".join(bad)
+
+
+def _boxed(case: S.Case, size: int) -> S.Case:
+    """The case with every variable also bounded by ``size``: the grid is then the whole domain."""
+    box = tuple((S.var(v), "<=", S.const(size)) for v in case.all_vars())
+    return S.Case(case.vars, case.expr, case.constraints + box, case.op, case.rhs)
+
+
+@pytest.mark.parametrize("chunk", range(3))
+def test_isl_oracle_agrees_with_brute_force_on_boxes(chunk):
+    """On a bounded domain brute force is exact: ISL and smtdims must both match it."""
+    bad = []
+    for i in range(chunk * CHUNK, (chunk + 1) * CHUNK):
+        raw = S.random_case(random.Random(f"box-{i}"), S.GenConfig(linear=True, big=0.0))
+        case = _boxed(raw, S.grid_size(len(raw.all_vars())))
+        grid = O.Grid.of(case)
+        exact = O.isl_bounds(case)
+        rng = grid.value_range()
+        if rng is None or any(v is O.DIV0 for v in grid.values):
+            assert exact is None or not grid.feasible, case.describe()
+            continue
+        if exact != rng:
+            bad.append(f"[box-{i}] ISL {exact} vs brute force {rng}: {case.describe()}")
+        truth = {(True, False): "true", (False, True): "false", (True, True): "undetermined"}[(
+            any(O.relation(case.op, v, r) for v, r in zip(grid.values, grid.rhs_values)),
+            any(not O.relation(case.op, v, r) for v, r in zip(grid.values, grid.rhs_values)))]
+        if O.isl_decide(case) != truth:
+            bad.append(f"[box-{i}] ISL says {O.isl_decide(case)}, brute force {truth}: {case.describe()}")
+        b = Session(ConstraintSet.of(case.constraint_texts)).bounds(parse_expr(case.expr_text))
+        if (b.lo, b.hi) != rng:
+            bad.append(f"[box-{i}] smtdims {(b.lo, b.hi)} vs brute force {rng}: {case.describe()}")
+    assert not bad, "\n".join(bad)
+
+
+def test_isl_oracle_sees_through_empty_disjuncts():
+    """Regression for the oracle: isl_set_max_val answers 0 on a set with an empty disjunct."""
+    e = S.atom_poly(("min", S.add(S.scale(S.var("b"), 4), S.scale(S.var("d"), 68), S.const(11)),
+                     S.scale(S.var("c"), -46)))
+    case = S.Case(("b", "c", "d"), e)
+    assert O.isl_bounds(case) == (-math.inf, -46)
+
+
+# -- the documented examples (issue 2): JAX's looseness is gone and ISL agrees ------------------------------
+@pytest.mark.parametrize("expr,constraints,expected", [
+    ("a - 2*d", ("4*d == a - m", "m >= 0", "m <= 3"), (3, math.inf)),
+    ("a", ("4*d == a - m", "m >= 0", "m <= 3"), (5, math.inf)),
+    ("max(a, b) - a - max(b - a, 0)", (), (0, 0)),
+    ("mod(b, 3)", (), (0, 2)),
+    ("b - mod(b, 3)", (), (0, math.inf)),
+    ("2*batch + 1", ("batch >= 128", "batch <= 1024"), (257, 2049)),
+    ("floordiv(a, -3) + mod(a, -3)", ("a <= 10",), (-6, -1)),
+    ("min(a, 5) - max(b, 7)", ("a >= b",), (-math.inf, -2)),
+    ("min(a, 5) - max(b, 7)", ("b >= a",), (-math.inf, -2)),
+    ("min(a, 5) - max(b, 7)", ("b <= 9",), (-8, -2)),
+])
+def test_documented_examples_are_exact(expr, constraints, expected):
+    b = Session(ConstraintSet.of(constraints)).bounds(parse_expr(expr))
+    assert (b.lo, b.hi) == expected
+    assert b.lo_tight and b.hi_tight
+    names = sorted(parse_expr(expr).variables() | ConstraintSet.of(constraints).variables())
+    for val, w in ((b.lo, b.lo_witness), (b.hi, b.hi_witness)):
+        if not math.isinf(val):
+            assert w is not None and ConstraintSet.of(constraints).holds({**{n: 1 for n in names}, **w})
+            assert parse_expr(expr).evaluate({**{n: 1 for n in names}, **w}) == val
+
+
+def test_unsatisfiable_presburger_constraints_agree_with_isl():
+    case = S.Case(("a", "b"), S.var("a"), ((S.add(S.scale(S.var("a"), 2), S.scale(S.var("b"), -2)), "==", S.const(1)),))
+    assert O.isl_bounds(case) is None  # 2a - 2b == 1 has no integer solution
+    with pytest.raises(UnsatisfiableConstraintsError):
+        Session(ConstraintSet.of(case.constraint_texts)).bounds(parse_expr("a"))

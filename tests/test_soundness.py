@@ -1,0 +1,175 @@
+"""Soundness, property-based: every answer smtdims gives is checked against brute force.
+
+Random expressions and constraint sets (``strategies.cases``) over 1-4 variables with
+sums, large and negative coefficients, products, powers, floordiv/mod by constants and
+by expressions, max/min and nesting. For each case smtdims answers ``bounds`` and
+``decide``; ``oracle`` checks them on every grid valuation that meets the constraints
+and re-checks witnesses exactly. With smtdims installed into JAX, the answers JAX gets
+at the seam (``_bounds_decision`` at each precision, symbolic comparisons, max/min) are
+checked the same way.
+
+Examples are derandomized (fixed per test), so CI runs are reproducible; the long run
+is ``python tools/fuzz.py --queries 100000``.
+"""
+
+from __future__ import annotations
+
+import oracle as O
+import pytest
+import strategies as S
+from hypothesis import HealthCheck, given, settings
+
+# Nonlinear cases run with a small budget: it keeps CI fast and exercises the "unknown"
+# fallbacks, which must be sound too. Presburger cases get the default budget.
+NONLINEAR_BUDGET = 20_000
+
+SETTINGS = dict(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+
+
+# Open bug with a deterministic reproducer in test_bad_input (huge values inside nonlinear
+# reasoning): whether a random case reaches it depends on Z3's models, which depend on process
+# history, so here it is reported as a warning instead of failing at random.
+KNOWN_OPEN = ("Exceeds the limit (4300 digits)", "int too large to convert to float")
+
+
+def _unsound(case: S.Case, out: O.Outcome) -> list[str]:
+    bad = []
+    for q, k, m in out.problems:
+        if k in O.CRASH_KINDS and any(s in m for s in KNOWN_OPEN):
+            import warnings
+
+            warnings.warn(f"known open bug (test_bad_input::test_huge_values_inside_nonlinear_reasoning): "
+                          f"{case.describe()}: {m[:120]}", stacklevel=2)
+        elif k in O.UNSOUND_KINDS | O.CRASH_KINDS:
+            bad.append(f"{case.describe()}\n  {q}: {k}: {m}")
+    return bad
+
+
+def _assert_sound(case: S.Case, out: O.Outcome) -> None:
+    bad = _unsound(case, out)
+    assert not bad, "\n".join(bad)
+
+
+# -- seeded random batches: diverse cases, reproducible by name ---------------------------------------
+# (hypothesis below shrinks; these cover more ground per second. Reproduce one case with
+#  strategies.random_case(random.Random(f"{kind}-{i}"), BATCH_CONFIGS[kind]).)
+BATCH_CONFIGS = {
+    "presburger": S.GenConfig(linear=True),
+    "nonlinear": S.GenConfig(linear=False, max_depth=1),
+    "nonlinear-deep": S.GenConfig(linear=False, max_depth=2, max_vars=2),
+    "symbolic-div": S.GenConfig(linear=False, max_depth=1, symbolic_div=0.9, max_vars=3),
+    "big": S.GenConfig(linear=True, big=0.5, max_vars=2),
+}
+BATCHES = [("presburger", 8), ("nonlinear", 8), ("nonlinear-deep", 3), ("symbolic-div", 4), ("big", 2)]
+CHUNK = 25
+
+
+def batch_case(kind: str, i: int) -> S.Case:
+    import random
+
+    return S.random_case(random.Random(f"{kind}-{i}"), BATCH_CONFIGS[kind])
+
+
+@pytest.mark.parametrize("kind,chunk", [(k, c) for k, n in BATCHES for c in range(n)])
+def test_random_batch_is_sound(kind, chunk):
+    bad = []
+    for i in range(chunk * CHUNK, (chunk + 1) * CHUNK):
+        case = batch_case(kind, i)
+        # the "big" batch is Presburger: also compared with ISL (exactness beyond 64 bits)
+        out = O.run_smtdims(case, budget=None if case.presburger else NONLINEAR_BUDGET, exact=kind == "big")
+        bad += [f"[{kind}-{i}] {b}" for b in _unsound(case, out)]
+        if kind == "big":
+            bad += [f"[{kind}-{i}] {case.describe()}\n  {q}: {k}: {m}" for q, k, m in out.problems if k in O.INEXACT_KINDS]
+    assert not bad, "\n".join(bad)
+
+
+# -- hypothesis: shrinks a failure to a small example --------------------------------------------------
+@settings(max_examples=80, **SETTINGS)
+@given(S.cases(S.GenConfig(linear=True)))
+def test_presburger_answers_are_sound(case):
+    _assert_sound(case, O.run_smtdims(case, exact=False))
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(S.cases(S.GenConfig(linear=False, max_depth=2)))
+def test_nonlinear_answers_are_sound(case):
+    _assert_sound(case, O.run_smtdims(case, budget=NONLINEAR_BUDGET, exact=False))
+
+
+@settings(max_examples=80, **SETTINGS)
+@given(S.cases(S.GenConfig(linear=False, max_depth=1, symbolic_div=0.9, max_vars=3)))
+def test_symbolic_divisors_error_or_sound(case):
+    """A divisor that may be 0 must raise PossibleDivisionByZeroError (with a real witness);
+    one that cannot must not, and then the answers must be sound."""
+    _assert_sound(case, O.run_smtdims(case, budget=NONLINEAR_BUDGET, exact=False))
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(S.cases(S.GenConfig(linear=True, big=0.5, max_vars=2)))
+def test_large_coefficients_are_exact_arithmetic(case):
+    """Coefficients and constants beyond 64 bits: no float or machine-int rounding anywhere."""
+    _assert_sound(case, O.run_smtdims(case, exact=False))
+
+
+# -- the answers JAX gets while smtdims is installed ------------------------------------------------
+@pytest.fixture(scope="module")
+def small_budget_install():
+    import smtdims
+
+    smtdims.install(budget=NONLINEAR_BUDGET)
+    try:
+        yield
+    finally:
+        smtdims.uninstall()
+        from smtdims.reasoner import CONFIG
+
+        CONFIG.budget = smtdims.DEFAULT_BUDGET
+
+
+def _assert_jax_sound(case: S.Case) -> None:
+    grid = O.Grid.of(case)
+    ja = O.jax_answers(case)
+    # (jax-warning: smtdims fell back to a sound "unknown" after an internal error; the fuzz
+    #  driver reports those, the tests only require soundness)
+    bad = [(k, m) for k, m in O.check_jax(case, grid, ja) if k.startswith("jax-") and k != "jax-warning"]
+    assert not bad, f"{case.describe()}\n" + "\n".join(f"  {k}: {m}" for k, m in bad)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(S.cases(S.GenConfig(linear=None, big=0.0)))
+def test_jax_seam_answers_are_sound(small_budget_install, case):
+    _assert_jax_sound(case)
+
+
+@pytest.mark.parametrize("chunk", range(6))
+def test_jax_seam_random_batch_is_sound(small_budget_install, chunk):
+    """Random cases, large coefficients included (regression: tests/regressions/jax-unsound-bound-*)."""
+    import random
+
+    bad = []
+    for i in range(chunk * CHUNK, (chunk + 1) * CHUNK):
+        case = S.random_case(random.Random(f"jax-{i}"), S.GenConfig())
+        grid = O.Grid.of(case)
+        ja = O.jax_answers(case)
+        bad += [f"[jax-{i}] {case.describe()}\n  {k}: {m}" for k, m in O.check_jax(case, grid, ja)
+                if k.startswith("jax-") and k != "jax-warning"]
+    assert not bad, "\n".join(bad)
+
+
+def test_oracle_catches_a_wrong_bound():
+    """The checks can fail: a deliberately wrong answer is reported."""
+    from smtdims.results import Bounds, Decision
+
+    case = S.Case(("a",), S.var("a"), ((S.var("a"), "<=", S.const(5)),), ">=", S.const(3))
+    grid = O.Grid.of(case)
+    assert [k for k, _ in O.check_bounds(case, grid, Bounds(1, 4))] == ["unsound-bound"]
+    assert O.check_bounds(case, grid, Bounds(1, 5, lo_tight=True, lo_witness={"a": 1})) == []
+    assert [k for k, _ in O.check_bounds(case, grid, Bounds(1, 5, lo_tight=True, lo_witness={"a": 2}))] == ["bad-witness"]
+    assert [k for k, _ in O.check_decision(case, grid, Decision("a", ">=", "3", "true"))] == ["unsound-decision"]
+    wrong = Decision("a", ">=", "3", "undetermined", witness_true={"a": 1}, witness_false={"a": 1})
+    assert [k for k, _ in O.check_decision(case, grid, wrong)] == ["bad-witness"]

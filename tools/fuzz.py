@@ -1,0 +1,549 @@
+#!/usr/bin/env python
+"""Fuzz smtdims against brute force and ISL; optionally audit stock JAX the same way.
+
+    python tools/fuzz.py --queries 100000 [--seed N] [--jobs 2] [--audit-stock]
+
+Each generated case (``tests/strategies.py``) asks smtdims ``bounds`` and ``decide``
+(2 queries), and -- with smtdims installed into JAX -- JAX's own questions at the seam:
+``_bounds_decision`` at each precision, ``>= > <= <`` and ``max_dim``/``min_dim`` (up to 9
+queries). Every answer is checked against brute force over a grid of valuations
+(``tests/oracle.py``); on the Presburger fragment, bounds and decisions must also equal
+ISL's exact answers. A failing case is shrunk to a minimal reproducer and written to
+``tests/regressions/`` as JSON, which ``tests/test_regressions.py`` replays (marked
+``xfail(strict=True)`` until the bug is fixed: delete the ``"xfail"`` key then).
+
+``--audit-stock`` runs the same cases through stock JAX (smtdims uninstalled) and counts
+where stock is wrong (an answer a valuation contradicts), loose (wider bounds than
+smtdims' verified ones) or inconclusive where smtdims decides.
+
+Budgets: Presburger cases run with smtdims' default budget (exactness is claimed
+there); nonlinear ones with ``--budget`` (a Z3 rlimit per check; default 30,000) so that
+a long run stays fast. Soundness must hold at every budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import oracle as O  # noqa: E402
+import strategies as S  # noqa: E402
+
+REGRESSIONS = ROOT / "tests" / "regressions"
+# Problems worth a regression file: unsound answers, crashes, and inexactness on Presburger.
+REPORTABLE = O.UNSOUND_KINDS | O.CRASH_KINDS | O.INEXACT_KINDS | {"jax-warning"}
+
+
+# -- checking one case ----------------------------------------------------------------------
+def check_case(case: S.Case, *, budget: int, jax: bool) -> O.Outcome:
+    grid = O.Grid.of(case)
+    try:
+        return O.run_smtdims(case, grid, budget=None if case.presburger else budget, jax=jax)
+    except Exception as err:  # the oracle itself must not stop a long run
+        out = O.Outcome()
+        out.add("oracle", [("oracle-error", f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=4)}")])
+        return out
+
+
+# -- shrinking ----------------------------------------------------------------------------------
+def _poly_variants(p: tuple):
+    """Simpler polynomials than ``p``, simplest first."""
+    seen = set()
+
+    def emit(q):
+        key = S.render(q)
+        if key not in seen and key != S.render(p):
+            seen.add(key)
+            return True
+        return False
+
+    for v in sorted(S.variables(p)):
+        if emit(S.var(v)):
+            yield S.var(v)
+    for q in (S.const(0), S.const(1)):
+        if emit(q):
+            yield q
+    if len(p) > 1:
+        for i in range(len(p)):
+            q = S.normalize([t for j, t in enumerate(p) if j != i])
+            if emit(q):
+                yield q
+    for i, (c, m) in enumerate(p):
+        for c2 in (1, -1, c // 2, 2 if c > 0 else -2):
+            if c2 and abs(c2) < abs(c):
+                q = S.normalize([(c2 if j == i else cc, mm) for j, (cc, mm) in enumerate(p)])
+                if emit(q):
+                    yield q
+        for k, (a, e) in enumerate(m):
+            if e > 1:
+                m2 = tuple((aa, 1 if kk == k else ee) for kk, (aa, ee) in enumerate(m))
+                q = S.normalize([(cc, m2 if j == i else mm) for j, (cc, mm) in enumerate(p)])
+                if emit(q):
+                    yield q
+            if len(m) > 1:
+                m2 = tuple(x for kk, x in enumerate(m) if kk != k)
+                q = S.normalize([(cc, m2 if j == i else mm) for j, (cc, mm) in enumerate(p)])
+                if emit(q):
+                    yield q
+            if not isinstance(a, str):
+                op, x, y = a
+                for repl in (x, y):
+                    q = _substitute_poly(p, i, k, repl)
+                    if emit(q):
+                        yield q
+                for x2 in _poly_variants(x):
+                    q = _substitute_atom(p, i, k, (op, x2, y))
+                    if q is not None and emit(q):
+                        yield q
+                for y2 in _poly_variants(y):
+                    if op in S.DIV_OPS and S.as_constant(y2) == 0:
+                        continue
+                    q = _substitute_atom(p, i, k, (op, x, y2))
+                    if q is not None and emit(q):
+                        yield q
+
+
+def _substitute_atom(p: tuple, i: int, k: int, atom) -> tuple:
+    c, m = p[i]
+    m2 = tuple((atom if kk == k else a, e) for kk, (a, e) in enumerate(m))
+    return S.normalize([(cc, m2 if j == i else mm) for j, (cc, mm) in enumerate(p)])
+
+
+def _substitute_poly(p: tuple, i: int, k: int, repl: tuple) -> tuple:
+    """Replace factor k of term i (an atom, with its exponent) by the polynomial ``repl``."""
+    c, m = p[i]
+    rest = ((c, tuple(x for kk, x in enumerate(m) if kk != k)),)
+    e = m[k][1]
+    prod = rest
+    for _ in range(e):
+        prod = S.mul(prod, repl)
+    others = [t for j, t in enumerate(p) if j != i]
+    return S.normalize(others + list(prod))
+
+
+def _case_variants(case: S.Case):
+    for i in range(len(case.constraints)):
+        yield S.Case(case.vars, case.expr, case.constraints[:i] + case.constraints[i + 1:], case.op, case.rhs)
+    for q in _poly_variants(case.rhs):
+        yield S.Case(case.vars, case.expr, case.constraints, case.op, q)
+    for q in _poly_variants(case.expr):
+        if q:
+            yield S.Case(case.vars, q, case.constraints, case.op, case.rhs)
+    for i, (l, op, r) in enumerate(case.constraints):
+        for q in _poly_variants(l):
+            if q:
+                yield S.Case(case.vars, case.expr, case.constraints[:i] + ((q, op, r),) + case.constraints[i + 1:], case.op, case.rhs)
+        for q in _poly_variants(r):
+            yield S.Case(case.vars, case.expr, case.constraints[:i] + ((l, op, q),) + case.constraints[i + 1:], case.op, case.rhs)
+    used = set(case.all_vars()) - set(case.vars)
+    shown = tuple(v for v in case.vars if v in (S.variables(case.expr) | S.variables(case.rhs) | _cons_vars(case)))
+    if shown != case.vars:
+        yield S.Case(tuple(sorted(set(shown) | used)), case.expr, case.constraints, case.op, case.rhs)
+
+
+def _cons_vars(case: S.Case) -> set[str]:
+    out: set[str] = set()
+    for l, _, r in case.constraints:
+        out |= S.variables(l) | S.variables(r)
+    return out
+
+
+def _size(case: S.Case) -> int:
+    return len(json.dumps(case.to_json()["expr"])) + len(json.dumps(case.to_json()["constraints"])) + len(
+        json.dumps(case.to_json()["rhs"]))
+
+
+def write_regression(case: S.Case, problem: tuple[str, str, str], *, seed: int, budget: int, jax: bool,
+                     directory: Path = REGRESSIONS) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    body = case.to_json()
+    digest = hashlib.sha1(json.dumps(body, sort_keys=True).encode()).hexdigest()[:10]
+    q, kind, msg = problem
+    path = directory / f"{kind}-{digest}.json"
+    record = {
+        "case": body,
+        "query": q,
+        "kind": kind,
+        "message": msg,
+        "jax": jax,
+        "budget": budget,
+        "found_by": f"tools/fuzz.py --seed {seed}",
+        "xfail": f"open: {kind} found by the fuzz driver; remove this key once fixed",
+    }
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
+# -- stock JAX audit ---------------------------------------------------------------------------------
+# ============================================================================================
+# JAX-PRIVATE: the only function in tools/ that touches jax._src. It checks that stock JAX's
+# decision procedure is the one in place (smtdims uninstalled) and collects stock's answers
+# through the same builder the tests use (tests/oracle.py: jax_answers).
+# ============================================================================================
+def stock_jax_answers(case: S.Case) -> O.JaxAnswers:
+    import smtdims_jax
+    from jax._src.export import shape_poly as sp
+    from jax._src.export import shape_poly_decision as spd
+
+    smtdims_jax.uninstall()
+    assert sp._bounds_decision is spd.bounds_decision, "stock JAX's decision procedure is not in place"
+    return O.jax_answers(case)
+
+
+def audit_stock(case: S.Case, grid: O.Grid, counts: collections.Counter, examples: dict) -> None:
+    """Classify stock JAX's answers on ``case`` against brute force and smtdims."""
+    import smtdims
+    from smtdims.constraints import ConstraintSet
+    from smtdims.parser import parse_expr
+    from smtdims.reasoner import Session
+
+    ja = stock_jax_answers(case)
+    if ja.error is not None:
+        if ja.error.startswith("CRASH"):
+            counts["stock crashes building the case"] += 1
+            _example(examples, "stock crashes building the case", case, ja.error)
+        else:
+            counts["stock refuses the case (parse/constraint form)"] += 1
+        return
+    probs = O.check_jax(case, grid, ja, unsound_prefix="stock")
+    kinds = {k for k, _ in probs}
+    for k, m in probs:
+        _example(examples, k, case, m)
+    for k in kinds:
+        counts[k] += 1
+    # smtdims on the same questions (API, not the seam), verified on the grid
+    budget = None if case.presburger else ARGS_BUDGET[0]
+    session = Session(ConstraintSet.of(case.constraint_texts), budget=budget)
+    e, r = parse_expr(case.expr_text), parse_expr(case.rhs_text)
+    stock_best = ja.bounds.get("BEST")
+    if isinstance(stock_best, tuple):
+        counts["bounds questions"] += 1
+        try:
+            b = session.bounds(e)
+        except smtdims.SmtdimsError:
+            b = None
+        if b is not None and not O.check_bounds(case, grid, b):
+            slo, shi = stock_best
+            if "stock-unsound-bound" in kinds:
+                counts["bounds: stock wrong, smtdims right"] += 1
+            elif slo < b.lo or shi > b.hi:
+                counts["bounds: stock loose, smtdims tighter"] += 1
+                _example(examples, "bounds: stock loose, smtdims tighter", case,
+                         f"stock ({slo}, {shi}) vs smtdims ({b.lo}, {b.hi})")
+            elif slo > b.lo or shi < b.hi:
+                counts["bounds: stock tighter than smtdims"] += 1
+                _example(examples, "bounds: stock tighter than smtdims", case,
+                         f"stock ({slo}, {shi}) vs smtdims ({b.lo}, {b.hi})")
+            else:
+                counts["bounds: same"] += 1
+    for op, res in ja.compares.items():
+        counts["comparison questions"] += 1
+        if isinstance(res, BaseException):
+            try:
+                d = session.decide(e, op, r)
+            except smtdims.SmtdimsError:
+                continue
+            if d.status in ("true", "false") and not O.check_decision(
+                    S.Case(case.vars, case.expr, case.constraints, op, case.rhs), grid, d):
+                counts["comparison: stock inconclusive, smtdims decides"] += 1
+                _example(examples, "comparison: stock inconclusive, smtdims decides", case, f"{op}: {d.status}")
+
+
+def _example(examples: dict, kind: str, case: S.Case, msg: str) -> None:
+    lst = examples.setdefault(kind, [])
+    if len(lst) < 3:
+        lst.append({"case": case.describe(), "detail": msg[:300]})
+
+
+ARGS_BUDGET = [30_000]
+
+
+# -- workers: each check runs in a child process, so a slow or stuck query cannot stall the run --
+def _outcome_to_dict(out: O.Outcome) -> dict:
+    return {"queries": out.queries, "problems": out.problems, "exact_checked": out.exact_checked,
+            "exact_ok": out.exact_ok, "statuses": out.statuses}
+
+
+def _worker(conn, budget: int, jax: bool, audit: bool) -> None:
+    ARGS_BUDGET[0] = budget
+    if jax and not audit:
+        import smtdims
+
+        smtdims.install(budget=budget)
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        case = S.Case.from_json(msg)
+        t = time.time()
+        if audit:
+            counts: collections.Counter = collections.Counter()
+            examples: dict = {}
+            try:
+                audit_stock(case, O.Grid.of(case), counts, examples)
+            except Exception as err:
+                counts["audit errors"] += 1
+                _example(examples, "audit errors", case, f"{type(err).__name__}: {err}")
+            conn.send({"counts": dict(counts), "examples": examples, "seconds": time.time() - t})
+        else:
+            res = _outcome_to_dict(check_case(case, budget=budget, jax=jax))
+            res["seconds"] = time.time() - t
+            conn.send(res)
+
+
+class Pool:
+    """``jobs`` worker processes; ``timeout`` seconds per case, after which the worker is replaced."""
+
+    def __init__(self, jobs: int, budget: int, jax: bool, audit: bool, timeout: float):
+        import multiprocessing as mp
+
+        self.ctx = mp.get_context("spawn")
+        self.args = (budget, jax, audit)
+        self.timeout = timeout
+        self.workers = [self._start() for _ in range(jobs)]
+
+    def _start(self):
+        parent, child = self.ctx.Pipe()
+        proc = self.ctx.Process(target=_worker, args=(child, *self.args), daemon=True)
+        proc.start()
+        return {"proc": proc, "conn": parent, "task": None, "deadline": None}
+
+    def _restart(self, w: dict) -> None:
+        w["proc"].kill()
+        w["proc"].join()
+        w.update(self._start())
+
+    def idle(self):
+        return [w for w in self.workers if w["task"] is None]
+
+    def submit(self, w: dict, case: S.Case, tag=None) -> None:
+        w["conn"].send(case.to_json())
+        w["task"] = (case, tag)
+        w["deadline"] = time.time() + self.timeout
+
+    def collect(self, wait: float = 1.0):
+        """Finished tasks as ``(case, tag, result or None on timeout/death)``."""
+        from multiprocessing.connection import wait as mp_wait
+
+        busy = [w for w in self.workers if w["task"] is not None]
+        if not busy:
+            return []
+        ready = mp_wait([w["conn"] for w in busy], timeout=wait)
+        done = []
+        for w in busy:
+            case, tag = w["task"]
+            if w["conn"] in ready:
+                try:
+                    res = w["conn"].recv()
+                except EOFError:  # the worker died (a crash inside Z3?)
+                    res = {"died": True}
+                    self._restart(w)
+                done.append((case, tag, res))
+                w["task"] = None
+            elif time.time() > w["deadline"] or not w["proc"].is_alive():
+                res = {"timeout": self.timeout} if w["proc"].is_alive() else {"died": True}
+                self._restart(w)
+                done.append((case, tag, res))
+                w["task"] = None
+        return done
+
+    def run_one(self, case: S.Case) -> dict:
+        w = self.idle()[0] if self.idle() else self.workers[0]
+        while w["task"] is not None:  # pragma: no cover - callers drain first
+            self.collect()
+        self.submit(w, case)
+        while True:
+            for c, _, res in self.collect():
+                return res
+
+    def close(self) -> None:
+        for w in self.workers:
+            try:
+                w["conn"].send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for w in self.workers:
+            w["proc"].join(timeout=5)
+            if w["proc"].is_alive():
+                w["proc"].kill()
+
+
+def _targets(res: dict) -> set[tuple[str, str]]:
+    return {(q, k) for q, k, _ in res.get("problems", []) if k in REPORTABLE}
+
+
+def shrink_remote(pool: Pool, case: S.Case, target: tuple[str, str], time_limit: float) -> S.Case:
+    """Greedy shrinking: the first simpler variant that still shows the ``(query, kind)`` problem wins."""
+    t0 = time.time()
+    improved = True
+    while improved and time.time() - t0 < time_limit:
+        improved = False
+        for cand in _case_variants(case):
+            if time.time() - t0 > time_limit:
+                break
+            if _size(cand) >= _size(case) and len(cand.constraints) >= len(case.constraints) and cand.vars == case.vars:
+                continue
+            if target in _targets(pool.run_one(cand)):
+                case, improved = cand, True
+                break
+    return case
+
+
+# -- the driver -------------------------------------------------------------------------------------------
+def run(args) -> dict:
+    ARGS_BUDGET[0] = args.budget
+    rng = random.Random(args.seed)
+    cfg = S.GenConfig()
+    jax_on = not args.no_jax
+    pool = Pool(args.jobs, args.budget, jax_on, args.audit_stock, args.case_timeout)
+    counts: collections.Counter = collections.Counter()
+    statuses: collections.Counter = collections.Counter()
+    problems: collections.Counter = collections.Counter()
+    examples: dict = {}
+    written: list[str] = []
+    seen_targets: set[tuple[str, str]] = set()
+    exact_checked = exact_ok = 0
+    cases = 0
+    t0 = last = time.time()
+    case_seconds: list[float] = []
+
+    def out_of_time() -> bool:
+        return bool(args.time_limit) and time.time() - t0 > args.time_limit
+
+    try:
+        while True:
+            more = counts["queries"] < args.queries and not out_of_time()
+            if more:
+                for w in pool.idle():
+                    case = S.random_case(rng, cfg)
+                    cases += 1
+                    pool.submit(w, case)
+            done = pool.collect()
+            if not done and not more and not pool.idle() == pool.workers:
+                continue
+            for case, _, res in done:
+                if "timeout" in res or "died" in res:
+                    kind = "slow-case" if "timeout" in res else "worker-died"
+                    problems[kind] += 1
+                    counts["cases skipped (timeout/died)"] += 1
+                    _example(examples, kind, case, f"no answer within {args.case_timeout}s" if kind == "slow-case" else "worker process died")
+                    continue
+                case_seconds.append(res["seconds"])
+                if args.audit_stock:
+                    counts.update(res["counts"])
+                    counts["queries"] += 11  # stock: bounds x3, compares x4, max/min x2; smtdims: bounds, decide
+                    for k, lst in res["examples"].items():
+                        for ex in lst:
+                            if len(examples.setdefault(k, [])) < 3:
+                                examples[k].append(ex)
+                    continue
+                counts["queries"] += res["queries"]
+                counts["presburger cases"] += case.presburger
+                exact_checked += res["exact_checked"]
+                exact_ok += res["exact_ok"]
+                statuses.update(res["statuses"])
+                for q, k, m in res["problems"]:
+                    problems[k] += 1
+                    _example(examples, k, case, f"{q}: {m}")
+                for target in sorted(_targets(res)):
+                    if target in seen_targets and not args.shrink_all:
+                        continue
+                    seen_targets.add(target)
+                    while pool.idle() != pool.workers:  # drain before shrinking
+                        for c2, _, r2 in pool.collect():
+                            done.append((c2, None, r2))
+                    small = shrink_remote(pool, case, target, args.shrink_time)
+                    again = pool.run_one(small)
+                    prob = next((tuple(p) for p in again.get("problems", []) if (p[0], p[1]) == target), None)
+                    if prob is None:
+                        small = case
+                        prob = next(tuple(p) for p in res["problems"] if (p[0], p[1]) == target)
+                    if not args.no_write:
+                        path = write_regression(small, prob, seed=args.seed, budget=args.budget, jax=jax_on,
+                                                directory=Path(args.out))
+                        written.append(str(path))
+                    print(f"[fuzz] {target[1]} in {target[0]}: {prob[2][:200]}\n        shrunk: {small.describe()[:300]}",
+                          flush=True)
+            if time.time() - last > args.progress:
+                last = time.time()
+                el = last - t0
+                print(f"[fuzz] {cases} cases, {counts['queries']} queries, {el:.0f}s, {counts['queries'] / el:.1f} q/s, "
+                      f"problems {dict(problems)}", flush=True)
+            if not more and pool.idle() == pool.workers:
+                break
+    finally:
+        pool.close()
+    elapsed = time.time() - t0
+    unsound = sum(v for k, v in problems.items() if k in O.UNSOUND_KINDS)
+    crashes = sum(v for k, v in problems.items() if k in O.CRASH_KINDS | {"worker-died"})
+    case_seconds.sort()
+    report = {
+        "mode": "audit-stock" if args.audit_stock else "smtdims",
+        "seed": args.seed,
+        "jobs": args.jobs,
+        "budget_nonlinear": args.budget,
+        "cases": cases,
+        "queries": counts["queries"],
+        "seconds": round(elapsed, 1),
+        "queries_per_second": round(counts["queries"] / elapsed, 2) if elapsed else None,
+        "case_seconds_median_p99_max": [round(case_seconds[len(case_seconds) // 2], 3),
+                                        round(case_seconds[int(len(case_seconds) * 0.99)], 3),
+                                        round(case_seconds[-1], 3)] if case_seconds else None,
+        "counts": dict(counts),
+    }
+    if not args.audit_stock:
+        report.update({
+            "unsound_answers": unsound,
+            "crashes": crashes,
+            "problems": dict(problems),
+            "presburger_queries_checked_exactly": exact_checked,
+            "presburger_exact": exact_ok,
+            "exactness_percent": round(100 * exact_ok / exact_checked, 3) if exact_checked else None,
+            "statuses": dict(statuses),
+            "regressions_written": written,
+        })
+    report["examples"] = examples
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--queries", type=int, default=1000, help="stop after this many checked queries")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=1, help="worker processes")
+    p.add_argument("--budget", type=int, default=30_000, help="Z3 rlimit per check for nonlinear cases")
+    p.add_argument("--case-timeout", type=float, default=120.0, help="seconds before a case counts as slow")
+    p.add_argument("--audit-stock", action="store_true", help="audit stock JAX's answers instead")
+    p.add_argument("--no-jax", action="store_true", help="only smtdims' API, not the answers JAX gets")
+    p.add_argument("--time-limit", type=float, default=0, help="stop after this many seconds (0: no limit)")
+    p.add_argument("--out", default=str(REGRESSIONS), help="where regression cases go")
+    p.add_argument("--no-write", action="store_true", help="do not write regression files")
+    p.add_argument("--shrink-all", action="store_true", help="shrink every failure, not one per kind")
+    p.add_argument("--shrink-time", type=float, default=120.0)
+    p.add_argument("--progress", type=float, default=60.0, help="seconds between progress lines")
+    p.add_argument("--report", help="write the JSON report here too")
+    args = p.parse_args(argv)
+    report = run(args)
+    text = json.dumps(report, indent=1, default=str)
+    print(text)
+    if args.report:
+        Path(args.report).write_text(text + "\n")
+    if report["mode"] == "smtdims":
+        return 1 if report["unsound_answers"] or report["crashes"] else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
