@@ -9,7 +9,10 @@ detection and a cheap test for the linear (Presburger) fragment.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import sys
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 FLOORDIV = "floordiv"
@@ -318,3 +321,28 @@ def all_variables(exprs: Iterable[Expr]) -> frozenset[str]:
     for e in exprs:
         out |= e.variables()
     return out
+
+
+_RECURSION = {"users": 0, "saved": 0}
+_RECURSION_LOCK = threading.Lock()
+
+
+@contextmanager
+def deep_recursion(limit: int = 20_000) -> Iterator[None]:
+    """Expressions nested a few hundred levels deep recurse further than Python's default.
+
+    Counted across threads, so one thread cannot restore the limit while another is deep.
+    """
+    with _RECURSION_LOCK:
+        if _RECURSION["users"] == 0:
+            _RECURSION["saved"] = sys.getrecursionlimit()
+            if _RECURSION["saved"] < limit:
+                sys.setrecursionlimit(limit)
+        _RECURSION["users"] += 1
+    try:
+        yield
+    finally:
+        with _RECURSION_LOCK:
+            _RECURSION["users"] -= 1
+            if _RECURSION["users"] == 0:
+                sys.setrecursionlimit(_RECURSION["saved"])

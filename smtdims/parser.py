@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import ParseError
-from .expr import FLOORDIV, MAX, MOD, OPERATIONS, Expr
+from .expr import FLOORDIV, MAX, MOD, OPERATIONS, Expr, deep_recursion
 
 # Deep enough for any real shape, shallow enough for Python's stack.
 MAX_NESTING = 400
@@ -171,7 +171,8 @@ def parse_expr(text: str) -> Expr:
     p = _Parser(text)
     if p.tok.kind == "end":
         raise p.error("empty expression")
-    e = p.expr()
+    with deep_recursion():  # about six frames per nesting level
+        e = p.expr()
     p.at_end()
     return e
 

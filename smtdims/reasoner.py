@@ -8,18 +8,16 @@ whose Z3 context is only created when a query needs it.
 from __future__ import annotations
 
 import math
-import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import z3
 
 from .constraints import ConstraintSet
 from .errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
-from .expr import FLOORDIV, MOD, Expr, Op
+from .expr import FLOORDIV, MOD, Expr, Op, deep_recursion
 from .heuristic import INF, Interval, IntervalEvaluator, propagate_var_ranges
 from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
 from .smt import COUNTERS, SAT, UNSAT, CheckResult, Encoder, SolverSession, z3_int_or_inf
@@ -89,31 +87,6 @@ def reset_stats() -> None:
     STATS.reset()
     with COUNTERS._lock:
         COUNTERS.solvers_created = COUNTERS.solver_checks = COUNTERS.solver_unknowns = 0
-
-
-_RECURSION = {"users": 0, "saved": 0}
-_RECURSION_LOCK = threading.Lock()
-
-
-@contextmanager
-def deep_recursion(limit: int = 20_000) -> Iterator[None]:
-    """Expressions nested a few hundred levels deep recurse further than Python's default.
-
-    Counted across threads, so one thread cannot restore the limit while another is deep.
-    """
-    with _RECURSION_LOCK:
-        if _RECURSION["users"] == 0:
-            _RECURSION["saved"] = sys.getrecursionlimit()
-            if _RECURSION["saved"] < limit:
-                sys.setrecursionlimit(limit)
-        _RECURSION["users"] += 1
-    try:
-        yield
-    finally:
-        with _RECURSION_LOCK:
-            _RECURSION["users"] -= 1
-            if _RECURSION["users"] == 0:
-                sys.setrecursionlimit(_RECURSION["saved"])
 
 
 def _symbolic_divisors(e: Expr) -> list[Expr]:
