@@ -165,13 +165,16 @@ def session_for_scope(scope: Any) -> Session:
 def _scope_is_linear(scope: Any) -> bool:
     st = _state(scope)
     if st.linear is None:
-        st.linear = all(_is_linear_dim(c.diff) for c in scope._explicit_constraints)
+        cs = scope._explicit_constraints
+        # JAX's elimination combines constraints pairwise: on long chains it does not finish.
+        st.linear = len(cs) <= _STOCK_MAX_CONSTRAINTS and all(_is_linear_dim(c.diff) for c in cs)
     return st.linear
 
 
 # JAX's heuristic divides in floating point (np.ceil(-n / k)): exact only below 2**53, and
 # elimination multiplies coefficients together. Larger numbers stay with smtdims.
 _STOCK_COEFF_LIMIT = 1 << 16
+_STOCK_MAX_CONSTRAINTS = 64
 _STOCK_INT_LIMIT = 1 << 32
 
 
