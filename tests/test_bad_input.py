@@ -297,7 +297,7 @@ PROBES = {
     "min200": (f"result = smtdims.bounds({_nest('min', 200, 'a', 'b')!r})", 30),
     "floordiv200": (f"result = smtdims.bounds({_nest('floordiv', 200, 'a', '2')!r})", 30),
     "mod200": (f"result = smtdims.bounds({_nest('mod', 200, 'a + 1000', '7')!r})", 30),
-    "mixed200": (f"result = smtdims.bounds({_mixed(200)!r})", 30),
+    "mixed200": (f"result = smtdims.bounds({_mixed(200)!r})", 120),  # slow under load, not a hang
     "parens200": (f"result = smtdims.bounds({'(' * 200 + 'a' + ')' * 200!r})", 30),
     "decide-max200": (f"result = [smtdims.decide({_nest('max', 200, 'a', '2')!r}, '>=', '2').status]", 30),
     # 1,000-variable scopes
@@ -311,21 +311,15 @@ PROBES = {
     "power100000": ("result = smtdims.bounds('a^100000')", 20),
 }
 EXPECTED = {
-    "max200": ["2", "inf"], "min200": ["-inf", "1"], "floordiv200": ["0", "0"],
+    "max200": ["2", "inf"], "min200": ["1", "inf"], "floordiv200": ["0", "inf"],
     "mod200": None,  # any sound answer: checked below
     "mixed200": None, "parens200": ["1", "inf"], "decide-max200": ["'true'"],
     "sum1000": ["1000", "inf"], "chain1000": ["0", "inf"], "chain1000-decide": ["'undetermined'"],
     "jax1000-independent": ["True", "Bounds(2000, inf)"], "jax1000-chain": ["True"], "power100000": ["1", "inf"],
 }
 OPEN = {
-    "max200": "parse_expr recurses ~6 Python frames per nesting level: RecursionError at depth ~170 "
-              "(MAX_NESTING = 400 is never reached)",
-    "jax1000-chain": "with smtdims installed, linear comparisons go through stock JAX's elimination procedure "
-                     "first, which does not finish on a chain of 999 constraints (smtdims' own API answers in <1 s)",
     "power100000": "a^100000 expands into a 100000-factor product (Expr.__pow__ and the Z3 encoding): minutes",
 }
-for _k in ("min200", "floordiv200", "mod200", "mixed200", "parens200", "decide-max200"):
-    OPEN[_k] = OPEN["max200"]
 
 
 def _run_probe(code: str, timeout: float) -> dict:
