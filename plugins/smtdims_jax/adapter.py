@@ -473,6 +473,11 @@ def installed_options() -> dict[str, Any]:
         return dict(_installed)
 
 
+def jax_bounds(e: Any) -> tuple[float, float]:
+    """The bounds JAX itself now computes for ``e`` (smtdims' when installed, else stock's)."""
+    return sp._bounds_decision(e, BoundsPrecision.BEST)
+
+
 def stock_bounds(e: Any, prec: Any = None) -> tuple[float, float]:
     """Stock JAX's bounds of ``e`` (for comparisons in tests, audits and benchmarks)."""
     return _STOCK_BOUNDS(e, prec if prec is not None else BoundsPrecision.BEST)
