@@ -125,24 +125,27 @@ def test_nonlinear_bounds_are_sound_and_tight_when_found():
 
 def test_install_roundtrip_restores_stock():
     (b,) = export.symbolic_shape("b")
-    f = lambda x: lax.slice_in_dim(x, 0, x.shape[0] % 3)  # noqa: E731
+
+    def f():  # a fresh function each time: JAX may cache a trace made while smtdims was installed
+        return lambda x: lax.slice_in_dim(x, 0, x.shape[0] % 3)
+
     sds = jax.ShapeDtypeStruct((b,), jnp.int32)
     smtdims.uninstall()
     assert not smtdims.is_installed()
     original = sp._bounds_decision, sp._geq_decision, sp._DimExpr.__eq__
     with pytest.raises(Exception, match="inconclusive"):
-        export.export(jax.jit(f))(sds)
+        export.export(jax.jit(f()))(sds)
     smtdims.install()
     smtdims.install()  # idempotent
     assert smtdims.is_installed()
-    export.export(jax.jit(f))(sds)
+    export.export(jax.jit(f()))(sds)
     smtdims.uninstall()
     assert (sp._bounds_decision, sp._geq_decision, sp._DimExpr.__eq__) == original
     with pytest.raises(Exception, match="inconclusive"):
-        export.export(jax.jit(f))(sds)
+        export.export(jax.jit(f()))(sds)
     with smtdims.enabled():
         assert smtdims.is_installed()
-        export.export(jax.jit(f))(sds)
+        export.export(jax.jit(f()))(sds)
     assert not smtdims.is_installed()
 
 
