@@ -4,11 +4,32 @@ Accepts what ``jax.export.symbolic_shape`` accepts for one dimension (``+ - *``,
 ``^`` powers, integer constants, ``floordiv/mod/max/min(e1, e2)``), plus
 parentheses, ``**``, ``//`` and ``%`` for convenience. Errors carry the
 position of the offending character so the CLI can point at it.
+
+Precedence and associativity are Python's, loosest first::
+
+    expr     := term (('+' | '-') term)*
+    term     := factor (('*' | '//' | '%') factor)*          # left-associative
+    factor   := ('+' | '-') factor | power                   # so -a^2 == -(a^2)
+    power    := atom [('^' | '**') exponent]
+    exponent := INT [('^' | '**') exponent]                 # right-associative: a^2^3 == a^8
+    atom     := INT | NAME | '(' expr ')' | OP '(' expr ',' expr ')'
+
+``^`` is a synonym of ``**``; exponents are non-negative integer literals.
+One form is refused because jax.export and Python read it differently: a minus
+sign right before a number raised to a power, after another operator
+(``a*-2^2`` is ``4*a`` to jax.export and ``-4*a`` to Python).
+
+Names are those jax.export accepts: runs of Unicode letters, digits and ``_``
+that do not start with a digit (``batch_1``, ``β``, ``a²``; what Python 3.11's
+``tokenize`` reads as one NAME), and Python identifiers (``x̃``; what newer
+Pythons' tokenizer reads as one). They are not normalised: ``ﬁ`` and ``fi`` differ,
+as in JAX.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 
 from .errors import ParseError
@@ -17,13 +38,22 @@ from .expr import FLOORDIV, MAX, MOD, OPERATIONS, Expr, deep_recursion
 # Deep enough for any real shape, shallow enough for Python's stack.
 MAX_NESTING = 400
 
+# The largest exponent an exponent tower (``a^2^3``) may compute to; one literal
+# exponent is taken as written.
+MAX_TOWER_EXPONENT = 2**16
+
+# ASCII digits only: ``\d`` would take Arabic-Indic and other decimal digits, which
+# jax.export rejects. Decimals and exponents are matched to be refused clearly.
 _TOKEN = re.compile(
-    r"\s*(?:(?P<num>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+    r"\s*(?:(?P<num>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)"
     r"|(?P<op>\*\*|//|>=|<=|==|!=|[-+*^%(),<>]))"
 )
+_WORD_CHAR = re.compile(r"\w")  # what Python 3.11's tokenize joins into one NAME
+_WORDS = re.compile(r"\w+")
 
 COMPARISONS = (">=", "<=", "==", "!=", ">", "<")
 CONSTRAINT_COMPARISONS = (">=", "<=", "==")
+_POWER = ("^", "**")
 
 
 @dataclass(frozen=True)
@@ -31,6 +61,27 @@ class _Tok:
     kind: str  # "num" | "name" | "op" | "end"
     text: str
     pos: int
+
+
+def _is_name_char(ch: str) -> bool:
+    # Word characters (letters, digits, '_', in any script) and the other characters
+    # Python identifiers may continue with (combining marks such as U+0303, U+00B7).
+    return _WORD_CHAR.match(ch) is not None or ("_" + ch).isidentifier()
+
+
+def _scan_name(text: str, pos: int) -> str:
+    end = pos + 1
+    while end < len(text) and _is_name_char(text[end]):
+        end += 1
+    name = text[pos:end]
+    if _WORDS.fullmatch(name) is None and not name.isidentifier():
+        bad = next(i for i in range(pos, end) if not _WORD_CHAR.match(text[i]))
+        raise ParseError(
+            text, bad,
+            f"{name!r} is not a dimension name: jax.export takes a run of letters, digits and '_', "
+            f"or a Python identifier, and {text[bad]!r} (U+{ord(text[bad]):04X}) makes this neither",
+        )
+    return name
 
 
 def _tokenize(text: str) -> list[_Tok]:
@@ -42,9 +93,16 @@ def _tokenize(text: str) -> list[_Tok]:
         if pos >= len(text):
             toks.append(_Tok("end", "", pos))
             return toks
+        if text[pos].isidentifier():  # a character that may start an identifier (never a digit)
+            name = _scan_name(text, pos)
+            toks.append(_Tok("name", name, pos))
+            pos += len(name)
+            continue
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            raise ParseError(text, pos, f"unexpected character {text[pos]!r}")
+            ch = text[pos]
+            hint = "" if ch.isascii() else f" (U+{ord(ch):04X})"
+            raise ParseError(text, pos, f"unexpected character {ch!r}{hint}")
         kind = m.lastgroup or "op"
         start = m.start(kind)
         tok = m.group(kind)
@@ -52,6 +110,23 @@ def _tokenize(text: str) -> list[_Tok]:
             raise ParseError(text, start, f"dimension constants must be integers, got {tok!r}")
         toks.append(_Tok(kind, tok, start))
         pos = m.end()
+
+
+def _integer(text: str, tok: _Tok) -> int:
+    """The exact value of an integer literal, or a ParseError past Python's int/str limit."""
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
+    if not limit or len(tok.text) <= limit:
+        try:
+            return int(tok.text)
+        except ValueError:  # the limit was lowered by another thread meanwhile
+            limit = sys.get_int_max_str_digits()
+    raise ParseError(
+        text, tok.pos,
+        f"integer constant of {len(tok.text)} digits exceeds Python's limit of {limit} digits "
+        "for converting between int and str (sys.get_int_max_str_digits()); use a smaller "
+        "constant, or raise the limit with sys.set_int_max_str_digits(n) or the environment "
+        "variable PYTHONINTMAXSTRDIGITS=n (0 lifts it)",
+    )
 
 
 class _Parser:
@@ -75,6 +150,9 @@ class _Parser:
         self.i += 1
         return t
 
+    def at_op(self, *ops: str) -> bool:
+        return self.tok.kind == "op" and self.tok.text in ops
+
     def expect(self, text: str) -> None:
         if self.tok.text != text or self.tok.kind == "end":
             found = "end of input" if self.tok.kind == "end" else repr(self.tok.text)
@@ -85,57 +163,89 @@ class _Parser:
         if self.tok.kind != "end":
             raise self.error(f"unexpected {self.tok.text!r} after a complete expression")
 
-    # expr := ['+'|'-'] term (('+'|'-') term)*
+    # expr := term (('+'|'-') term)*
     def expr(self) -> Expr:
         self.nesting += 1
         if self.nesting > MAX_NESTING:
             raise self.error(f"expression nested deeper than {MAX_NESTING} levels")
-        sign = 1
-        if self.tok.text in ("+", "-") and self.tok.kind == "op":
-            sign = -1 if self.advance().text == "-" else 1
-        result = self.term() * sign
-        while self.tok.kind == "op" and self.tok.text in ("+", "-"):
+        result = self.term()
+        while self.at_op("+", "-"):
             op = self.advance().text
             rhs = self.term()
             result = result + rhs if op == "+" else result - rhs
         self.nesting -= 1
         return result
 
-    # term := power (('*'|'//'|'%') power)*
+    # term := factor (('*'|'//'|'%') factor)*, left-associative as in Python
     def term(self) -> Expr:
-        result = self.power()
-        while self.tok.kind == "op" and self.tok.text in ("*", "//", "%"):
+        result = self.factor()
+        while self.at_op("*", "//", "%"):
             op_tok = self.advance()
-            rhs = self.power()
+            rhs = self.factor()
             if op_tok.text == "*":
                 result = result * rhs
             else:
                 result = self._divide(FLOORDIV if op_tok.text == "//" else MOD, result, rhs, op_tok)
         return result
 
-    # power := unary (('^'|'**') INT)?
+    # factor := ('+'|'-') factor | power: signs bind looser than powers, tighter than '*'
+    def factor(self) -> Expr:
+        negate = False
+        last_sign: _Tok | None = None
+        while self.at_op("+", "-"):
+            last_sign = self.advance()
+            negate ^= last_sign.text == "-"
+        if (last_sign is not None and last_sign.text == "-" and self.i >= 2
+                and self.toks[self.i - 2].kind == "op" and self.toks[self.i - 2].text not in ("(", ",")
+                and self.tok.kind == "num" and self.toks[self.i + 1].kind == "op"
+                and self.toks[self.i + 1].text in _POWER):
+            k, op, e = self.tok.text, self.toks[self.i + 1].text, self.toks[self.i + 2]
+            p = f"{k}{op}{e.text if e.kind == 'num' else '...'}"
+            raise self.error(
+                f"ambiguous '-{p}' after an operator: jax.export reads it as ({'-' + k}){p[len(k):]}, "
+                f"Python as -({p}); write the one you mean with parentheses",
+                last_sign,
+            )
+        result = self.power()
+        return -result if negate else result
+
+    # power := atom [('^'|'**') exponent]
     def power(self) -> Expr:
-        base = self.unary()
-        if self.tok.kind == "op" and self.tok.text in ("^", "**"):
-            self.advance()
-            t = self.tok
-            if t.kind != "num":
-                raise self.error("expected a non-negative integer exponent")
-            self.advance()
-            return base ** int(t.text)
+        base = self.atom()
+        if self.at_op(*_POWER):
+            return base ** self.exponent()
         return base
 
-    def unary(self) -> Expr:
-        if self.tok.kind == "op" and self.tok.text == "-":
-            self.advance()
-            return -self.unary()
-        return self.atom()
+    # exponent := INT [('^'|'**') exponent], right-associative: a^2^3 == a^(2^3)
+    def exponent(self) -> int:
+        literals: list[_Tok] = []
+        while self.at_op(*_POWER):
+            op_tok = self.advance()
+            t = self.tok
+            if t.kind != "num":
+                found = "end of input" if t.kind == "end" else repr(t.text)
+                what = "negative powers are not dimensions" if t.text == "-" else f"found {found}"
+                raise self.error(
+                    f"an exponent must be a non-negative integer literal, as in a{op_tok.text}2; {what}"
+                )
+            literals.append(self.advance())
+        value = _integer(self.text, literals[-1])
+        for t in reversed(literals[:-1]):
+            base = _integer(self.text, t)
+            if base > 1 and (value > MAX_TOWER_EXPONENT.bit_length() or base**value > MAX_TOWER_EXPONENT):
+                raise self.error(
+                    f"the exponent tower {'^'.join(x.text for x in literals)} exceeds "
+                    f"{MAX_TOWER_EXPONENT}; no dimension expression needs such a power",
+                    literals[0],
+                )
+            value = base**value
+        return value
 
     def atom(self) -> Expr:
         t = self.tok
         if t.kind == "num":
             self.advance()
-            return Expr.const(int(t.text))
+            return Expr.const(_integer(self.text, t))
         if t.kind == "name":
             self.advance()
             if t.text in OPERATIONS and self.tok.text == "(":

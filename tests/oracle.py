@@ -537,13 +537,17 @@ def jax_answers(case: Case, *, with_max_min: bool = True) -> JaxAnswers:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _jax_answers(case, ans, with_max_min, export, core, sp)
-    ans.warnings = [str(w.message)[:300] for w in caught]
+    ans.warnings = [_clip(str(w.message)) for w in caught]
     if ans.error is not None and ans.error.startswith("CRASH"):
         ans.stock_error = _under_stock(lambda: _build_error(case, export, core))
     elif _non_refusals(ans) and _installed():
         # is it smtdims' doing? ask stock JAX the same questions
         ans.stock = _under_stock(lambda: jax_answers(case, with_max_min=with_max_min))
     return ans
+
+
+def _clip(text: str, head: int = 160, tail: int = 240) -> str:
+    return text if len(text) <= head + tail else f"{text[:head]} ... {text[-tail:]}"
 
 
 def _installed() -> bool:

@@ -365,8 +365,10 @@ class _Gen:
                 y = self.divisor(depth - 1)
             else:
                 y = const(ch.pick(_DIVISORS))
-            if as_constant(y) in (0, None) and not variables(y):
-                y = const(2)
+            if not variables(y) and _eval_at(y, {}) in (0, None):
+                y = const(2)  # a constant zero divisor is a parse error, not a question
+            if not variables(x) and _eval_at(x, {}) is None:
+                x = var(self.var())
             # avoid ops that every parser folds away (x // 1, mod(x, -1)): keep them, but rarely
             return (op, x, y)
         y = self.poly(depth - 1, 2) if ch.chance(0.6) else const(self.constant())
