@@ -98,12 +98,18 @@ def forget_scope(scope: Any) -> None:
     scope._bounds_cache.clear()
     scope._decision_initial_state = None
     scope.__dict__.pop(adapter._STATE_ATTR, None)  # smtdims keeps its per-scope state on the scope
+    for attr in ("_smtdims_exact_bounds_cache", "_smtdims_exact_decision_state"):  # the exact stock rung's
+        scope.__dict__.pop(attr, None)
 
 
 def stats_snapshot() -> dict[str, int]:
+    """smtdims' counters, flat: the per-rung answers appear as ``rung:<name>``."""
     import smtdims
 
-    return dict(smtdims.stats())
+    s = dict(smtdims.stats())
+    for rung, n in s.pop("answers_by_rung", {}).items():
+        s[f"rung:{rung}"] = n
+    return s
 
 
 def stats_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
@@ -111,7 +117,7 @@ def stats_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]
 
 
 STAT_KEYS = ("fast_path_answers", "stock_answers", "solver_answers", "solver_checks",
-             "solver_unknowns", "solvers_created", "cache_hits")
+             "solver_unknowns", "solvers_created", "fresh_contexts", "deadline_hits", "cache_hits")
 
 
 # -- reporting ------------------------------------------------------------------------------------

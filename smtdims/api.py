@@ -1,8 +1,9 @@
 """Public query functions: :func:`bounds`, :func:`symbolic_dim_bounds`, :func:`decide`.
 
 Inputs may be strings in jax.export syntax, ints, :class:`~smtdims.expr.Expr`, or
-JAX symbolic dimensions (converted by the JAX adapter, imported only when such an
-object is passed, so the reasoner works without JAX).
+JAX symbolic dimensions (converted by the registered host, see :mod:`smtdims.host`;
+this module never imports JAX). ``budget`` (Z3 rlimit per check) and ``deadline``
+(seconds for the whole call) override the defaults for one call.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from . import host, options
 from .constraints import Constraint, ConstraintSet
 from .errors import ScopeMismatchError
 from .expr import Expr
@@ -20,18 +22,8 @@ from .results import Bounds, Decision
 ConstraintsLike = Iterable[str | Constraint] | ConstraintSet
 
 
-def _is_jax_dim(x: Any) -> bool:
-    return type(x).__name__ == "_DimExpr" and type(x).__module__.startswith("jax")
-
-
-def _is_jax_scope(x: Any) -> bool:
-    return type(x).__name__ == "SymbolicScope" and type(x).__module__.startswith("jax")
-
-
-def _adapter():
-    from smtdims_jax import adapter  # deferred: only JAX inputs need JAX
-
-    return adapter
+def _host_of(x: Any) -> host.Host | None:
+    return host.find(x) if host.looks_like_jax(x) or not isinstance(x, (str, int, Expr)) else None
 
 
 def _as_expr(x: Any, what: str) -> tuple[Expr, Any]:
@@ -44,8 +36,9 @@ def _as_expr(x: Any, what: str) -> tuple[Expr, Any]:
         return Expr.const(x), None
     if isinstance(x, str):
         return parse_expr(x), None
-    if _is_jax_dim(x):
-        return _adapter().to_ir(x), x.scope
+    h = _host_of(x)
+    if h is not None and h.is_dim(x):
+        return h.to_ir(x), h.scope_of(x)
     if hasattr(x, "__index__"):
         return Expr.const(int(x.__index__())), None
     raise TypeError(
@@ -64,29 +57,32 @@ def _session(constraints: ConstraintsLike, scope: Any, jax_scopes: list[Any]) ->
             )
     extra = ConstraintSet.of(constraints)
     if scopes:
-        if scope is not None and not _is_jax_scope(scope):
-            raise TypeError(f"scope must be a jax.export.SymbolicScope, got {type(scope).__name__}")
-        base = _adapter().scope_constraints(scopes[0])
+        h = _host_of(scopes[0])
+        if h is None or not h.is_scope(scopes[0]):
+            raise TypeError(f"scope must be a jax.export.SymbolicScope, got {type(scopes[0]).__name__}")
         if not extra.constraints:
-            return _adapter().session_for_scope(scopes[0])
-        return REGISTRY.get(ConstraintSet(base.constraints + extra.constraints))
+            return h.session_for_scope(scopes[0])
+        return REGISTRY.get(ConstraintSet(h.scope_constraints(scopes[0]).constraints + extra.constraints))
     return REGISTRY.get(extra)
 
 
-def bounds(expr: Any, constraints: ConstraintsLike = (), scope: Any = None) -> Bounds:
+def bounds(expr: Any, constraints: ConstraintsLike = (), scope: Any = None, *,
+           budget: int | None = None, deadline: float | None = None) -> Bounds:
     """Tight bounds of ``expr`` for all dimension values (>= 1) meeting the constraints.
 
     Each end is proven attained (``lo_tight``/``hi_tight`` with a witness valuation) or
     proven unbounded (infinite and tight). Outside the Presburger fragment (products of
-    variables) an end may be sound but not tight when the solver's budget runs out.
+    variables) an end may be sound but not tight when the budget or deadline runs out.
     """
-    e, s = _as_expr(expr, "bounds(expr)")
-    return _session(constraints, scope, [s]).bounds(e)
+    with options.scoped(budget=budget, deadline=deadline):
+        e, s = _as_expr(expr, "bounds(expr)")
+        return _session(constraints, scope, [s]).bounds(e)
 
 
-def symbolic_dim_bounds(expr: Any, constraints: ConstraintsLike = (), scope: Any = None) -> tuple[int | float, int | float]:
+def symbolic_dim_bounds(expr: Any, constraints: ConstraintsLike = (), scope: Any = None, *,
+                        budget: int | None = None, deadline: float | None = None) -> tuple[int | float, int | float]:
     """The tutorial's API: ``(lo, hi)`` as a plain tuple (``math.inf`` when unbounded)."""
-    b = bounds(expr, constraints, scope)
+    b = bounds(expr, constraints, scope, budget=budget, deadline=deadline)
     return (b.lo, b.hi)
 
 
@@ -96,14 +92,22 @@ def decide(
     rhs: Any = None,
     constraints: ConstraintsLike = (),
     scope: Any = None,
+    *,
+    budget: int | None = None,
+    deadline: float | None = None,
 ) -> Decision:
     """Whether ``lhs op rhs`` holds for every valuation meeting the constraints.
 
     ``op`` is one of ``>= <= > < == !=``. ``decide("a + 1 >= b")`` parses the whole
     comparison from one string. The answer is three-valued (true / false /
     undetermined, with a witness valuation for each side) plus "unknown" when the
-    solver's budget runs out.
+    budget or deadline runs out (``Decision.reason`` says which).
     """
+    with options.scoped(budget=budget, deadline=deadline):
+        return _decide(lhs, op, rhs, constraints, scope)
+
+
+def _decide(lhs: Any, op: str | None, rhs: Any, constraints: ConstraintsLike, scope: Any) -> Decision:
     if op is None and rhs is None:
         if not isinstance(lhs, str):
             raise TypeError("decide(lhs) without op/rhs needs a comparison string like 'a + 1 >= b'")

@@ -10,16 +10,18 @@ already imply (safe to drop, all together), and variables pinned to one value
 from __future__ import annotations
 
 import html
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from . import host, options
 from .constraints import ConstraintSet
 from .errors import UnsatisfiableConstraintsError, format_valuation
 from .explain import minimal_support
 from .expr import Expr
-from .reasoner import CONFIG, Session, _relation
-from .results import TRUE, _fmt_bound, _json_bound
+from .heuristic import is_inf
+from .reasoner import Session, _relation
+from .render import left_align
+from .results import TRUE, _fmt_bound, _json_bound, unknown_advice
 from .smt import SAT, UNSAT
 
 
@@ -63,7 +65,7 @@ class ConstraintReport:
         if self.satisfiable:
             lines.append(f"  satisfiable, e.g. {format_valuation(self.example)}")
         else:
-            lines.append(f"  satisfiability unknown ({self.reason or 'solver budget exhausted'})")
+            lines.append(f"  satisfiability unknown: {unknown_advice(self.reason)}")
         if self.redundant:
             lines.append("  redundant (can all be removed together):")
             lines += [f"    - {r}" for r in self.redundant]
@@ -93,16 +95,16 @@ class ConstraintReport:
         fixed = esc(", ".join(f"{v} = {k}" for v, k in sorted(self.fixed.items()))) or "none"
         rng = "".join(f"<tr><td>{esc(v)}</td><td>{esc(_fmt_bound(lo))}</td><td>{esc(_fmt_bound(hi))}</td></tr>"
                       for v, (lo, hi) in sorted(self.ranges.items()))
-        return (f"<div><b>constraints</b> <code>{esc(', '.join(self.constraints)) or 'none'}</code>: {sat}"
+        return left_align(f"<div><b>constraints</b> <code>{esc(', '.join(self.constraints)) or 'none'}</code>: {sat}"
                 f"<br><b>redundant</b><ul>{red}</ul><b>fixed</b>: {fixed}"
                 f"<table><tr><th>variable</th><th>min</th><th>max</th></tr>{rng}</table></div>")
 
 
 def _as_constraint_set(constraints: Any) -> ConstraintSet:
-    if type(constraints).__name__ == "SymbolicScope" and type(constraints).__module__.startswith("jax"):
-        from smtdims_jax.adapter import scope_constraints  # deferred: only JAX scopes need JAX
-
-        return scope_constraints(constraints)
+    if host.looks_like_jax(constraints):
+        h = host.find(constraints)
+        if h is not None and h.is_scope(constraints):
+            return h.scope_constraints(constraints)
     return ConstraintSet.of(constraints)
 
 
@@ -115,15 +117,19 @@ def conflict(cs: ConstraintSet, budget: int) -> list[str] | None:
     return list(support)
 
 
-def check_constraints(constraints: Any, *, budget: int | None = None) -> ConstraintReport:
+def check_constraints(constraints: Any, *, budget: int | None = None, deadline: float | None = None) -> ConstraintReport:
     """Diagnose a constraint set (strings, a ConstraintSet, or a ``jax.export.SymbolicScope``).
 
     Raises :class:`~smtdims.errors.UnsatisfiableConstraintsError` naming a minimal
     conflicting subset (texts as written) when no valuation satisfies them, and
     :class:`~smtdims.errors.PossibleDivisionByZeroError` for a divisor that can be 0.
     """
-    cs = _as_constraint_set(constraints)
-    budget = budget if budget is not None else CONFIG.budget
+    with options.scoped(budget=budget, deadline=deadline), options.question():
+        return _check_constraints(_as_constraint_set(constraints))
+
+
+def _check_constraints(cs: ConstraintSet) -> ConstraintReport:
+    budget = options.current().budget
     session = Session(cs, budget)
     session.check_divisors(*(c.diff for c in cs))
     linear = cs.is_linear()
@@ -140,7 +146,7 @@ def check_constraints(constraints: Any, *, budget: int | None = None) -> Constra
     for v in sorted(cs.variables()):
         b = session.bounds(Expr.var(v))
         ranges[v] = (b.lo, b.hi)
-        if b.lo == b.hi and not math.isinf(b.lo):
+        if b.lo == b.hi and not is_inf(b.lo):
             fixed[v] = int(b.lo)
     return ConstraintReport(texts, True, dict(res.model or {}), redundant, fixed, ranges)
 

@@ -53,4 +53,6 @@ class UnsupportedJaxError(SmtdimsError, ImportError):
 def format_valuation(env: dict[str, int] | None) -> str:
     if not env:
         return "(no variables)"
-    return ", ".join(f"{k} = {v}" for k, v in sorted(env.items()))
+    from .expr import int_text
+
+    return ", ".join(f"{k} = {int_text(v)}" for k, v in sorted(env.items()))

@@ -19,11 +19,14 @@ from typing import Any
 
 import z3
 
+from . import options
 from .constraints import Constraint, ConstraintSet
 from .errors import SmtdimsError, UnsatisfiableConstraintsError, format_valuation
 from .expr import FLOORDIV, MOD, Expr, Op
+from .heuristic import is_inf
 from .reasoner import REGISTRY, Session, _relation
-from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, _fmt_bound, _json_bound
+from .render import left_align
+from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, _fmt_bound, _json_bound, unknown_advice
 from .smt import SAT, UNSAT, Encoder, SolverSession
 
 CONSTRAINT, SPEC = "constraint", "spec"
@@ -70,7 +73,7 @@ class BoundEnd:
     minimal: bool
 
     def describe(self) -> str:
-        if math.isinf(self.value):
+        if is_inf(self.value):
             state = "unbounded (proven)" if self.tight else "no finite bound found"
             return f"{self.name} = {_fmt_bound(self.value)}: {state}"
         side = "below" if self.name == "lo" else "above"
@@ -118,7 +121,7 @@ class Explanation:
             lines.append(f"  because: {_support_text(self.support, self.minimal)}")
         else:
             if self.status == UNKNOWN:
-                lines.append(f"  the solver could not decide ({self.reason or 'budget exhausted'})")
+                lines.append(f"  the solver could not decide: {unknown_advice(self.reason)}")
             if self.witness_true is not None:
                 lines.append(f"  true  at {format_valuation(self.witness_true)}")
             if self.witness_false is not None:
@@ -161,14 +164,14 @@ class Explanation:
             rows.append(f"<tr><td>because</td><td>{_support_html(self.support, self.minimal)}</td></tr>")
         else:
             if self.status == UNKNOWN:
-                rows.append(f"<tr><td>unknown</td><td>{esc(self.reason or 'solver budget exhausted')}</td></tr>")
+                rows.append(f"<tr><td>unknown</td><td>{esc(unknown_advice(self.reason))}</td></tr>")
             for label, w in (("true at", self.witness_true), ("false at", self.witness_false)):
                 if w is not None:
                     rows.append(f"<tr><td>{label}</td><td>{esc(format_valuation(w))}</td></tr>")
             if self.fixes:
                 items = "".join(f"<li>{esc(str(f))}</li>" for f in self.fixes)
                 rows.append(f"<tr><td>verified fixes</td><td><ul>{items}</ul></td></tr>")
-        return head + "<table>" + "".join(rows) + "</table></div>"
+        return left_align(head + "<table>" + "".join(rows) + "</table></div>")
 
 
 def decision_dict(d: Decision) -> dict[str, Any]:
@@ -192,15 +195,22 @@ def _support_html(support: Sequence[str], minimal: bool) -> str:
 
 
 # -- entry points -------------------------------------------------------------------------------------
-def explain(lhs: Any, op: str | None = None, rhs: Any = None, constraints: Any = (), scope: Any = None) -> Explanation:
-    """Decide ``lhs op rhs`` (as :func:`smtdims.decide` does) and explain the answer."""
+def explain(lhs: Any, op: str | None = None, rhs: Any = None, constraints: Any = (), scope: Any = None, *,
+            budget: int | None = None, deadline: float | None = None) -> Explanation:
+    """Decide ``lhs op rhs`` (as :func:`smtdims.decide` does) and explain the answer, within one deadline."""
     from .api import decide
 
-    return explain_decision(decide(lhs, op, rhs, constraints, scope))
+    with options.scoped(budget=budget, deadline=deadline), options.question():
+        return explain_decision(decide(lhs, op, rhs, constraints, scope))
 
 
 def explain_decision(decision: Decision) -> Explanation:
     """The explanation of ``decision``; re-derived from its text if it carries no session."""
+    with options.question():
+        return _explain_decision(decision)
+
+
+def _explain_decision(decision: Decision) -> Explanation:
     session, lhs, op, rhs = _decision_context(decision)
     d = decision if decision._context is not None else session.decide(lhs, op, rhs)
     base = dict(kind="decision", question=d.question, status=d.status, constraints=d.constraints,
@@ -217,6 +227,11 @@ def explain_decision(decision: Decision) -> Explanation:
 
 def explain_bounds(bounds: Bounds) -> Explanation:
     """The witness of each end and a minimal set of constraints that proves it."""
+    with options.question():
+        return _explain_bounds(bounds)
+
+
+def _explain_bounds(bounds: Bounds) -> Explanation:
     ctx = getattr(bounds, "_context", None)
     if ctx is not None:
         session, e = ctx
@@ -227,11 +242,14 @@ def explain_bounds(bounds: Bounds) -> Explanation:
     ends = []
     for name, value, tight, witness in (("lo", bounds.lo, bounds.lo_tight, bounds.lo_witness),
                                         ("hi", bounds.hi, bounds.hi_tight, bounds.hi_witness)):
-        if math.isinf(value):
+        if is_inf(value):
             ends.append(BoundEnd(name, value, tight, None, (), True))
             continue
         v = int(value)
-        build = (lambda enc, v=v: [enc.expr(e) < v]) if name == "lo" else (lambda enc, v=v: [enc.expr(e) > v])
+        if name == "lo":
+            build = lambda enc, v=v: [enc.expr(e) < enc.const(v)]  # noqa: E731
+        else:
+            build = lambda enc, v=v: [enc.expr(e) > enc.const(v)]  # noqa: E731
         support, minimal = minimal_support(session, build, e)
         ends.append(BoundEnd(name, value, tight, witness, support, minimal))
     status = "tight" if bounds.tight else "sound"
@@ -397,7 +415,7 @@ def _bounded_range(s: Session, v: str) -> tuple[float, float] | None:
         for _ in range(_NONLINEAR_STEPS):
             if proven == a:
                 break
-            if math.isinf(proven):  # only an upper end can be infinite (variables are >= 1)
+            if is_inf(proven):  # only an upper end can be infinite (variables are >= 1)
                 if probes == 2:
                     break  # two probes, far apart, both attained: treat as unbounded (sound)
                 m = a + 1 if probes == 0 else 4 * a + 64
@@ -447,11 +465,11 @@ def suggest_fixes(session: Session, lhs: Expr, op: str, rhs: Expr, *, limit: int
     candidates: list[tuple[str, str, int]] = []
     for v in names:
         r = ranges[v]
-        if r is not None and not math.isinf(r[1]):
+        if r is not None and not is_inf(r[1]):
             candidates.append((v, ">=", int(r[1]) + 1))
     for v in names:
         r = ranges[v]
-        if r is not None and not math.isinf(r[0]) and r[0] - 1 >= 1:
+        if r is not None and not is_inf(r[0]) and r[0] - 1 >= 1:
             candidates.append((v, "<=", int(r[0]) - 1))
     for v, cop, k in candidates:
         c = Constraint.parse(f"{v} {cop} {k}")
@@ -461,7 +479,7 @@ def suggest_fixes(session: Session, lhs: Expr, op: str, rhs: Expr, *, limit: int
             side = "smallest" if cop == ">=" else "largest"
             if offer(Fix(CONSTRAINT, c.text, v, f"the {side} bound on {v} that settles it")):
                 return out
-    text = comparison_as_constraint(lhs, op, rhs)
+    text = comparison_as_constraint(lhs, op, rhs) if d.status == UNDETERMINED else None
     if text is not None:
         c = Constraint.parse(text)
         if _proves(session, lhs, op, rhs, [c]):

@@ -242,11 +242,11 @@ class Expr:
             body = "*".join(f"{a}^{e}" if e != 1 else str(a) for a, e in m)
             mag = abs(c)
             if not body:
-                text = str(mag)
+                text = int_text(mag)
             elif mag == 1:
                 text = body
             else:
-                text = f"{mag}*{body}"
+                text = f"{int_text(mag)}*{body}"
             if i == 0:
                 parts.append(text if c > 0 else f"-{text}")
             else:
@@ -314,6 +314,28 @@ def var(name: str) -> Expr:
 
 def const(value: int) -> Expr:
     return Expr.const(value)
+
+
+def symbolic_divisors(e: Expr) -> list[Expr]:
+    """The non-constant divisors of every ``floordiv``/``mod`` in ``e`` (nested ones included)."""
+    out: list[Expr] = []
+    for a in sorted(e.atoms(), key=lambda a: a.sort_key()):
+        if isinstance(a, Op) and a.op in (FLOORDIV, MOD) and not a.rhs.is_constant and a.rhs not in out:
+            out.append(a.rhs)
+    return out
+
+
+def int_text(value: int) -> str:
+    """Decimal text of any int (Python's ``str`` refuses more than 4,300 digits)."""
+    if -_BIG < value < _BIG:
+        return str(value)
+    if value < 0:
+        return "-" + int_text(-value)
+    hi, lo = divmod(value, _BIG)
+    return int_text(hi) + str(lo).zfill(4000)
+
+
+_BIG = 10**4000
 
 
 def all_variables(exprs: Iterable[Expr]) -> frozenset[str]:

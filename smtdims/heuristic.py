@@ -21,10 +21,17 @@ UNBOUNDED: Interval = (-INF, INF)
 _PROPAGATION_ROUNDS = 4
 
 
+def is_inf(x: Bound) -> bool:
+    """Whether an end is infinite. Never converts an int to float (ints may exceed float range)."""
+    return isinstance(x, float) and math.isinf(x)
+
+
 def _mul(a: Bound, b: Bound) -> Bound:
-    # Endpoint products of integer intervals: 0 * inf counts as 0.
+    """Endpoint product of integer intervals: 0 * inf counts as 0; no int is ever made a float."""
     if a == 0 or b == 0:
         return 0
+    if is_inf(a) or is_inf(b):
+        return INF if (a > 0) == (b > 0) else -INF
     return a * b
 
 
@@ -38,18 +45,24 @@ def pow_interval(x: Interval, e: int) -> Interval:
     if e == 0:
         return (1, 1)
     if e % 2 == 1 or lo >= 0:
-        return (lo**e, hi**e)  # monotone
+        return (_pow(lo, e), _pow(hi, e))  # monotone
     if hi <= 0:
-        return (hi**e, lo**e)
-    return (0, max(lo**e, hi**e))
+        return (_pow(hi, e), _pow(lo, e))
+    return (0, max(_pow(lo, e), _pow(hi, e)))
+
+
+def _pow(x: Bound, e: int) -> Bound:
+    if is_inf(x):
+        return INF if x > 0 or e % 2 == 0 else -INF
+    return x**e
 
 
 def _floor_div_bound(a: Bound, b: Bound) -> Bound:
-    if not math.isinf(b):
-        if not math.isinf(a):
+    if not is_inf(b):
+        if not is_inf(a):
             return int(a) // int(b)
         return -INF if (a >= 0) != (b >= 0) else INF
-    if not math.isinf(a):
+    if not is_inf(a):
         return -1 if (a >= 0) != (b >= 0) and a != 0 else 0
     return -INF if (a >= 0) != (b >= 0) else INF
 
@@ -136,11 +149,29 @@ class IntervalEvaluator:
 
 
 def _cancel_floordiv(e: Expr) -> Expr | None:
-    """``c*floordiv(x, k)`` with ``k`` dividing ``c`` rewritten as ``(c/k)*(x - mod(x, k))``.
+    """The same value written so that intervals cancel; None when nothing applies.
 
-    SAME-padding arithmetic (``4*floordiv(h + 3, 4) - h``) then cancels ``h`` and the
-    interval is exact-ish ([-1, 2] rather than (-inf, inf)). None when nothing applies.
+    ``c*floordiv(x, k)`` with ``k`` dividing ``c`` is ``(c/k)*(x - mod(x, k))``:
+    SAME-padding arithmetic (``4*floordiv(h + 3, 4) - h``) then cancels ``h`` ([-1, 2]
+    rather than (-inf, inf)). Otherwise ``mod(x, k) = x - k*floordiv(x, k)`` (Python's
+    floor division, any constant ``k != 0``) where that cancels terms of ``e``:
+    ``b - mod(b, 3)`` becomes ``3*floordiv(b, 3)``, which is >= 0.
     """
+    out = _cancel_floordiv_terms(e)
+    if out is not None:
+        return out
+    for m, c in e.terms:
+        if len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], Op) and m[0][0].op == MOD:
+            a = m[0][0]
+            k = a.rhs.as_constant()
+            if k:
+                alt = e - Expr.atom(a) * c + (a.lhs - a.lhs.floordiv(k) * k) * c
+                if len(alt.terms) < len(e.terms):
+                    return alt
+    return None
+
+
+def _cancel_floordiv_terms(e: Expr) -> Expr | None:
     out: Expr | None = None
     for i, (m, c) in enumerate(e.terms):
         if len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], Op) and m[0][0].op == FLOORDIV:
@@ -210,3 +241,42 @@ def propagate_var_ranges(constraints: ConstraintSet) -> tuple[dict[str, Interval
         if not changed:
             break
     return ranges, False
+
+
+_COMBINE_LIMIT = 24  # constraints tried per question: one-step elimination, not a search
+
+
+def combined_interval(ev: IntervalEvaluator, e: Expr, constraints: ConstraintSet) -> Interval:
+    """Interval of ``e``, tightened by one-step elimination with each constraint.
+
+    For a constraint ``diff >= 0`` sharing a monomial with ``e`` (coefficients ``ce`` in
+    ``e``, ``cc`` in ``diff``), take ``p = |cc|/g > 0`` and ``q = ce*sgn(cc)/g`` with
+    ``g = gcd(ce, cc)``, so that ``rest = p*e - q*diff`` no longer has the monomial.
+    Proof: ``p*e = q*diff + rest``; if ``q > 0`` then ``q*diff >= 0`` and
+    ``e >= ceil(lo(rest)/p)``; if ``q < 0`` then ``e <= floor(hi(rest)/p)``; for
+    ``diff == 0`` both hold whatever the sign of ``q``. (``a - b >= 8`` gives ``a >= 9``.)
+    """
+    lo, hi = ev.expr(e)
+    if not constraints.constraints or (lo > -INF and hi < INF and lo == hi):
+        return (lo, hi)
+    mine = {m: c for m, c in e.terms if m}
+    if not mine:
+        return (lo, hi)
+    tried = 0
+    for con in constraints:
+        shared = [(mine[m], cc) for m, cc in con.diff.terms if m in mine]
+        if not shared:
+            continue
+        tried += 1
+        if tried > _COMBINE_LIMIT:
+            break
+        for ce, cc in shared:
+            g = math.gcd(ce, cc)
+            p, q = abs(cc) // g, (ce // g) * (1 if cc > 0 else -1)
+            rlo, rhi = ev.expr(e * p - con.diff * q)
+            lower, upper = (q > 0, q < 0) if con.kind == ">=" else (True, True)
+            if lower and rlo != -INF:
+                lo = max(lo, _ceil_div(int(rlo), p))
+            if upper and rhi != INF:
+                hi = min(hi, int(rhi) // p)
+    return (lo, hi)

@@ -1,8 +1,24 @@
-"""The facade: sound fast path first, Z3 for the rest; caches, budgets and counters.
+"""The ladder: the one place that orders the work of every question.
 
-A :class:`Session` holds everything known about one constraint set: heuristic
-variable ranges, per-expression caches and a :class:`~smtdims.smt.SolverSession`
-whose Z3 context is only created when a query needs it.
+Every entry point (:meth:`Session.decide`, :meth:`Session.bounds`,
+:meth:`Session.sign_bounds` for JAX's ``_bounds_decision`` at each precision,
+:meth:`Session.proves` for provable ``==``) walks the same rungs, cheapest first,
+and stops at the first one whose answer is as precise as the caller asked:
+
+1. ``constant``  -- constant folding;
+2. ``interval``  -- sound interval rules (:mod:`smtdims.heuristic`);
+3. ``points``    -- exact evaluation at known satisfying valuations (:mod:`smtdims.points`):
+   two points of opposite sign prove "undetermined", one point refutes a claim;
+4. ``stock``     -- a host's own procedure where it is sound (JAX's, registered by the
+   adapter; it only sees questions that carry the host's expression);
+5. ``solver-linear``    -- Z3, incremental, on the Presburger fragment;
+6. ``solver-nonlinear`` -- Z3 in a fresh context for the question;
+7. ``search``    -- guess-then-verify and binary search for exact bounds (with exact ray
+   certificates and Z3's optimiser for infinite linear ends).
+
+The gates are checked once, here: satisfiable constraints (a known point proves it
+without a solver) and divisors that may be 0. Each question runs under the budget and
+deadline of :mod:`smtdims.options`; ``stats()`` counts which rung answered.
 """
 
 from __future__ import annotations
@@ -10,57 +26,86 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
 
 import z3
 
+from . import options, rays
 from .constraints import ConstraintSet
 from .errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
-from .expr import FLOORDIV, MOD, Expr, Op, deep_recursion
-from .heuristic import INF, Interval, IntervalEvaluator, propagate_var_ranges
+from .expr import Expr, Var, deep_recursion, symbolic_divisors
+from .heuristic import INF, Interval, IntervalEvaluator, combined_interval, is_inf, propagate_var_ranges
+from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE, REASON_DEADLINE
+from .points import Points
 from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
 from .smt import COUNTERS, SAT, UNSAT, CheckResult, Encoder, SolverSession, z3_int_or_inf
 
-DEFAULT_BUDGET = 5_000_000  # Z3 rlimit per check: deterministic, roughly 0.5-1 s of work
-_SEARCH_STEPS = 40  # binary-search steps per end of a nonlinear bound
+__all__ = [
+    "CONFIG", "DEFAULT_BUDGET", "DEFAULT_DEADLINE", "NEED_BEST", "NEED_SIGN_LEQ", "NEED_SIGN_LT", "REGISTRY",
+    "Precision", "Session", "register_stock_rung", "reset_stats", "stats", "sufficient",
+]
+
+_SEARCH_STEPS = 40  # checks per end of a nonlinear bound
 _SEARCH_STEPS_LINEAR = 400  # incremental checks are cheap; enough for 128-bit-wide ranges
 _UNBOUNDED_PROBES = 6  # probes towards an end with no proven bound before calling it "not found"
 
-# What a caller needs from bounds, weakest first (mirrors JAX's BoundsPrecision).
-NEED_SIGN_LEQ = "geq0_or_leq0"  # enough once lo >= 0 or hi <= 0 (max/min)
-NEED_SIGN_LT = "geq0_or_lt0"  # enough once lo >= 0 or hi < 0 (comparisons)
-NEED_BEST = "best"
+
+class Precision(IntEnum):
+    """What a caller needs from bounds, weakest first (JAX's ``BoundsPrecision``, ordered)."""
+
+    SIGN = 0  # enough once lo >= 0 or hi <= 0 (max/min)
+    STRICT_SIGN = 1  # enough once lo >= 0 or hi < 0 (comparisons)
+    BEST = 2  # as tight as can be proven
+
+
+NEED_SIGN_LEQ = Precision.SIGN
+NEED_SIGN_LT = Precision.STRICT_SIGN
+NEED_BEST = Precision.BEST
+_LEGACY = {"geq0_or_leq0": Precision.SIGN, "geq0_or_lt0": Precision.STRICT_SIGN, "best": Precision.BEST}
 
 COMPARISON_OPS = (">=", "<=", ">", "<", "==", "!=")
+RUNGS = ("constant", "interval", "points", "stock", "solver-linear", "solver-nonlinear", "search")
 
 
-def sufficient(need: str, lo: float, hi: float) -> bool:
-    if need == NEED_SIGN_LEQ:
+def precision(need: Any) -> Precision:
+    return need if isinstance(need, Precision) else _LEGACY.get(need, Precision(need))
+
+
+def sufficient(need: Any, lo: float, hi: float) -> bool:
+    need = precision(need)
+    if need == Precision.SIGN:
         return lo >= 0 or hi <= 0
-    if need == NEED_SIGN_LT:
+    if need == Precision.STRICT_SIGN:
         return lo >= 0 or hi < 0
     return lo == hi
 
 
-@dataclass
-class _Config:
-    budget: int = DEFAULT_BUDGET
-
-
-CONFIG = _Config()
-
-
+# -- counters ------------------------------------------------------------------------------------------
 class _Stats:
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self._last = threading.local()
         self.reset()
 
+    def last_rung(self) -> str | None:
+        """The rung that answered this thread's latest question (for audit mode)."""
+        return getattr(self._last, "rung", None)
+
     def reset(self) -> None:
-        self.fast_path_answers = 0
-        self.solver_answers = 0
-        self.cache_hits = 0
-        self.stock_answers = 0
+        with self.lock:
+            self.by_rung = dict.fromkeys(RUNGS, 0)
+            self.cache_hits = 0
+            self.stock_errors = 0
+            self.deadline_answers = 0
+
+    def answered(self, rung: str) -> None:
+        self._last.rung = rung
+        with self.lock:
+            self.by_rung[rung] += 1
 
     def bump(self, name: str) -> None:
         with self.lock:
@@ -70,32 +115,53 @@ class _Stats:
 STATS = _Stats()
 
 
-def stats() -> dict[str, int]:
-    """Counters since start (or :func:`reset_stats`): who answered, how often Z3 ran."""
+def stats() -> dict[str, Any]:
+    """Who answered since start (or :func:`reset_stats`): counts per rung, and how often Z3 ran."""
+    r = dict(STATS.by_rung)
     return {
-        "fast_path_answers": STATS.fast_path_answers,
-        "stock_answers": STATS.stock_answers,
-        "solver_answers": STATS.solver_answers,
+        "answers_by_rung": r,
+        "fast_path_answers": r["constant"] + r["interval"] + r["points"],
+        "stock_answers": r["stock"],
+        "solver_answers": r["solver-linear"] + r["solver-nonlinear"] + r["search"],
+        "deadline_answers": STATS.deadline_answers,
+        "stock_errors": STATS.stock_errors,
         "solver_checks": COUNTERS.solver_checks,
         "solver_unknowns": COUNTERS.solver_unknowns,
         "solvers_created": COUNTERS.solvers_created,
+        "fresh_contexts": COUNTERS.fresh_contexts,
+        "deadline_hits": COUNTERS.deadline_hits,
         "cache_hits": STATS.cache_hits,
     }
 
 
 def reset_stats() -> None:
     STATS.reset()
-    with COUNTERS._lock:
-        COUNTERS.solvers_created = COUNTERS.solver_checks = COUNTERS.solver_unknowns = 0
+    COUNTERS.reset()
 
 
-def _symbolic_divisors(e: Expr) -> list[Expr]:
-    return [a.rhs for a in e.atoms() if isinstance(a, Op) and a.op in (FLOORDIV, MOD) and not a.rhs.is_constant]
+# -- the host's rung ------------------------------------------------------------------------------------
+StockRung = Callable[[Any, Precision], "Interval | None"]
+_STOCK: list[StockRung] = []
 
 
+def register_stock_rung(fn: StockRung | None) -> None:
+    """The host's own procedure (rung 4): ``fn(origin, precision) -> (lo, hi) | None``.
+
+    ``origin`` is the host's expression the question came from; ``fn`` answers only
+    where its answer is sound (its module states why) and returns None otherwise.
+    ``None`` unregisters.
+    """
+    _STOCK[:] = [fn] if fn is not None else []
+
+
+# -- helpers ---------------------------------------------------------------------------------------------
 def _relation(op: str, d: z3.ArithRef) -> z3.BoolRef:
     """``lhs op rhs`` as a relation on ``d = lhs - rhs``."""
     return {">=": d >= 0, "<=": d <= 0, ">": d > 0, "<": d < 0, "==": d == 0, "!=": d != 0}[op]
+
+
+def _holds(op: str, v: int) -> bool:
+    return {">=": v >= 0, "<=": v <= 0, ">": v > 0, "<": v < 0, "==": v == 0, "!=": v != 0}[op]
 
 
 def _interval_decides(op: str, lo: float, hi: float) -> str | None:
@@ -114,25 +180,62 @@ def _interval_decides(op: str, lo: float, hi: float) -> str | None:
     raise ValueError(f"unknown comparison {op!r}; use one of {', '.join(COMPARISON_OPS)}")
 
 
+def sign_reduce(e: Expr) -> Expr:
+    """``e`` divided by a positive common factor: the same sign at every valuation.
+
+    Every term of ``e`` shares the factor ``g * v1^k1 * ...`` (``g`` the gcd of the
+    coefficients, ``vi`` variables, each >= 1), so ``e = factor * e'`` with ``factor >= 1``
+    and ``sign(e) == sign(e')``. Reshapes compare ``b*4*n`` with ``b*32*floordiv(n, 8)``:
+    dividing by ``4*b`` makes the question linear.
+    """
+    if not e.terms or e.is_constant:
+        return e
+    g = math.gcd(*(c for _, c in e.terms))
+    common: dict[Var, int] | None = None
+    for m, _ in e.terms:
+        here = {a: k for a, k in m if isinstance(a, Var)}
+        common = here if common is None else {a: min(k, here[a]) for a, k in common.items() if a in here}
+        if not common and g == 1:
+            return e
+    common = common or {}
+    if not common and g == 1:
+        return e
+    acc: dict = {}
+    for m, c in e.terms:
+        mono = tuple((a, k - common.get(a, 0)) for a, k in m if k - common.get(a, 0) > 0)
+        acc[mono] = acc.get(mono, 0) + c // g
+    return Expr._from_dict(acc)
+
+
+@dataclass(frozen=True)
+class _End:
+    value: int | float
+    tight: bool
+    witness: dict[str, int] | None
+
+
+# -- the session: one constraint set ----------------------------------------------------------------------
 class Session:
     """All reasoning about one constraint set. Thread-safe: public methods take ``lock``."""
 
-    def __init__(self, constraints: ConstraintSet, budget: int | None = None):
+    def __init__(self, constraints: ConstraintSet, budget: int | None = None, *, parent: Session | None = None):
         self.constraints = constraints
-        self.budget = budget if budget is not None else CONFIG.budget
+        self.budget = budget if budget is not None else options.current().budget
         self.solver = SolverSession(constraints, self.budget)
-        self.lock = self.solver.lock
+        self.lock = threading.RLock()
+        self._parent = parent
         self._evaluator: IntervalEvaluator | None = None
+        self._points: Points | None = None
         self._infeasible_hint = False
-        self._satisfiable_checked = False
-        self._sign_cache: dict[tuple[Expr, str], Interval] = {}
+        self._satisfiable_checked = parent is not None  # a focus is a component of a satisfiable set
+        self._sat_model: dict[str, int] | None = None
+        self._focus: dict[frozenset[int], Session] = {}
+        self._sign_cache: dict[tuple[Expr, Precision], Interval] = {}
         self._bounds_cache: dict[Expr, Bounds] = {}
         self._decision_cache: dict[tuple[Expr, str, Expr], Decision] = {}
         self._proof_cache: dict[tuple[Expr, str, Expr], bool] = {}
-        self._sample_points: list[dict[str, int]] | None = None
-        self.last_witnesses: dict[Expr, tuple[dict[str, int] | None, dict[str, int] | None, str]] = {}
 
-    # -- fast path -----------------------------------------------------------------
+    # -- rung 2 and 3 state -----------------------------------------------------------------------------
     @property
     def evaluator(self) -> IntervalEvaluator:
         if self._evaluator is None:
@@ -141,82 +244,154 @@ class Session:
             self._evaluator = IntervalEvaluator(ranges)
         return self._evaluator
 
-    def interval(self, e: Expr) -> Interval:
-        """Sound (possibly loose) bounds of ``e``; no solver."""
-        return self.evaluator.expr(e)
+    @property
+    def points(self) -> Points:
+        if self._points is None:
+            self._points = Points(self.constraints, self.evaluator.var_ranges)
+        return self._points
 
-    # -- solver helpers ------------------------------------------------------------------
+    def interval(self, e: Expr) -> Interval:
+        """Rung 2: sound (possibly loose) bounds of ``e``; no solver."""
+        return combined_interval(self.evaluator, e, self.constraints)
+
+    def sample_points(self) -> list[dict[str, int]]:
+        """Known valuations that satisfy the constraints (exactly re-checked)."""
+        return self.points.base
+
+    @contextmanager
+    def _question(self) -> Iterator[options.Deadline]:
+        with self.lock, deep_recursion(), options.question() as deadline, self.solver.question():
+            yield deadline
+
+    # -- solver helpers -----------------------------------------------------------------------------------
     def _linear(self, *exprs: Expr) -> bool:
         return self.solver.linear and all(e.is_linear() for e in exprs)
-
-    def _valid_model(self, model: dict[str, int] | None) -> bool:
-        """Witnesses are re-checked with exact Python arithmetic: an encoding bug cannot pass."""
-        return model is not None and self.constraints.holds(model)
 
     def _check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr) -> CheckResult:
         res = self.solver.check(
             build, linear=self._linear(*exprs), model_vars=frozenset().union(*(e.variables() for e in exprs))
         )
-        if res.status == SAT and not self._valid_model(res.model):
-            return CheckResult("unknown", reason="solver model failed exact re-evaluation")
+        if res.status == SAT:
+            if res.model is None or not self.constraints.holds(res.model):
+                # witnesses are re-checked with exact Python arithmetic: an encoding bug cannot pass
+                return CheckResult("unknown", reason="solver model failed exact re-evaluation")
+            self.points.remember(res.model)
         return res
 
     def _small_witness(self, build: Callable[[Encoder], list[z3.BoolRef]], e: Expr) -> dict[str, int] | None:
         """The witness with the smallest variables (linear only), re-checked like any model."""
-        if not self._linear(e):
+        if not self._linear(e) or (options.active_deadline() or options.Deadline(1)).expired:
             return None
         model = self.solver.small_model(build, e.variables())
-        return model if self._valid_model(model) else None
+        return model if model is not None and self.constraints.holds(model) else None
 
+    def _complete(self, env: dict[str, int] | None) -> dict[str, int] | None:
+        """A witness from a focus (cone of influence) extended to every constrained variable.
+
+        The focus's variables are unconstrained by the other constraints, so any satisfying
+        point of the whole set supplies the rest.
+        """
+        if env is None or all(v in env for v in self.constraints.variables()):
+            return env
+        base = self._any_point() or {}
+        return {**base, **env}
+
+    def _any_point(self) -> dict[str, int] | None:
+        pts = self.points.base
+        return pts[0] if pts else self._sat_model
+
+    # -- gates -------------------------------------------------------------------------------------------------
     def ensure_satisfiable(self) -> None:
-        """Raise :class:`UnsatisfiableConstraintsError` naming a minimal conflict, once per session."""
+        """Raise :class:`UnsatisfiableConstraintsError` naming a minimal conflict, once per session.
+
+        A known satisfying point settles it without a solver.
+        """
         if self._satisfiable_checked:
             return
-        if not self.constraints.constraints:
+        if not self.constraints.constraints or self.points.satisfiable():
             self._satisfiable_checked = True
             return
         res = self._check(lambda enc: [])
         if res.status == UNSAT:
             core = self.solver.unsat_core() or [c.text for c in self.constraints]
             raise UnsatisfiableConstraintsError(core)
-        self._satisfiable_checked = True
-        if res.status == SAT and res.model is not None:
-            self._remember_point(res.model)
+        if res.status == SAT:
+            self._sat_model = res.model
+            self._satisfiable_checked = True
 
-    def check_divisors(self, *exprs: Expr) -> None:
-        """A symbolic divisor that can be 0 is an error, as in JAX."""
+    def zero_divisor(self, *exprs: Expr) -> tuple[str, dict[str, int] | None] | None:
+        """A symbolic divisor of ``exprs`` that may be 0 (with a valuation where it is), or None."""
         for e in exprs:
-            for d in _symbolic_divisors(e):
+            for d in symbolic_divisors(e):
                 lo, hi = self.interval(d)
                 if lo > 0 or hi < 0:
                     continue
+                for value, env in self.points.values(d):
+                    if value == 0:
+                        return str(d), self._complete(env)
                 res = self._check(lambda enc, d=d: [enc.expr(d) == 0], d)
                 if res.status == SAT:
-                    raise PossibleDivisionByZeroError(str(d), res.model)
+                    return str(d), self._complete(res.model)
                 if res.status != UNSAT:
-                    raise PossibleDivisionByZeroError(str(d), None)
+                    return str(d), None
+        return None
 
-    def _remember_point(self, model: dict[str, int]) -> None:
-        if self._sample_points is None:
-            self._sample_points = []
-        if model not in self._sample_points and len(self._sample_points) < 8:
-            self._sample_points.append(dict(model))
+    def check_divisors(self, *exprs: Expr) -> None:
+        """A symbolic divisor that can be 0 is an error, as in JAX."""
+        z = self.zero_divisor(*exprs)
+        if z is not None:
+            raise PossibleDivisionByZeroError(*z)
 
-    # -- decisions -------------------------------------------------------------------------
+    def focus(self, *exprs: Expr) -> Session:
+        """The cone of influence: a session for the constraints connected to ``exprs``' variables.
+
+        Sound once the whole set is satisfiable: constraints sharing no variable with the
+        question, directly or through other constraints, do not restrict its variables.
+        """
+        cs = self.constraints.constraints
+        if len(cs) < 2:
+            return self
+        want = set().union(*(e.variables() for e in exprs))
+        keep: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for i, c in enumerate(cs):
+                if i not in keep and c.diff.variables() & want:
+                    keep.add(i)
+                    want |= c.diff.variables()
+                    changed = True
+        if len(keep) == len(cs):
+            return self
+        key = frozenset(keep)
+        sub = self._focus.get(key)
+        if sub is None:
+            sub = Session(ConstraintSet(tuple(cs[i] for i in sorted(keep))), self.budget, parent=self)
+            self._focus[key] = sub
+        return sub
+
+    # -- decisions ------------------------------------------------------------------------------------------
     def decide(self, lhs: Expr, op: str, rhs: Expr) -> Decision:
         if op not in COMPARISON_OPS:
             raise ValueError(f"unknown comparison {op!r}; use one of {', '.join(COMPARISON_OPS)}")
         key = (lhs, op, rhs)
-        with self.lock, deep_recursion():
+        with self._question():
             hit = self._decision_cache.get(key)
             if hit is not None:
                 STATS.bump("cache_hits")
                 return hit
             d = self._decide(lhs, op, rhs)
-            self._decision_cache[key] = d
+            if d.reason != REASON_DEADLINE:  # only deterministic answers are remembered
+                self._decision_cache[key] = d
             return d
 
     def _decision(self, lhs: Expr, op: str, rhs: Expr, status: str, by: str, **kw) -> Decision:
+        STATS.answered(by)
+        if kw.get("reason") == REASON_DEADLINE:
+            STATS.bump("deadline_answers")
+        for k in ("witness_true", "witness_false"):
+            if kw.get(k) is not None:
+                kw[k] = self._complete(kw[k])
         return Decision(
             str(lhs), op, str(rhs), status,
             constraints=tuple(c.text for c in self.constraints), answered_by=by,
@@ -225,189 +400,254 @@ class Session:
 
     def _decide(self, lhs: Expr, op: str, rhs: Expr) -> Decision:
         self.check_divisors(lhs, rhs)
-        diff = lhs - rhs
-        lo, hi = self.interval(diff)
-        fast = _interval_decides(op, lo, hi)
-        if fast is not None and not self._infeasible_hint and not self.constraints.constraints:
-            STATS.bump("fast_path_answers")
-            return self._decision(lhs, op, rhs, fast, "fast path")
         self.ensure_satisfiable()
+        diff = lhs - rhs
+        c = diff.as_constant()
+        if c is not None:
+            return self._decision(lhs, op, rhs, TRUE if _holds(op, c) else FALSE, "constant")
+        fast = _interval_decides(op, *self.interval(diff))
         if fast is not None:
-            STATS.bump("fast_path_answers")
-            return self._decision(lhs, op, rhs, fast, "fast path")
-        STATS.bump("solver_answers")
-        holds = self._check(lambda enc: [_relation(op, enc.expr(diff))], diff)
-        fails = self._check(lambda enc: [z3.Not(_relation(op, enc.expr(diff)))], diff)
-        if fails.status == UNSAT and holds.status != UNSAT:
-            return self._decision(lhs, op, rhs, TRUE, "solver", witness_true=holds.model)
+            return self._decision(lhs, op, rhs, fast, "interval")
+        w_true = w_false = None
+        for value, env in self.points.values(diff):
+            if _holds(op, value):
+                w_true = w_true or env
+            else:
+                w_false = w_false or env
+            if w_true and w_false:
+                return self._decision(lhs, op, rhs, UNDETERMINED, "points", witness_true=w_true, witness_false=w_false)
+        s = self.focus(diff)
+        red = sign_reduce(diff)
+        by = "solver-linear" if s._linear(red) else "solver-nonlinear"
+        rel = lambda enc: [_relation(op, enc.expr(red))]  # noqa: E731
+        neg = lambda enc: [z3.Not(_relation(op, enc.expr(red)))]  # noqa: E731
+        holds = CheckResult(SAT, model=w_true) if w_true else s._check(rel, red, diff)
+        fails = CheckResult(SAT, model=w_false) if w_false else s._check(neg, red, diff)
         if holds.status == UNSAT and fails.status != UNSAT:
-            return self._decision(lhs, op, rhs, FALSE, "solver", witness_false=fails.model)
+            return self._decision(lhs, op, rhs, FALSE, by, witness_false=fails.model)
+        if fails.status == UNSAT and holds.status != UNSAT:
+            return self._decision(lhs, op, rhs, TRUE, by, witness_true=holds.model)
         if holds.status == SAT and fails.status == SAT:
-            w_true = self._small_witness(lambda enc: [_relation(op, enc.expr(diff))], diff) or holds.model
-            w_false = self._small_witness(lambda enc: [z3.Not(_relation(op, enc.expr(diff)))], diff) or fails.model
-            return self._decision(lhs, op, rhs, UNDETERMINED, "solver", witness_true=w_true, witness_false=w_false)
-        reason = holds.reason or fails.reason or "solver budget exhausted"
-        return self._decision(
-            lhs, op, rhs, UNKNOWN, "solver", reason=reason,
-            witness_true=holds.model, witness_false=fails.model,
-        )
+            wt = w_true or s._small_witness(rel, red) or holds.model
+            wf = w_false or s._small_witness(neg, red) or fails.model
+            return self._decision(lhs, op, rhs, UNDETERMINED, by, witness_true=wt, witness_false=wf)
+        reason = holds.reason or fails.reason or options.REASON_INCOMPLETE
+        return self._decision(lhs, op, rhs, UNKNOWN, by, reason=reason,
+                              witness_true=holds.model, witness_false=fails.model)
 
     def proves(self, lhs: Expr, op: str, rhs: Expr) -> bool:
-        """Whether ``lhs op rhs`` is proven for every valuation: one solver check, no witnesses.
+        """Whether ``lhs op rhs`` is proven for every valuation: at most one solver check, no witnesses.
 
         The cheap form of :meth:`decide` for hot paths that only act on a proof (JAX's ``==``).
         """
         key = (lhs, op, rhs)
-        with self.lock, deep_recursion():
+        with self._question():
             hit = self._proof_cache.get(key)
             if hit is not None:
                 STATS.bump("cache_hits")
                 return hit
-            self.check_divisors(lhs, rhs)
-            diff = lhs - rhs
-            lo, hi = self.interval(diff)
-            fast = _interval_decides(op, lo, hi)
-            if fast is not None:
-                STATS.bump("fast_path_answers")
-                proven = fast == TRUE
-            else:
-                self.ensure_satisfiable()
-                STATS.bump("solver_answers")
-                fails = self._check(lambda enc: [z3.Not(_relation(op, enc.expr(diff)))], diff)
-                proven = fails.status == UNSAT
-            self._proof_cache[key] = proven
+            proven = self._proves(lhs, op, rhs)
+            if not (options.active_deadline() or options.Deadline(1)).fired:
+                self._proof_cache[key] = proven
             return proven
 
-    # -- bounds for JAX-style callers ------------------------------------------------------
-    def sign_bounds(self, e: Expr, need: str) -> Interval:
-        """Sound bounds of ``e`` precise enough for ``need`` when provable.
+    def _proves(self, lhs: Expr, op: str, rhs: Expr) -> bool:
+        self.check_divisors(lhs, rhs)
+        self.ensure_satisfiable()
+        diff = lhs - rhs
+        c = diff.as_constant()
+        if c is not None:
+            STATS.answered("constant")
+            return _holds(op, c)
+        fast = _interval_decides(op, *self.interval(diff))
+        if fast is not None:
+            STATS.answered("interval")
+            return fast == TRUE
+        for value, _ in self.points.values(diff):
+            if not _holds(op, value):
+                STATS.answered("points")
+                return False
+        s = self.focus(diff)
+        red = sign_reduce(diff)
+        STATS.answered("solver-linear" if s._linear(red) else "solver-nonlinear")
+        return s._check(lambda enc: [z3.Not(_relation(op, enc.expr(red)))], red, diff).status == UNSAT
 
-        The solver is only asked the one or two sign questions ``need`` requires.
+    # -- bounds for JAX-style callers ---------------------------------------------------------------------
+    def sign_bounds(self, e: Expr, need: Any, origin: Any = None, *, zero_divisors: str = "raise") -> Interval:
+        """Sound bounds of ``e`` as precise as ``need`` asks, when provable.
+
+        ``origin`` is the host's own expression (for the host's rung). ``zero_divisors``:
+        ``"raise"`` (:class:`PossibleDivisionByZeroError`) or ``"defined"`` (answer over the
+        valuations where ``e`` is defined, as JAX does, without the solver).
         """
+        need = precision(need)
+        c = e.as_constant()
+        if c is not None:
+            STATS.answered("constant")
+            return (c, c)
         lo, hi = self.interval(e)
         if sufficient(need, lo, hi) and not self._infeasible_hint:
-            STATS.bump("fast_path_answers")
+            STATS.answered("interval")
             return (lo, hi)
         key = (e, need)
-        with self.lock, deep_recursion():
+        with self._question():
             hit = self._sign_cache.get(key)
             if hit is not None:
                 STATS.bump("cache_hits")
                 return hit
-            if need == NEED_BEST:
-                b = self.bounds(e)
-                result: Interval = (b.lo, b.hi)
-            else:
-                result = self._sign_bounds(e, need, lo, hi)
-            self._sign_cache[key] = result
+            result, deterministic = self._sign_bounds(e, need, lo, hi, origin, zero_divisors)
+            if deterministic:
+                self._sign_cache[key] = result
             return result
 
-    def _sign_bounds(self, e: Expr, need: str, lo: float, hi: float) -> Interval:
-        self.check_divisors(e)
-        self.ensure_satisfiable()
-        STATS.bump("solver_answers")
-        below = self._check(lambda enc: [enc.expr(e) < 0], e)
-        if below.status == UNSAT:
-            return (max(lo, 0), hi)
-        strict = need == NEED_SIGN_LT
-        above = self._check(lambda enc: [enc.expr(e) >= 0 if strict else enc.expr(e) > 0], e)
-        if above.status == UNSAT:
-            return (lo, min(hi, -1 if strict else 0))
-        self.last_witnesses[e] = (above.model, below.model, above.reason or below.reason)
-        return (lo, hi)
+    def _stock(self, origin: Any, need: Precision) -> Interval | None:
+        if origin is None or not _STOCK:
+            return None
+        try:
+            return _STOCK[0](origin, need)
+        except Exception:  # a host rung that fails is skipped: the next rungs answer
+            STATS.bump("stock_errors")
+            return None
 
-    # -- exact bounds ---------------------------------------------------------------------------
+    def _sign_bounds(self, e: Expr, need: Precision, lo, hi, origin: Any, zero_divisors: str) -> tuple[Interval, bool]:
+        z = self.zero_divisor(e)
+        if z is not None:
+            if zero_divisors == "raise":
+                raise PossibleDivisionByZeroError(*z)
+            STATS.answered("interval")
+            return (lo, hi), True  # sound over the valuations where e is defined
+        below = above = False  # e < 0 somewhere / e >= 0 (strict) or e > 0 somewhere, seen at a point
+        strict = need == Precision.STRICT_SIGN
+        for value, _ in self.points.values(e):
+            below |= value < 0
+            above |= value >= 0 if strict or need == Precision.BEST else value > 0
+            if below and above and need != Precision.BEST:
+                STATS.answered("points")
+                return (lo, hi), True  # undetermined: no sign bound holds
+        stock = self._stock(origin, need)
+        if stock is not None:
+            lo, hi = max(lo, stock[0]), min(hi, stock[1])
+            if sufficient(need, lo, hi):
+                STATS.answered("stock")
+                return (lo, hi), True
+        if need == Precision.BEST:
+            b = self._bounds(e, proven=(lo, hi))
+            return (b.lo, b.hi), b.deterministic
+        self.ensure_satisfiable()
+        s = self.focus(e)
+        red = sign_reduce(e)
+        STATS.answered("solver-linear" if s._linear(red) else "solver-nonlinear")
+        reasons = []
+        if not below:
+            res = s._check(lambda enc: [enc.expr(red) < 0], red, e)
+            if res.status == UNSAT:
+                return (max(lo, 0), hi), True
+            reasons.append(res.reason)
+        if not above:
+            res = s._check(lambda enc: [enc.expr(red) >= 0 if strict else enc.expr(red) > 0], red, e)
+            if res.status == UNSAT:
+                return (lo, min(hi, -1 if strict else 0)), True
+            reasons.append(res.reason)
+        return (lo, hi), REASON_DEADLINE not in reasons
+
+    # -- exact bounds ----------------------------------------------------------------------------------------------
     def bounds(self, e: Expr) -> Bounds:
-        with self.lock, deep_recursion():
+        with self._question():
             hit = self._bounds_cache.get(e)
             if hit is not None:
                 STATS.bump("cache_hits")
                 return hit
+            self.check_divisors(e)
             b = self._bounds(e)
-            self._bounds_cache[e] = b
+            if b.deterministic:
+                self._bounds_cache[e] = b
             return b
 
-    def _mk_bounds(self, e: Expr, lo, hi, by: str, **kw) -> Bounds:
+    def _mk_bounds(self, e: Expr, lo: _End, hi: _End, by: str, deterministic: bool = True) -> Bounds:
+        STATS.answered(by)
+        if not deterministic:
+            STATS.bump("deadline_answers")
         return Bounds(
-            lo, hi, expr=str(e), constraints=tuple(c.text for c in self.constraints), answered_by=by,
-            context=(self, e), **kw,
+            lo.value, hi.value, expr=str(e), constraints=tuple(c.text for c in self.constraints), answered_by=by,
+            context=(self, e), lo_tight=lo.tight, hi_tight=hi.tight,
+            lo_witness=self._complete(lo.witness), hi_witness=self._complete(hi.witness),
+            deterministic=deterministic,
         )
 
-    def _bounds(self, e: Expr) -> Bounds:
-        self.check_divisors(e)
+    def _bounds(self, e: Expr, proven: Interval | None = None) -> Bounds:
         self.ensure_satisfiable()
         c = e.as_constant()
         if c is not None:
-            STATS.bump("fast_path_answers")
-            w = self._any_point(e)
-            return self._mk_bounds(e, c, c, "fast path", lo_tight=True, hi_tight=True, lo_witness=w, hi_witness=w)
-        STATS.bump("solver_answers")
-        if self._linear(e):
-            b = self._optimize_bounds(e)
-            if b is not None:
-                return b
-        return self._search_bounds(e)
-
-    def _any_point(self, e: Expr) -> dict[str, int] | None:
-        res = self._check(lambda enc: [], e)
-        return res.model if res.status == SAT else None
-
-    def _optimize_bounds(self, e: Expr) -> Bounds | None:
-        """Exact ends of a linear ``e``.
-
-        An end the fast path already bounds is settled by one incremental check (is it
-        attained?); only the other ends go to Z3's optimiser, which is far costlier on
-        large constraint sets and the only way to prove an end infinite.
-        """
-        ends: dict[str, tuple] = {}
-        for sense, end in (("min", self.interval(e)[0]), ("max", self.interval(e)[1])):
-            if math.isinf(end):
-                continue
-            res = self._check(lambda enc, end=end: [enc.expr(e) == end], e)
-            if res.status == SAT and res.model is not None and e.evaluate(res.model) == end:
-                ends[sense] = (end, True, res.model)
-        todo = tuple(x for x in ("min", "max") if x not in ends)
-        if todo:
-            for sense, (res, value) in self.solver.optimize(e, e.variables(), todo).items():
-                if res.status != SAT:
-                    return None
-                val = z3_int_or_inf(value)
-                if math.isinf(val):
-                    ends[sense] = (val, True, None)
-                elif not self._valid_model(res.model) or e.evaluate(res.model) != val:  # type: ignore[arg-type]
-                    return None  # never trust an optimum we cannot re-evaluate exactly
-                else:
-                    ends[sense] = (val, True, res.model)
-        (lo, lt, lw), (hi, ht, hw) = ends["min"], ends["max"]
-        return self._mk_bounds(e, lo, hi, "solver", lo_tight=lt, hi_tight=ht, lo_witness=lw, hi_witness=hw)
-
-    def _search_bounds(self, e: Expr) -> Bounds:
-        """Binary search between a proven bound and an attained value, one end at a time."""
+            w = self._any_point() or {}
+            return self._mk_bounds(e, _End(c, True, w), _End(c, True, w), "constant")
         lo0, hi0 = self.interval(e)
-        start = self._check(lambda enc: [], e)
-        if start.status != SAT or start.model is None:
-            return self._mk_bounds(e, lo0, hi0, "fast path")
-        v0 = e.evaluate(start.model)
-        lo, lo_tight, lo_w = self._search_end(e, lo0, v0, start.model, lower=True)
-        hi, hi_tight, hi_w = self._search_end(e, hi0, v0, start.model, lower=False)
-        return self._mk_bounds(e, lo, hi, "solver", lo_tight=lo_tight, hi_tight=hi_tight, lo_witness=lo_w, hi_witness=hi_w)
+        if proven is not None:
+            lo0, hi0 = max(lo0, proven[0]), min(hi0, proven[1])
+        vals = list(self.points.values(e))
+        if vals:
+            (vmin, wmin), (vmax, wmax) = min(vals, key=lambda x: x[0]), max(vals, key=lambda x: x[0])
+            if vmin == lo0 and vmax == hi0:
+                return self._mk_bounds(e, _End(vmin, True, wmin), _End(vmax, True, wmax), "points")
+        s = self.focus(e)
+        if not vals:
+            start = s._check(lambda enc: [], e)
+            if start.status != SAT or start.model is None:
+                return self._mk_bounds(e, _End(lo0, False, None), _End(hi0, False, None), "interval",
+                                       deterministic=start.reason != REASON_DEADLINE)
+            try:
+                v0 = e.evaluate(start.model)
+            except ZeroDivisionError:
+                return self._mk_bounds(e, _End(lo0, False, None), _End(hi0, False, None), "interval")
+            (vmin, wmin), (vmax, wmax) = (v0, start.model), (v0, start.model)
+        lo = s._end(e, lo0, vmin, wmin, lower=True)
+        hi = s._end(e, hi0, vmax, wmax, lower=False)
+        dl = options.active_deadline()
+        return self._mk_bounds(e, lo, hi, "search", deterministic=not (dl is not None and dl.fired))
 
-    def _search_end(self, e: Expr, proven, attained: int, witness: dict[str, int], *, lower: bool):
-        """Tighten one end: a proven bound ``p`` and an attained value ``a`` close in on each other.
+    def _end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], *, lower: bool) -> _End:
+        """One end of ``e``: close a proven bound and an attained value in on each other.
 
-        Without a proven bound the search only probes a few times, ever further out: Z3
-        cannot prove a nonlinear expression unbounded, so more probes would only cost time.
+        Work on ``f = sign*e`` (its lower end). First verify the best attained value
+        (guess, then one check); then, for an end with no proven bound, an exact ray
+        certificate (:mod:`smtdims.rays`, also for products of variables) or the optimiser
+        (linear), else geometric probes; then binary search. Without a proven bound a
+        nonlinear end is only probed a few times: Z3 cannot prove a nonlinear expression
+        unbounded, so more probes would only cost time.
         """
-        sign = 1 if lower else -1  # search the lower end of sign*e
-        p = proven * sign if not math.isinf(proven) else -INF
-        a = attained * sign
-        w = witness
+        sign = 1 if lower else -1
+        f = e * sign
+        p: int | float = proven * sign if not is_inf(proven) else -INF
+        a, w = attained * sign, witness
+        linear = self._linear(e)
+        deadline = options.active_deadline()
+        far: list[dict[str, int]] = []
+
+        def below(m: int) -> CheckResult:
+            return self._check(lambda enc: [enc.expr(f) < enc.const(m)], e)
+
+        if p == a:
+            return _End(a * sign, True, w)
+        if is_inf(p) and rays.find_ray(f, self.constraints, self.points.base[:4] or [w], ()):
+            return _End(-INF if lower else INF, True, None)  # unbounded: no solver needed
+        res = below(a)  # guess, then verify
+        if res.status == UNSAT:
+            return _End(a * sign, True, w)
+        if res.status != SAT or res.model is None:
+            return self._end_result(p, sign, lower)
+        a, w = f.evaluate(res.model), res.model
+        far.append(res.model)
+        if is_inf(p):
+            if rays.find_ray(f, self.constraints, self.points.base[:4] or [w], far):
+                return _End(-INF if lower else INF, True, None)
+            opt = self._optimize_end(e, "min" if lower else "max") if linear else None
+            if opt is not None:
+                return opt
         gap, probes = max(1, abs(a)), 0
-        steps = _SEARCH_STEPS_LINEAR if self._linear(e) else _SEARCH_STEPS
+        steps = _SEARCH_STEPS_LINEAR if linear else _SEARCH_STEPS
         for _ in range(steps):
-            if p == a:
+            if p == a or (deadline is not None and deadline.expired):
                 break
-            if math.isinf(p):
+            if is_inf(p):
                 if probes == _UNBOUNDED_PROBES:
                     break
                 probes += 1
@@ -415,45 +655,37 @@ class Session:
                 gap *= 1 << 16  # far out fast: a finite end may lie many orders of magnitude away
             else:
                 m = p + (a - p + 1) // 2
-            res = self._check(lambda enc, m=m: [sign * enc.expr(e) < m], e)
+            res = below(m)
             if res.status == UNSAT:
                 p = m
             elif res.status == SAT and res.model is not None:
-                a, w = sign * e.evaluate(res.model), res.model
+                a, w = f.evaluate(res.model), res.model
+                far.append(res.model)
             else:
                 break
         if p == a:
-            return a * sign, True, w
-        return (p * sign if not math.isinf(p) else (-INF if lower else INF)), False, None
+            return _End(a * sign, True, w)
+        if is_inf(p) and rays.find_ray(f, self.constraints, self.points.base[:4], far[-3:]):
+            return _End(-INF if lower else INF, True, None)
+        return self._end_result(p, sign, lower)
 
-    # -- sample points for cheap refutation ------------------------------------------------------
-    def sample_points(self) -> list[dict[str, int]]:
-        """A few valuations satisfying the constraints (for cheap disproofs), at most one solver call."""
-        with self.lock:
-            if self._sample_points is None:
-                self._sample_points = []
-                for guess in self._guesses():
-                    if self.constraints.holds(guess):
-                        self._remember_point(guess)
-                if not self._sample_points and self.constraints.constraints:
-                    try:
-                        self.ensure_satisfiable()
-                    except UnsatisfiableConstraintsError:
-                        pass
-            return list(self._sample_points)
+    @staticmethod
+    def _end_result(p: int | float, sign: int, lower: bool) -> _End:
+        if is_inf(p):
+            return _End(-INF if lower else INF, False, None)
+        return _End(p * sign, False, None)
 
-
-    def _guesses(self) -> list[dict[str, int]]:
-        """Candidate points from the fast path's variable ranges: low ends, and a spread above them."""
-        ranges = self.evaluator.var_ranges
-        names = sorted(self.constraints.variables())
-        low = {n: int(ranges.get(n, (1, INF))[0]) for n in names}
-        up, down = {}, {}  # distinct values, in both orders (a >= b admits only one of them)
-        for i, n in enumerate(names):
-            lo, hi = ranges.get(n, (1, INF))
-            up[n] = int(min(lo + 6 + 4 * i, hi))
-            down[n] = int(min(lo + 6 + 4 * (len(names) - 1 - i), hi))
-        return [{n: 1 for n in names}, low, up, down]
+    def _optimize_end(self, e: Expr, sense: str) -> _End | None:
+        """Z3's optimiser for one linear end; None when it cannot say (budget, deadline)."""
+        (res, value), = self.solver.optimize(e, e.variables(), (sense,)).values()
+        if res.status != SAT:
+            return None
+        val = z3_int_or_inf(value)
+        if is_inf(val):
+            return _End(val, True, None)
+        if res.model is None or not self.constraints.holds(res.model) or e.evaluate(res.model) != val:
+            return None  # never trust an optimum we cannot re-evaluate exactly
+        return _End(val, True, res.model)
 
 
 class SessionRegistry:
@@ -465,7 +697,7 @@ class SessionRegistry:
         self._sessions: OrderedDict[tuple[ConstraintSet, int], Session] = OrderedDict()
 
     def get(self, constraints: ConstraintSet, budget: int | None = None) -> Session:
-        budget = budget if budget is not None else CONFIG.budget
+        budget = budget if budget is not None else options.current().budget
         key = (constraints, budget)
         with self._lock:
             s = self._sessions.get(key)

@@ -1,22 +1,51 @@
-"""Pictures and pretty printing for notebooks: sympy forms of expressions, feasible-region plots.
+"""Pictures and pretty printing for notebooks: HTML tables, sympy forms of expressions,
+feasible-region plots.
 
-Optional helpers: sympy is a dependency already; matplotlib is imported only by
-:func:`plot_region`. The plot evaluates the comparison exactly (Python integers)
-on a grid of two variables, so it shows the truth the solver reasons about, not an
-approximation of it.
+sympy is imported on first use (the HTML helpers are used by every ``_repr_html_``
+and must stay cheap); matplotlib is imported only by :func:`plot_region`. The plot
+evaluates the comparison exactly (Python integers) on a grid of two variables, so it
+shows the truth the solver reasons about, not an approximation of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
-
-import sympy
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .constraints import ConstraintSet
 from .expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
 from .parser import parse_expr
+
+if TYPE_CHECKING:
+    import sympy
+
+# -- HTML tables -----------------------------------------------------------------------------------------
+# Jupyter's stylesheet right-aligns table cells (``.jp-RenderedHTMLCommon td``); a rule on the
+# <table> would lose to it, so every cell carries its own style.
+_CELL_STYLE = "text-align: left; vertical-align: top"
+
+
+def table_style() -> str:
+    """The inline CSS every ``<td>``/``<th>`` of an smtdims table carries: ``<td style="...">``."""
+    return _CELL_STYLE
+
+
+def html_row(cells: Iterable[str], *, header: bool = False) -> str:
+    """``<tr>`` of left-aligned cells; ``cells`` are HTML already (escape text first)."""
+    tag = "th" if header else "td"
+    return "<tr>" + "".join(f'<{tag} style="{_CELL_STYLE}">{c}</{tag}>' for c in cells) + "</tr>"
+
+
+def left_align(html: str) -> str:
+    """Give every plain ``<td>``/``<th>`` in ``html`` the left-aligned style (Jupyter right-aligns them)."""
+    return html.replace("<td>", f'<td style="{_CELL_STYLE}">').replace("<th>", f'<th style="{_CELL_STYLE}">')
+
+
+def html_table(rows: Iterable[Iterable[str]], header: Iterable[str] | None = None) -> str:
+    """A ``<table>`` of left-aligned cells (HTML strings); ``header`` is the first row, as ``<th>``."""
+    head = html_row(header, header=True) if header is not None else ""
+    return "<table>" + head + "".join(html_row(r) for r in rows) + "</table>"
 
 _COMPARE = {
     ">=": lambda x: x >= 0, "<=": lambda x: x <= 0, ">": lambda x: x > 0,
@@ -30,6 +59,8 @@ def to_sympy(e: Expr | str | int) -> sympy.Expr:
     ``floordiv(x, y)`` becomes ``floor(x / y)`` and ``mod`` sympy's ``Mod``, which has
     Python's sign convention, so the two agree for every valuation.
     """
+    import sympy
+
     if isinstance(e, str):
         e = parse_expr(e)
     elif isinstance(e, int):
@@ -44,6 +75,8 @@ def to_sympy(e: Expr | str | int) -> sympy.Expr:
 
 
 def _atom(a: Var | Op) -> sympy.Expr:
+    import sympy
+
     if isinstance(a, Var):
         return sympy.Symbol(a.name, integer=True, positive=True)
     x, y = to_sympy(a.lhs), to_sympy(a.rhs)
@@ -59,6 +92,8 @@ def _atom(a: Var | Op) -> sympy.Expr:
 
 def latex(e: Expr | str | int) -> str:
     """LaTeX of a dimension expression, for ``IPython.display.Math``."""
+    import sympy
+
     return sympy.latex(to_sympy(e))
 
 
@@ -77,6 +112,7 @@ class Region:
     fails: tuple[tuple[int, int], ...]
     infeasible: tuple[tuple[int, int], ...]
     figure: Any = None
+    fixed: Mapping[str, int] = field(default_factory=dict)  # the values of the other variables
 
     def counts(self) -> dict[str, int]:
         return {"holds": len(self.holds), "fails": len(self.fails), "infeasible": len(self.infeasible)}
@@ -87,15 +123,16 @@ def classify_region(lhs: Expr | str, op: str, rhs: Expr | str, constraints: Sequ
                     fixed: Mapping[str, int] | None = None) -> Region:
     """Classify each integer point of the grid: infeasible, comparison holds, or fails.
 
-    Variables other than ``x`` and ``y`` take the values in ``fixed`` (default 1).
+    Variables other than ``x`` and ``y`` take the values in ``fixed`` (default 1);
+    ``Region.fixed`` says which values they took.
     """
     le = parse_expr(lhs) if isinstance(lhs, str) else lhs
     re_ = parse_expr(rhs) if isinstance(rhs, str) else rhs
     cs = ConstraintSet.of(constraints)
     diff = le - re_
     others = (diff.variables() | cs.variables()) - {x, y}
-    base = {v: 1 for v in others}
-    base.update(fixed or {})
+    base = {v: 1 for v in sorted(others)}
+    base.update({v: k for v, k in (fixed or {}).items() if v not in (x, y)})
     test = _COMPARE[op]
     holds, fails, infeasible = [], [], []
     for xv in range(x_range[0], x_range[1] + 1):
@@ -110,7 +147,7 @@ def classify_region(lhs: Expr | str, op: str, rhs: Expr | str, constraints: Sequ
                 infeasible.append((xv, yv))
                 continue
             (holds if ok else fails).append((xv, yv))
-    return Region(x, y, tuple(holds), tuple(fails), tuple(infeasible))
+    return Region(x, y, tuple(holds), tuple(fails), tuple(infeasible), fixed=dict(sorted(base.items())))
 
 
 def plot_region(lhs: Expr | str, op: str, rhs: Expr | str, constraints: Sequence[str] | ConstraintSet = (), *,
@@ -118,7 +155,11 @@ def plot_region(lhs: Expr | str, op: str, rhs: Expr | str, constraints: Sequence
                 fixed: Mapping[str, int] | None = None, witnesses: Mapping[str, Mapping[str, int] | None] | None = None,
                 ax: Any = None) -> Region:
     """Draw the feasible region of ``x``, ``y`` under the constraints, green where ``lhs op rhs``
-    holds and red where it fails; ``witnesses`` (label -> valuation) are ringed."""
+    holds and red where it fails; ``witnesses`` (label -> valuation) are ringed, or named in a
+    corner when they lie off the grid.
+
+    Other variables take the values in ``fixed`` (default 1); the title names them.
+    """
     import matplotlib.pyplot as plt
 
     region = classify_region(lhs, op, rhs, constraints, x=x, y=y, x_range=x_range, y_range=y_range, fixed=fixed)
@@ -131,17 +172,30 @@ def plot_region(lhs: Expr | str, op: str, rhs: Expr | str, constraints: Sequence
         if pts:
             xs, ys = zip(*pts, strict=True)
             ax.scatter(xs, ys, s=18, c=color, label=f"{label} ({len(pts)})")
+    off_grid = []
     for label, w in (witnesses or {}).items():
-        if w is not None and x in w and y in w:
+        if w is None or x not in w or y not in w:
+            continue
+        if x_range[0] <= w[x] <= x_range[1] and y_range[0] <= w[y] <= y_range[1]:
             ax.scatter([w[x]], [w[y]], s=160, facecolors="none", edgecolors="black", linewidths=1.5)
             ax.annotate(label, (w[x], w[y]), textcoords="offset points", xytext=(6, 6))
+        else:  # named, not drawn: the grid stays the grid
+            off_grid.append(f"{label}: {x} = {w[x]}, {y} = {w[y]} (off the grid)")
+    if off_grid:
+        ax.text(0.02, 0.98, "\n".join(off_grid), transform=ax.transAxes, va="top", fontsize=8,
+                bbox={"facecolor": "white", "edgecolor": "#d0d7de"})
     cons = ", ".join(c.text for c in ConstraintSet.of(constraints)) or "no constraints"
+    if region.fixed:
+        cons += "; " + ", ".join(f"{v} = {k}" for v, k in region.fixed.items()) + " fixed"
     ax.set_title(f"{lhs} {op} {rhs}  ({cons})", fontsize=10)
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=8)  # off the points
     fig.tight_layout()
-    return Region(region.x, region.y, region.holds, region.fails, region.infeasible, fig)
+    return Region(region.x, region.y, region.holds, region.fails, region.infeasible, fig, region.fixed)
 
 
-__all__ = ["Region", "classify_region", "comparison_latex", "latex", "plot_region", "to_sympy"]
+__all__ = [
+    "Region", "classify_region", "comparison_latex", "html_row", "html_table", "latex", "plot_region", "table_style",
+    "to_sympy",
+]

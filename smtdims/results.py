@@ -8,8 +8,26 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import format_valuation
+from .expr import int_text
+from .render import left_align
 
 TRUE, FALSE, UNDETERMINED, UNKNOWN = "true", "false", "undetermined", "unknown"
+
+
+def unknown_advice(reason: str) -> str:
+    """What an "unknown" answer means, and how to get a better one (never Z3's raw wording)."""
+    from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, current
+
+    if reason == REASON_BUDGET:
+        return (f"the solver ran out of budget (Z3 rlimit {current().budget} per check); raise it with "
+                "smtdims.install(budget=N), smtdims.options.scoped(budget=N) or --budget N on the command line")
+    if reason == REASON_DEADLINE:
+        return (f"the question hit its deadline ({current().deadline:g} s); raise it with "
+                "smtdims.install(deadline=SECONDS), smtdims.options.scoped(deadline=SECONDS) or --deadline SECONDS")
+    if reason == REASON_INCOMPLETE or not reason:
+        return ("the solver gave up (integer arithmetic with products of variables is undecidable in general); "
+                "a larger budget (--budget N) or a constraint that bounds the variables may help")
+    return reason
 
 
 def _fmt_bound(v: int | float) -> str:
@@ -17,11 +35,17 @@ def _fmt_bound(v: int | float) -> str:
         return "inf"
     if v == -math.inf:
         return "-inf"
-    return str(v)
+    return int_text(v)
 
 
 def _json_bound(v: int | float) -> int | str:
-    return _fmt_bound(v) if isinstance(v, float) else v
+    """An int, or "inf"/"-inf"; integers beyond Python's 4,300-digit JSON limit as decimal text."""
+    if isinstance(v, float):
+        return _fmt_bound(v)
+    return v if -_JSON_INT < v < _JSON_INT else int_text(v)
+
+
+_JSON_INT = 10**4000
 
 
 class Bounds(tuple):
@@ -40,6 +64,7 @@ class Bounds(tuple):
     expr: str
     constraints: tuple[str, ...]
     answered_by: str
+    deterministic: bool
 
     def __new__(
         cls,
@@ -54,9 +79,12 @@ class Bounds(tuple):
         constraints: tuple[str, ...] = (),
         answered_by: str = "",
         context: Any = None,
+        deterministic: bool = True,
     ) -> Bounds:
         self = super().__new__(cls, (lo, hi))
         object.__setattr__(self, "_context", context)  # (Session, Expr) for explain(); not data
+        # False when the deadline cut the search short: then an end may be looser than the budget allows
+        object.__setattr__(self, "deterministic", deterministic)
         fields = dict(
             lo=lo, hi=hi, lo_tight=lo_tight, hi_tight=hi_tight,
             lo_witness=dict(lo_witness) if lo_witness is not None else None,
@@ -126,7 +154,7 @@ class Bounds(tuple):
                 f"<td>{html.escape(format_valuation(w)) if w else ''}</td></tr>"
             )
         cons = html.escape(", ".join(self.constraints)) or "none"
-        return (
+        return left_align(
             f"<div><b>bounds of</b> <code>{html.escape(self.expr)}</code> "
             f"<small>(constraints: {cons})</small><table>"
             "<tr><th>end</th><th>value</th><th>status</th><th>witness</th></tr>"
@@ -201,7 +229,7 @@ class Decision:
                 f"\n  false at {format_valuation(self.witness_false)}"
             )
         elif self.status == UNKNOWN:
-            text += f" ({self.reason or 'solver budget exhausted'})"
+            text += f": {unknown_advice(self.reason)}"
         return text
 
     def __str__(self) -> str:
@@ -215,7 +243,7 @@ class Decision:
         if self.witness_false is not None:
             rows += f"<tr><td>false at</td><td>{html.escape(format_valuation(self.witness_false))}</td></tr>"
         cons = html.escape(", ".join(self.constraints)) or "none"
-        return (
+        return left_align(
             f"<div><code>{html.escape(self.question)}</code> is "
             f"<b style='color:{color}'>{self.status}</b> "
             f"<small>(constraints: {cons}; by {html.escape(self.answered_by)})</small>"

@@ -1,26 +1,66 @@
-"""Z3 encoding of the IR, and a lazily-built, incremental solver session per constraint set.
+"""The Z3 rungs: encoding of the IR, and the solver session of one constraint set.
 
 Each operator is encoded in exactly one place (:meth:`Encoder._encode_op`).
 ``floordiv``/``mod`` follow Python: floor division, remainder with the divisor's
-sign. Z3's own ``div``/``mod`` are Euclidean, which agrees with Python only for a
-positive divisor, so negative constant divisors are rewritten and symbolic
-divisors get fresh quotient/remainder variables with guarded axioms.
+sign. Every division ``x / y`` gets ONE quotient/remainder pair ``(q, r)`` shared by
+``floordiv(x, y)`` and ``mod(x, y)`` with ``x == y*q + r`` and the remainder's range
+(so ``mod(a, b) == a - b*floordiv(a, b)`` is a one-step consequence). Z3's own
+``div``/``mod`` are Euclidean and are not used.
+
+Two solvers answer checks:
+
+- linear (Presburger) checks run on one incremental solver per constraint set in the
+  process-wide shared context (push/pop, ~0.2 ms a check). The procedure is complete
+  there, so the sat/unsat status does not depend on earlier checks;
+- nonlinear checks run in a context of their own, created for the question and
+  dropped after it (:class:`Fresh`): Z3's nonlinear search depends on the terms and
+  ids already in a context, so a shared context made answers depend on the history
+  of the process. A fresh context costs about 2 ms.
+
+Every check carries the question's deadline: the watchdog interrupts it when the
+deadline passes (see :mod:`smtdims.options`).
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import z3
 
+from . import options
 from .constraints import Constraint, ConstraintSet
-from .expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
+from .expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, int_text, symbolic_divisors
+from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
 
+_DIGITS = 10**4000  # Python refuses str()/int() of integers with more than 4,300 digits
+
+
+def z3_int(value: int, ctx: z3.Context) -> z3.ArithRef:
+    """An exact Z3 integer for any Python int (no 4,300-digit limit)."""
+    if -_DIGITS < value < _DIGITS:
+        return z3.IntVal(value, ctx)
+    return z3.IntVal(int_text(value), ctx)
+
+
+def text_int(text: str) -> int:
+    """Inverse of :func:`int_text`."""
+    neg = text.startswith("-")
+    digits = text[1:] if neg else text
+    value = 0
+    for i in range(0, len(digits), 4000):
+        chunk = digits[i:i + 4000]
+        value = value * 10 ** len(chunk) + int(chunk)
+    return -value if neg else value
+
+
+def model_int(value: z3.ArithRef) -> int:
+    return text_int(value.as_string()) if z3.is_int_value(value) else int(str(value))
 
 
 @dataclass
@@ -30,11 +70,18 @@ class SolverCounters:
     solvers_created: int = 0
     solver_checks: int = 0
     solver_unknowns: int = 0
+    fresh_contexts: int = 0
+    deadline_hits: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def bump(self, name: str, by: int = 1) -> None:
         with self._lock:
             setattr(self, name, getattr(self, name) + by)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.solvers_created = self.solver_checks = self.solver_unknowns = 0
+            self.fresh_contexts = self.deadline_hits = 0
 
 
 COUNTERS = SolverCounters()
@@ -43,9 +90,9 @@ COUNTERS = SolverCounters()
 class Encoder:
     """Translates IR expressions to Z3 terms in one context; memoised per atom.
 
-    Definitional axioms (``v >= 1``; quotient/remainder definitions for symbolic
-    divisors) are kept per atom, so a query asserts only those of the atoms it
-    mentions: one nonlinear query must not make every later query nonlinear.
+    Definitional axioms (``v >= 1``; the quotient/remainder definition of each
+    division) are kept per atom, so a check asserts only those of the atoms it
+    mentions: one nonlinear question must not make every later one nonlinear.
     """
 
     def __init__(self, ctx: z3.Context):
@@ -54,8 +101,8 @@ class Encoder:
         self._atoms: dict[Atom, z3.ArithRef] = {}
         self._closure: dict[Atom, frozenset[Atom]] = {}  # the atom and every atom nested in it
         self._axioms: dict[Atom, list[z3.BoolRef]] = {}
+        self._divisions: dict[tuple[Expr, Expr], tuple[z3.ArithRef, z3.ArithRef, list[z3.BoolRef]]] = {}
         self._touched: set[Atom] | None = None
-        self._fresh = 0
 
     def var(self, name: str) -> z3.ArithRef:
         v = self.vars.get(name)
@@ -70,16 +117,24 @@ class Encoder:
             self._touched.add(a)
         return v
 
+    def const(self, value: int) -> z3.ArithRef:
+        return z3_int(value, self.ctx)
+
     def expr(self, e: Expr) -> z3.ArithRef:
         total: z3.ArithRef | None = None
         for m, c in e.terms:
-            term: z3.ArithRef = z3.IntVal(c, self.ctx)
+            factors: list[z3.ArithRef] = []
             for a, k in m:
                 base = self.atom(a)
-                for _ in range(k):
-                    term = term * base
+                factors.extend([base] * k)
+            if not factors:
+                term = self.const(c)
+            elif c == 1:
+                term = functools.reduce(lambda x, y: x * y, factors)
+            else:
+                term = functools.reduce(lambda x, y: x * y, factors, self.const(c))
             total = term if total is None else total + term
-        return total if total is not None else z3.IntVal(0, self.ctx)
+        return total if total is not None else self.const(0)
 
     def atom(self, a: Atom) -> z3.ArithRef:
         if isinstance(a, Var):
@@ -105,31 +160,45 @@ class Encoder:
         if a.op == MIN:
             return z3.If(x <= y, x, y)
         assert a.op in (FLOORDIV, MOD), a.op
-        d = a.rhs.as_constant()
-        if d is not None and d > 0:
-            return x / y if a.op == FLOORDIV else x % y  # Euclidean == floor for d > 0
-        if d is not None and d < 0:
-            # x // d == (-x) // (-d);  x % d == -((-x) % (-d))
-            return (-x) / (-y) if a.op == FLOORDIV else -((-x) % (-y))
-        # Symbolic divisor: x == y*q + r with Python's remainder sign, when y != 0.
-        self._fresh += 1
-        q = z3.Int(f"!q{self._fresh}", self.ctx)
-        r = z3.Int(f"!r{self._fresh}", self.ctx)
-        self._axioms[a] = [
-            z3.Implies(
-                y != 0,
-                z3.And(
-                    x == y * q + r,
-                    z3.Implies(y > 0, z3.And(r >= 0, r < y)),
-                    z3.Implies(y < 0, z3.And(r <= 0, r > y)),
-                ),
-            )
-        ]
+        q, r, axioms = self._division(a.lhs, a.rhs, x, y)
+        self._axioms[a] = axioms
         return q if a.op == FLOORDIV else r
 
+    def _division(self, lhs: Expr, rhs: Expr, x: z3.ArithRef, y: z3.ArithRef):
+        """The one quotient/remainder pair of ``lhs / rhs`` (Python's floor semantics).
+
+        ``x == y*q + r`` with ``0 <= r < y`` for ``y > 0`` and ``y < r <= 0`` for ``y < 0``
+        defines q = x // y and r = x % y uniquely; for y == 0 nothing is asserted (the
+        ladder's divisor gate keeps such valuations out of every answer).
+        """
+        key = (lhs, rhs)
+        hit = self._divisions.get(key)
+        if hit is not None:
+            return hit
+        n = len(self._divisions) + 1
+        q = z3.Int(f"!q{n}", self.ctx)
+        r = z3.Int(f"!r{n}", self.ctx)
+        d = rhs.as_constant()
+        if d is not None and d > 0:
+            axioms = [x == y * q + r, r >= 0, r <= self.const(d - 1)]
+        elif d is not None and d < 0:
+            axioms = [x == y * q + r, r <= 0, r >= self.const(d + 1)]
+        else:
+            axioms = [z3.Implies(y != 0, z3.And(
+                x == y * q + r,
+                z3.Implies(y > 0, z3.And(r >= 0, r < y)),
+                z3.Implies(y < 0, z3.And(r <= 0, r > y)),
+            ))]
+        hit = (q, r, axioms)
+        self._divisions[key] = hit
+        return hit
+
     def constraint(self, c: Constraint) -> z3.BoolRef:
+        """``c`` where it is defined: a constraint holds only at valuations where its divisors are nonzero."""
         d = self.expr(c.diff)
-        return d >= 0 if c.kind == ">=" else d == 0
+        rel = d >= 0 if c.kind == ">=" else d == 0
+        nonzero = [self.expr(div) != 0 for div in symbolic_divisors(c.diff)]
+        return z3.And(rel, *nonzero) if nonzero else rel
 
     def collect(self, build: Callable[[Encoder], list[z3.BoolRef]], names: Iterable[str] = ()) -> tuple[list, set[Atom]]:
         """``build``'s formulas and every atom they (and the variables ``names``) mention."""
@@ -143,15 +212,23 @@ class Encoder:
             self._touched = outer
 
     def axioms_of(self, atoms: Iterable[Atom]) -> list[z3.BoolRef]:
-        return [ax for a in sorted(atoms, key=lambda a: a.sort_key()) for ax in self._axioms.get(a, ())]
+        out: list[z3.BoolRef] = []
+        seen: set[int] = set()
+        for a in sorted(atoms, key=lambda a: a.sort_key()):
+            for ax in self._axioms.get(a, ()):
+                if ax.get_id() not in seen:  # floordiv and mod of one division share axioms
+                    seen.add(ax.get_id())
+                    out.append(ax)
+        return out
 
     def all_axioms(self) -> list[z3.BoolRef]:
         """Every axiom encoded so far (for self-contained SMT-LIB scripts)."""
         return self.axioms_of(self._axioms)
 
 
-# One Z3 context for the process: a context costs ~16 MiB and 10-25 ms to create, and a
-# scope needs only a solver. Z3 contexts are not thread-safe, so all Z3 work holds Z3_LOCK.
+# One shared Z3 context for the linear solvers of every scope: a context costs memory and
+# milliseconds, and a scope needs only a solver. Z3 contexts are not thread-safe, so all
+# work in it holds Z3_LOCK.
 Z3_LOCK = threading.RLock()
 _CONTEXT: list[z3.Context] = []
 
@@ -161,6 +238,18 @@ def shared_context() -> z3.Context:
         if not _CONTEXT:
             _CONTEXT.append(z3.Context())
         return _CONTEXT[0]
+
+
+def retire_shared(ctx: z3.Context) -> None:
+    """Replace the shared context after the watchdog interrupted a check in it.
+
+    Z3's interrupt can outlive the check it was meant for (in some code paths the next
+    check on the context comes back "canceled"), so an interrupted shared context is not
+    used again: every session rebuilds its solver in the new one on its next check.
+    """
+    with Z3_LOCK:
+        if _CONTEXT and _CONTEXT[0] is ctx:
+            _CONTEXT[0] = z3.Context()
 
 
 def _locked(method: Callable) -> Callable:
@@ -188,35 +277,81 @@ class CheckResult:
     reason: str = ""
 
 
-class SolverSession:
-    """One Z3 context and incremental solver for one constraint set, created on first use.
+def unknown_reason(z3_reason: str, interrupted: bool) -> str:
+    """Why a check came back unknown, in the user's terms (budget, deadline, incompleteness)."""
+    if interrupted:
+        return REASON_DEADLINE
+    # Z3 reports an exhausted rlimit as "max. resource limit exceeded", and as "canceled"
+    # inside nonlinear tactics: without our interrupt, a cancellation is the budget's.
+    if "resource" in z3_reason or "rlimit" in z3_reason or "cancel" in z3_reason:
+        return REASON_BUDGET
+    return REASON_INCOMPLETE
 
-    Linear (Presburger) queries run on the shared incremental solver with push/pop;
-    nonlinear ones on a fresh solver so that their answers do not depend on the
-    history of earlier queries (incremental nonlinear search is order-sensitive).
-    Each query asserts the definitional axioms of the atoms it mentions, no others.
-    Thread-safe: every method that touches Z3 holds the process-wide ``Z3_LOCK``.
+
+def run_check(s: z3.Solver | z3.Optimize, ctx: z3.Context) -> tuple[object, str]:
+    """``s.check()`` under the question's deadline: ``(z3 result, unknown reason or "")``."""
+    d = options.active_deadline()
+    if d is not None and d.expired:
+        COUNTERS.bump("deadline_hits")
+        return z3.unknown, REASON_DEADLINE
+    token = options.WATCHDOG.arm(ctx, d.end) if d is not None else None
+    try:
+        r = s.check()
+    finally:
+        interrupted = options.WATCHDOG.disarm(token) if token is not None else False
+        if interrupted:
+            retire_shared(ctx)
+    if r == z3.unknown:
+        reason = unknown_reason(s.reason_unknown(), interrupted)
+        if reason == REASON_DEADLINE:
+            COUNTERS.bump("deadline_hits")
+            if d is not None:
+                d.fired = True
+        return r, reason
+    return r, ""
+
+
+class Fresh:
+    """A context of its own for the nonlinear checks of one question (dropped with it)."""
+
+    def __init__(self, constraints: ConstraintSet):
+        COUNTERS.bump("fresh_contexts")
+        self.ctx = z3.Context()
+        self.enc = Encoder(self.ctx)
+        self.terms, self.atoms = self.enc.collect(
+            lambda e: [e.constraint(c) for c in constraints], sorted(constraints.variables())
+        )
+
+
+class SolverSession:
+    """The Z3 side of one constraint set, created on first use.
+
+    Linear checks share one incremental solver (push/pop) in the shared context;
+    nonlinear ones run in the question's fresh context (:class:`Fresh`), one solver per
+    check, asserting the constraints and the definitional axioms of the atoms the check
+    mentions, no others. Thread-safe: work in the shared context holds ``Z3_LOCK``.
     """
 
     def __init__(self, constraints: ConstraintSet, budget: int):
         self.constraints = constraints
         self.budget = budget
         self.lock = Z3_LOCK
-        self._ctx: z3.Context | None = None
         self._enc: Encoder | None = None
         self._solver: z3.Solver | None = None
         self._shared_atoms: set[Atom] = set()  # atoms whose axioms the shared solver holds
         self.linear = constraints.is_linear()
+        self._fresh = threading.local()
 
     @property
     def started(self) -> bool:
-        return self._ctx is not None
+        return self._enc is not None
 
     @_locked
     def _start(self) -> None:
-        if self._ctx is None:
-            self._ctx = shared_context()
-            enc = Encoder(self._ctx)
+        if self._enc is not None and self._enc.ctx is not shared_context():  # retired: start over
+            self._enc, self._solver, self._shared_atoms = None, None, set()
+        if self._enc is None:
+            enc = Encoder(shared_context())
             terms, atoms = enc.collect(
                 lambda e: [e.constraint(c) for c in self.constraints], sorted(self.constraints.variables())
             )
@@ -230,20 +365,39 @@ class SolverSession:
         assert self._enc is not None
         return self._enc
 
-    def _base(self, atoms: set[Atom]) -> list[z3.BoolRef]:
-        """Constraints plus the axioms of their atoms and of ``atoms``: a query's whole background."""
-        return [*self._constraint_terms, *self.encoder.axioms_of(self._constraint_atoms | atoms)]
-
     def _shared_solver(self) -> z3.Solver:
         self._start()
         if self._solver is None:
-            assert self._ctx is not None
-            self._solver = make_solver(self._ctx, self.budget)
-            self._solver.add(*self._base(set()))
+            assert self._enc is not None
+            self._solver = make_solver(self._enc.ctx, self.budget)
+            self._solver.add(*self._constraint_terms, *self._enc.axioms_of(self._constraint_atoms))
             self._shared_atoms = set(self._constraint_atoms)
         return self._solver
 
-    @_locked
+    # -- the nonlinear context of the current question ------------------------------------------
+    @contextmanager
+    def question(self) -> Iterator[None]:
+        """Checks inside the block share one fresh context, dropped when the outermost block ends."""
+        depth = getattr(self._fresh, "depth", 0)
+        self._fresh.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._fresh.depth = depth
+            if depth == 0:
+                self._fresh.ctx = None
+
+    def fresh(self) -> Fresh:
+        """The fresh context of the question being answered (one per check outside a question)."""
+        if not getattr(self._fresh, "depth", 0):
+            return Fresh(self.constraints)
+        f = getattr(self._fresh, "ctx", None)
+        if f is None:
+            f = Fresh(self.constraints)
+            self._fresh.ctx = f
+        return f
+
+    # -- checks ------------------------------------------------------------------------------------------
     def check(
         self,
         build: Callable[[Encoder], list[z3.BoolRef]],
@@ -252,106 +406,111 @@ class SolverSession:
         want_model: bool = True,
         model_vars: frozenset[str] = frozenset(),
     ) -> CheckResult:
-        """Satisfiability of constraints AND the formulas ``build`` makes."""
-        enc = self.encoder
-        goals, atoms = enc.collect(build, sorted(model_vars))
+        """Satisfiability of the constraints AND the formulas ``build`` makes."""
         COUNTERS.bump("solver_checks")
         if linear and self.linear:
-            s = self._shared_solver()
-            new = atoms - self._shared_atoms
-            if new:  # linear atoms' axioms are linear facts true everywhere: keep them
-                s.add(*enc.axioms_of(new))
-                self._shared_atoms |= new
-            s.push()
-            try:
-                s.add(*goals)
-                return self._result(s, want_model, model_vars)
-            finally:
-                s.pop()
-        assert self._ctx is not None
-        s = make_solver(self._ctx, self.budget)
-        s.add(*self._base(atoms), *goals)
-        return self._result(s, want_model, model_vars)
+            with Z3_LOCK:
+                enc = self.encoder
+                goals, atoms = enc.collect(build, sorted(model_vars))
+                s = self._shared_solver()
+                new = atoms - self._shared_atoms
+                if new:  # linear atoms' axioms are linear facts true everywhere: keep them
+                    s.add(*enc.axioms_of(new))
+                    self._shared_atoms |= new
+                s.push()
+                try:
+                    s.add(*goals)
+                    return self._result(s, enc, want_model, model_vars)
+                finally:
+                    s.pop()
+        f = self.fresh()
+        goals, atoms = f.enc.collect(build, sorted(model_vars))
+        s = make_solver(f.ctx, self.budget)
+        s.add(*f.terms, *f.enc.axioms_of(f.atoms | atoms), *goals)
+        return self._result(s, f.enc, want_model, model_vars)
 
-    def _result(
-        self, s: z3.Solver | z3.Optimize, want_model: bool, model_vars: frozenset[str], r: object = None
-    ) -> CheckResult:
-        r = s.check() if r is None else r
+    def _result(self, s: z3.Solver | z3.Optimize, enc: Encoder, want_model: bool, model_vars: frozenset[str],
+                r: object = None, reason: str = "") -> CheckResult:
+        if r is None:
+            r, reason = run_check(s, enc.ctx)
         if r == z3.sat:
             model = None
             if want_model:
                 m = s.model()
                 names = set(model_vars) | set(self.constraints.variables())
                 model = {
-                    n: m.eval(self.encoder.vars[n], model_completion=True).as_long()
+                    n: model_int(m.eval(enc.vars[n], model_completion=True))
                     for n in sorted(names)
-                    if n in self.encoder.vars
+                    if n in enc.vars
                 }
             return CheckResult(SAT, model=model)
         if r == z3.unsat:
             return CheckResult(UNSAT)
         COUNTERS.bump("solver_unknowns")
-        return CheckResult(UNKNOWN, reason=s.reason_unknown())
+        return CheckResult(UNKNOWN, reason=reason or REASON_INCOMPLETE)
 
-    @_locked
     def unsat_core(self, extra: Callable[[Encoder], list[z3.BoolRef]] | None = None) -> list[str] | None:
         """Minimal subset of user constraints (by text) that is unsatisfiable with ``extra``.
 
         Implicit ``v >= 1`` facts appear as ``'v >= 1 (dimension variable)'``.
-        Returns None if satisfiable or unknown.
+        Returns None if satisfiable or unknown. Runs in a context of its own.
         """
-        enc = self.encoder
+        enc = Encoder(z3.Context())
+        COUNTERS.bump("fresh_contexts")
+        cons, c_atoms = enc.collect(lambda e: [e.constraint(c) for c in self.constraints],
+                                    sorted(self.constraints.variables()))
         goals, atoms = enc.collect(extra or (lambda e: []))
-        atoms = atoms | self._constraint_atoms
-        assert self._ctx is not None
-        s = make_solver(self._ctx, self.budget)
+        atoms = atoms | c_atoms
+        s = make_solver(enc.ctx, self.budget)
         s.set("core.minimize", True)
         COUNTERS.bump("solver_checks")
         labels: dict[str, str] = {}
         for i, c in enumerate(self.constraints):
             name = f"!c{i}"
             labels[name] = c.text
-            s.assert_and_track(self._constraint_terms[i], z3.Bool(name, self._ctx))
+            s.assert_and_track(cons[i], z3.Bool(name, enc.ctx))
         for a in sorted(atoms, key=lambda a: a.sort_key()):
             if isinstance(a, Var):
                 name = f"!v:{a.name}"
                 labels[name] = f"{a.name} >= 1 (dimension variable)"
-                s.assert_and_track(enc.vars[a.name] >= 1, z3.Bool(name, self._ctx))
+                s.assert_and_track(enc.vars[a.name] >= 1, z3.Bool(name, enc.ctx))
         s.add(*enc.axioms_of(a for a in atoms if not isinstance(a, Var)), *goals)
-        if s.check() != z3.unsat:
+        r, _ = run_check(s, enc.ctx)
+        if r != z3.unsat:
             return None
         return [labels[str(b)] for b in s.unsat_core()]
 
-    def _optimizer(self, goals: list[z3.BoolRef], atoms: set[Atom]) -> z3.Optimize:
-        assert self._ctx is not None
+    def _optimizer(self, enc: Encoder, terms: list, goals: list[z3.BoolRef], atoms: set[Atom]) -> z3.Optimize:
         COUNTERS.bump("solvers_created")
         COUNTERS.bump("solver_checks")
-        o = z3.Optimize(ctx=self._ctx)
+        o = z3.Optimize(ctx=enc.ctx)
         o.set("rlimit", self.budget)
-        o.add(*self._base(atoms), *goals)
+        o.add(*terms, *enc.axioms_of(atoms), *goals)
         return o
 
-    @_locked
     def optimize(
         self, e: Expr, model_vars: frozenset[str], senses: tuple[str, ...] = ("min", "max")
     ) -> dict[str, tuple[CheckResult, object]]:
-        """Exact minimum and/or maximum of a linear ``e`` (Z3's optimiser; +-oo when unbounded)."""
-        (t,), atoms = self.encoder.collect(lambda enc: [enc.expr(e)], sorted(model_vars))
+        """Exact minimum and/or maximum of a linear ``e`` (Z3's optimiser; +-oo when unbounded).
+
+        Runs in the question's fresh context: the optimiser's search is not incremental.
+        """
+        f = self.fresh()
+        (t,), atoms = f.enc.collect(lambda enc: [enc.expr(e)], sorted(model_vars))
         results: dict[str, tuple[CheckResult, object]] = {}
         for sense in senses:
-            o = self._optimizer([], atoms)
+            o = self._optimizer(f.enc, f.terms, [], f.atoms | atoms)
             h = o.minimize(t) if sense == "min" else o.maximize(t)
-            r = o.check()
+            r, reason = run_check(o, f.ctx)
             if r == z3.sat:
                 value = h.lower() if sense == "min" else h.upper()
-                results[sense] = (self._result(o, True, model_vars, r), value)
+                results[sense] = (self._result(o, f.enc, True, model_vars, r), value)
             else:
                 if r == z3.unknown:
                     COUNTERS.bump("solver_unknowns")
-                results[sense] = (CheckResult(UNSAT if r == z3.unsat else UNKNOWN), None)
+                results[sense] = (CheckResult(UNSAT if r == z3.unsat else UNKNOWN, reason=reason), None)
         return results
 
-    @_locked
     def small_model(
         self, build: Callable[[Encoder], list[z3.BoolRef]], model_vars: frozenset[str]
     ) -> dict[str, int] | None:
@@ -359,16 +518,16 @@ class SolverSession:
 
         Readable witnesses (``b = 1`` rather than ``b = 15``) for explanations; linear only.
         """
-        enc = self.encoder
+        f = self.fresh()
         names = sorted(set(model_vars) | set(self.constraints.variables()))
-        goals, atoms = enc.collect(build, names)
-        o = self._optimizer(goals, atoms)
+        goals, atoms = f.enc.collect(build, names)
+        o = self._optimizer(f.enc, f.terms, goals, f.atoms | atoms)
         if names:
-            o.minimize(z3.Sum([enc.vars[n] for n in names]))
-        r = o.check()
+            o.minimize(z3.Sum([f.enc.vars[n] for n in names]))
+        r, _ = run_check(o, f.ctx)
         if r != z3.sat:
             return None
-        return self._result(o, True, model_vars, r).model
+        return self._result(o, f.enc, True, model_vars, r).model
 
 
 def z3_int_or_inf(value: object) -> int | float:
@@ -377,7 +536,7 @@ def z3_int_or_inf(value: object) -> int | float:
 
     assert isinstance(value, z3.ArithRef)
     if z3.is_int_value(value):
-        return value.as_long()
+        return model_int(value)
     text = value.sexpr()
     if "oo" in text:
         return -math.inf if "-" in text else math.inf

@@ -31,21 +31,10 @@ SETTINGS = dict(
 )
 
 
-# Open bug with a deterministic reproducer in test_bad_input (huge values inside nonlinear
-# reasoning): whether a random case reaches it depends on Z3's models, which depend on process
-# history, so here it is reported as a warning instead of failing at random.
-KNOWN_OPEN = ("Exceeds the limit (4300 digits)", "int too large to convert to float")
-
-
 def _unsound(case: S.Case, out: O.Outcome) -> list[str]:
     bad = []
     for q, k, m in out.problems:
-        if k in O.CRASH_KINDS and any(s in m for s in KNOWN_OPEN):
-            import warnings
-
-            warnings.warn(f"known open bug (test_bad_input::test_huge_values_inside_nonlinear_reasoning): "
-                          f"{case.describe()}: {m[:120]}", stacklevel=2)
-        elif k in O.UNSOUND_KINDS | O.CRASH_KINDS:
+        if k in O.UNSOUND_KINDS | O.CRASH_KINDS:
             bad.append(f"{case.describe()}\n  {q}: {k}: {m}")
     return bad
 

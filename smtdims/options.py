@@ -1,0 +1,233 @@
+"""Budgets and deadlines: process defaults, scoped overrides, and the watchdog that enforces them.
+
+Two limits bound every question:
+
+- ``budget``: Z3's ``rlimit`` per check. Deterministic: the same question with the same
+  budget gets the same answer. It is the primary limit.
+- ``deadline``: wall-clock seconds per question (a public call, or one question JAX asks).
+  A backstop: Z3 does not consult ``rlimit`` in some nonlinear loops (Grobner bases,
+  polynomial factorisation), and one check has run for minutes. When the deadline
+  passes, the watchdog calls ``ctx.interrupt()`` on the context of the running check
+  (measured to stop such a check within about a second), and the question is answered
+  "unknown" / with its sound looser bound, reason ``deadline``.
+
+Defaults are process-wide (``install(budget=..., deadline=...)`` sets them); ``scoped``
+overrides them for a block, per thread and per async task (``contextvars``), so nothing
+is saved and restored by hand.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+DEFAULT_BUDGET = 5_000_000  # Z3 rlimit per check: deterministic, roughly 0.5-1 s of work
+DEFAULT_DEADLINE = 10.0  # seconds per question: a backstop, not the budget
+
+# Why a question was answered "unknown" (``Decision.reason`` starts with one of these).
+REASON_BUDGET = "budget"
+REASON_DEADLINE = "deadline"
+REASON_INCOMPLETE = "incomplete"
+
+
+@dataclass(frozen=True)
+class Options:
+    """The limits a question runs under."""
+
+    budget: int = DEFAULT_BUDGET
+    deadline: float = DEFAULT_DEADLINE
+
+    def __post_init__(self) -> None:
+        check_budget(self.budget)
+        check_deadline(self.deadline)
+
+
+def check_budget(budget: Any) -> int:
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+        raise ValueError(f"budget must be a positive int (a Z3 rlimit per check, e.g. {DEFAULT_BUDGET}), got {budget!r}")
+    return budget
+
+
+def check_deadline(deadline: Any) -> float:
+    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not deadline > 0 or math.isnan(deadline):
+        raise ValueError(f"deadline must be a positive number of seconds (e.g. {DEFAULT_DEADLINE}), got {deadline!r}")
+    return float(deadline)
+
+
+_DEFAULTS = [Options()]  # a one-cell box: replaced whole, read without a lock
+_SCOPED: contextvars.ContextVar[Options | None] = contextvars.ContextVar("smtdims_options", default=None)
+
+
+def current() -> Options:
+    """The options in force here: the innermost :func:`scoped` block, else the process defaults."""
+    o = _SCOPED.get()
+    return o if o is not None else _DEFAULTS[0]
+
+
+def defaults() -> Options:
+    return _DEFAULTS[0]
+
+
+def set_defaults(*, budget: int | None = None, deadline: float | None = None) -> Options:
+    """Change the process-wide defaults (``install(budget=..., deadline=...)``)."""
+    kw: dict[str, Any] = {}
+    if budget is not None:
+        kw["budget"] = check_budget(budget)
+    if deadline is not None:
+        kw["deadline"] = check_deadline(deadline)
+    _DEFAULTS[0] = replace(_DEFAULTS[0], **kw)
+    return _DEFAULTS[0]
+
+
+def reset_defaults() -> None:
+    _DEFAULTS[0] = Options()
+
+
+@contextmanager
+def scoped(*, budget: int | None = None, deadline: float | None = None) -> Iterator[Options]:
+    """Override the budget and/or deadline for the block (this thread / task only)."""
+    kw: dict[str, Any] = {}
+    if budget is not None:
+        kw["budget"] = check_budget(budget)
+    if deadline is not None:
+        kw["deadline"] = check_deadline(deadline)
+    token = _SCOPED.set(replace(current(), **kw))
+    try:
+        yield current()
+    finally:
+        _SCOPED.reset(token)
+
+
+class _Config:
+    """Backwards-compatible view of the process defaults (``CONFIG.budget``)."""
+
+    @property
+    def budget(self) -> int:
+        return current().budget
+
+    @budget.setter
+    def budget(self, value: int) -> None:
+        set_defaults(budget=value)
+
+    @property
+    def deadline(self) -> float:
+        return current().deadline
+
+    @deadline.setter
+    def deadline(self, value: float) -> None:
+        set_defaults(deadline=value)
+
+
+CONFIG = _Config()
+
+
+# -- deadlines -----------------------------------------------------------------------------------------
+class Deadline:
+    """The wall-clock end of one question. ``expired`` is sticky once observed."""
+
+    __slots__ = ("end", "seconds", "fired")
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+        self.fired = False
+
+    def remaining(self) -> float:
+        return self.end - time.monotonic()
+
+    @property
+    def expired(self) -> bool:
+        if not self.fired and time.monotonic() >= self.end:
+            self.fired = True
+        return self.fired
+
+
+_ACTIVE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar("smtdims_deadline", default=None)
+
+
+@contextmanager
+def question() -> Iterator[Deadline]:
+    """The deadline of the question being answered; nested calls share the outermost one."""
+    d = _ACTIVE.get()
+    if d is not None:
+        yield d
+        return
+    d = Deadline(current().deadline)
+    token = _ACTIVE.set(d)
+    try:
+        yield d
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active_deadline() -> Deadline | None:
+    return _ACTIVE.get()
+
+
+class Watchdog:
+    """One thread that interrupts Z3 checks running past their question's deadline.
+
+    ``arm(ctx, end)`` before a check returns a token; ``disarm(token)`` after it. The
+    interrupt is issued under the same lock that ``disarm`` takes, so it can only reach
+    the check it was armed for (Z3's interrupt of an idle context has no lasting effect:
+    a later check on it runs normally; ``tests/test_deadline.py`` checks this).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._armed: dict[int, tuple[float, Any]] = {}
+        self._fired: set[int] = set()
+        self._next = 0
+        self._thread: threading.Thread | None = None
+        self.interrupts = 0
+
+    def arm(self, ctx: Any, end: float) -> int:
+        with self._lock:
+            self._next += 1
+            token = self._next
+            self._armed[token] = (end, ctx)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="smtdims-watchdog", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+            return token
+
+    def disarm(self, token: int) -> bool:
+        """Forget ``token``; True when its check was interrupted."""
+        with self._lock:
+            self._armed.pop(token, None)
+            if token in self._fired:
+                self._fired.discard(token)
+                return True
+            return False
+
+    def _run(self) -> None:
+        with self._lock:
+            while True:
+                if not self._armed:
+                    if not self._cond.wait(timeout=30.0) and not self._armed:
+                        self._thread = None
+                        return
+                    continue
+                now = time.monotonic()
+                token, (end, ctx) = min(self._armed.items(), key=lambda kv: kv[1][0])
+                if end <= now:
+                    del self._armed[token]
+                    self._fired.add(token)
+                    self.interrupts += 1
+                    try:
+                        ctx.interrupt()
+                    except Exception:  # pragma: no cover - a dead context has nothing to stop
+                        pass
+                    continue
+                self._cond.wait(timeout=end - now)
+
+
+WATCHDOG = Watchdog()

@@ -1,0 +1,118 @@
+"""The witness-points rung: exact evaluation at valuations already known to satisfy the constraints.
+
+A point is a valuation (every variable an integer >= 1) that meets every constraint,
+checked with exact Python arithmetic before it is kept. Evaluating a question at a
+point costs microseconds and proves things a solver would otherwise be asked:
+
+- two points where ``e`` has opposite signs prove that no sign bound holds
+  (the comparison is undetermined);
+- one point where a claimed relation fails refutes it (``==`` is not provable);
+- the values at the points are attained: they are candidates for tight bounds
+  (guess, then verify with one solver check per end).
+
+Points come from the all-ones valuation, the ends of the ranges that interval
+propagation derived, a spread above the low ends, and models of earlier solver
+checks. Variables of a question that no constraint mentions are free: they are
+filled with a few patterns (all 1, all 2, ascending, one large, ...).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+
+from .constraints import ConstraintSet
+from .expr import Expr
+from .heuristic import INF, Interval, is_inf
+
+_MAX_REMEMBERED = 12
+_FREE_FILLS = (1, 2, 3, 8, 64, 1024)
+
+
+class Points:
+    """The known satisfying valuations of one constraint set."""
+
+    def __init__(self, constraints: ConstraintSet, ranges: Mapping[str, Interval]):
+        self.constraints = constraints
+        self.names = sorted(constraints.variables())
+        self._lock = threading.Lock()
+        self._base: list[dict[str, int]] = []
+        for guess in self._guesses(ranges):
+            self._keep(guess)
+
+    @property
+    def base(self) -> list[dict[str, int]]:
+        with self._lock:
+            return list(self._base)
+
+    def satisfiable(self) -> bool:
+        """True when some known point meets the constraints (proof of satisfiability, no solver)."""
+        return bool(self._base) or not self.constraints.constraints
+
+    def remember(self, model: Mapping[str, int] | None) -> None:
+        """Keep a solver model (re-checked exactly) as a point for later questions."""
+        if model is not None:
+            self._keep({n: model[n] for n in self.names if n in model} if self.names else {})
+
+    def _keep(self, env: dict[str, int]) -> None:
+        if any(n not in env for n in self.names) or not self.constraints.holds(env):
+            return
+        with self._lock:
+            if env not in self._base and len(self._base) < _MAX_REMEMBERED:
+                self._base.append(dict(env))
+
+    def _guesses(self, ranges: Mapping[str, Interval]) -> list[dict[str, int]]:
+        names = self.names
+        if not names:
+            return [{}]
+
+        def clip(n: str, v: int) -> int:
+            lo, hi = ranges.get(n, (1, INF))
+            lo = 1 if is_inf(lo) else max(1, int(lo))
+            return max(lo, v if is_inf(hi) else min(int(hi), v))
+
+        low = {n: clip(n, 1) for n in names}
+        out = [{n: 1 for n in names}, low]
+        highs = {n: ranges.get(n, (1, INF))[1] for n in names}
+        if all(not is_inf(h) for h in highs.values()):
+            out.append({n: int(h) for n, h in highs.items()})
+        k = len(names)
+        # distinct values in both orders: a >= b admits only one of them
+        out.append({n: clip(n, low[n] + 6 + 4 * i) for i, n in enumerate(names)})
+        out.append({n: clip(n, low[n] + 6 + 4 * (k - 1 - i)) for i, n in enumerate(names)})
+        out.append({n: clip(n, low[n] + 1) for n in names})
+        # far points: many constraints are homogeneous (b >= t) or lower bounds, which scaling keeps
+        for k in (64, 1024):
+            out.append({n: clip(n, low[n] * k) for n in names})
+            out.append({n: clip(n, out[3][n] * k) for n in names})
+        return out
+
+    def valuations(self, free: list[str]) -> Iterator[dict[str, int]]:
+        """Every known point, each with a few fillings of the free variables."""
+        base = self.base if self.constraints.constraints else [{}]
+        fills: list[dict[str, int]] = [{v: k for v in free} for k in _FREE_FILLS[:2]]
+        if free:
+            fills.append({v: i + 1 for i, v in enumerate(free)})
+            fills.append({v: len(free) - i for i, v in enumerate(free)})
+            for k in _FREE_FILLS[2:]:
+                fills.append({v: k for v in free})
+            if len(free) > 1:
+                for v in free:
+                    fills.append({w: (64 if w == v else 1) for w in free})
+                    fills.append({w: (1 if w == v else 64) for w in free})
+        for p in base:
+            for f in fills:
+                yield {**f, **p}
+
+    def values(self, e: Expr, extra_free: frozenset[str] = frozenset()) -> Iterator[tuple[int, dict[str, int]]]:
+        """``(e's value, valuation)`` at the known points; valuations with a zero divisor are skipped."""
+        free = sorted((e.variables() | extra_free) - set(self.names))
+        for env in self.valuations(free):
+            try:
+                yield e.evaluate(env), env
+            except ZeroDivisionError:
+                continue
+
+
+def restrict(env: Mapping[str, int], names: frozenset[str] | set[str]) -> dict[str, int]:
+    return {k: v for k, v in env.items() if k in names}

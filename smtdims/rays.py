@@ -1,0 +1,189 @@
+"""Exact certificates that an expression is unbounded: a feasible ray along which it decreases.
+
+Z3's optimiser proves a linear end infinite when it finishes, and its luck varies (one
+``Optimize`` call spent its whole budget on ``floordiv(a + 2, -5) + ...``); for products
+of variables Z3 cannot prove an end infinite at all. A ray is a proof that needs no
+solver: a point ``p`` and an integer direction ``d`` such that, for every large
+enough integer ``t``,
+
+- ``p + t*d`` has every variable ``>= 1`` and meets every constraint, and
+- ``e(p + t*d)`` is a polynomial in ``t`` with a negative leading coefficient,
+
+so ``e`` takes arbitrarily small values. The evaluation is exact: each subterm's value
+along the ray is a polynomial in ``t`` (integer coefficients) from some ``t`` on, or
+the certificate is refused (``None``), never guessed. ``max``/``min`` pick the
+eventually larger/smaller side; ``floordiv``/``mod`` by a constant ``k`` need ``k`` to
+divide every non-constant coefficient; a symbolic divisor refuses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from .constraints import ConstraintSet
+from .expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
+
+_MAX_SINGLE_DIRECTIONS = 16
+_MAX_DEGREE = 2048
+Poly = tuple[int, ...]  # coefficients of t^0, t^1, ...; no trailing zeros
+
+
+def _norm(c: list[int]) -> Poly:
+    while c and c[-1] == 0:
+        c.pop()
+    return tuple(c)
+
+
+def _add(x: Poly, y: Poly, k: int = 1) -> Poly:
+    out = list(x) + [0] * max(0, len(y) - len(x))
+    for i, c in enumerate(y):
+        out[i] += k * c
+    return _norm(out)
+
+
+def _mul(x: Poly, y: Poly) -> Poly | None:
+    if not x or not y:
+        return ()
+    if len(x) + len(y) - 2 > _MAX_DEGREE:
+        return None
+    out = [0] * (len(x) + len(y) - 1)
+    for i, a in enumerate(x):
+        if a:
+            for j, b in enumerate(y):
+                out[i + j] += a * b
+    return _norm(out)
+
+
+def _pow(x: Poly, k: int) -> Poly | None:
+    result: Poly | None = (1,)
+    base: Poly | None = x
+    while k and result is not None and base is not None:
+        if k & 1:
+            result = _mul(result, base)
+        k >>= 1
+        if k:
+            base = _mul(base, base)
+    return result
+
+
+def _eventually_geq(x: Poly, y: Poly) -> bool:
+    """Whether ``x(t) >= y(t)`` for every large enough t."""
+    d = _add(x, y, -1)
+    return not d or d[-1] > 0
+
+
+class _AlongRay:
+    def __init__(self, p: Mapping[str, int], d: Mapping[str, int]):
+        self.p, self.d = p, d
+        self._memo: dict[Op, Poly | None] = {}
+
+    def expr(self, e: Expr) -> Poly | None:
+        total: Poly = ()
+        for m, c in e.terms:
+            term: Poly | None = (c,)
+            for a, k in m:
+                x = self.atom(a)
+                if x is None:
+                    return None
+                xk = _pow(x, k)
+                term = _mul(term, xk) if term is not None and xk is not None else None
+                if term is None:
+                    return None
+            total = _add(total, term)
+        return total
+
+    def atom(self, atom: Var | Op) -> Poly | None:
+        if isinstance(atom, Var):
+            return _norm([self.p.get(atom.name, 1), self.d.get(atom.name, 0)])
+        if atom in self._memo:
+            return self._memo[atom]
+        r = self._op(atom)
+        self._memo[atom] = r
+        return r
+
+    def _op(self, op: Op) -> Poly | None:
+        x = self.expr(op.lhs)
+        if x is None:
+            return None
+        if op.op in (FLOORDIV, MOD):
+            k = op.rhs.as_constant()
+            if not k or any(c % k for c in x[1:]):
+                return None
+            # k divides every t-coefficient: floor((c0 + k*q(t)) / k) = floor(c0 / k) + q(t); mod = mod(c0, k)
+            c0 = x[0] if x else 0
+            if op.op == MOD:
+                return _norm([c0 % k])
+            return _norm([c0 // k, *(c // k for c in x[1:])])
+        y = self.expr(op.rhs)
+        if y is None:
+            return None
+        x_wins = _eventually_geq(x, y) == (op.op == MAX)
+        assert op.op in (MAX, MIN)
+        return x if x_wins else y
+
+
+def unbounded_below(e: Expr, constraints: ConstraintSet, p: Mapping[str, int], d: Mapping[str, int],
+                    names: Iterable[str] | None = None) -> bool:
+    """Whether ``p + t*d`` certifies that ``e`` is unbounded below under ``constraints`` (exact)."""
+    names = names if names is not None else set(constraints.variables()) | set(e.variables())
+    for v in names:
+        if d.get(v, 0) < 0 or (d.get(v, 0) == 0 and p.get(v, 1) < 1):
+            return False
+    ray = _AlongRay(p, d)
+    f = ray.expr(e)
+    if f is None or len(f) < 2 or f[-1] >= 0:
+        return False
+    for c in constraints:
+        g = ray.expr(c.diff)
+        if g is None:
+            return False
+        if c.kind == "==" and g:
+            return False
+        if not _eventually_geq(g, ()):
+            return False
+    return True
+
+
+def scale(e: Expr, constraints: ConstraintSet) -> int:
+    """A step that every constant divisor divides along any integer direction (product of divisors)."""
+    ks: list[int] = []
+    for x in (e, *(c.diff for c in constraints)):
+        for a in x.atoms():
+            if isinstance(a, Op) and a.op in (FLOORDIV, MOD):
+                k = a.rhs.as_constant()
+                if k:
+                    ks.append(abs(k))
+    prod = math.prod(ks) if ks else 1
+    return prod if prod <= 10**12 else math.lcm(*ks)
+
+
+def find_ray(e: Expr, constraints: ConstraintSet, bases: Iterable[Mapping[str, int]],
+             towards: Iterable[Mapping[str, int]] = ()) -> bool:
+    """Try a few rays from known points: along each variable, along all of them, and towards far models."""
+    names = sorted(set(constraints.variables()) | set(e.variables()))
+    if not names:
+        return False
+    k = scale(e, constraints)
+    bases = [dict(b) for b in bases]
+    dirs: list[dict[str, int]] = [{v: k for v in names}]
+    # along single variables: those of e first, a bounded number in all (each try is exact but costs a pass)
+    singles = sorted(e.variables()) + [v for v in names if v not in e.variables()]
+    dirs += [{v: (k if v == w else 0) for v in names} for w in singles[:_MAX_SINGLE_DIRECTIONS]]
+    for m in towards:
+        for b in bases[:3]:
+            diff = {v: m.get(v, 1) - b.get(v, 1) for v in names}
+            if all(x >= 0 for x in diff.values()) and any(diff.values()):
+                g = math.gcd(*diff.values())
+                dirs.append({v: k * x // g for v, x in diff.items()})
+    for b in bases:
+        full = {v: b.get(v, 1) for v in names}
+        for d in dirs:
+            if unbounded_below(e, constraints, full, d, names):
+                return True
+    for m in towards:  # a far model is itself a good base
+        full = {v: m.get(v, 1) for v in names}
+        for d in dirs:
+            if unbounded_below(e, constraints, full, d, names):
+                return True
+    return False
