@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from smtdims.reasoner import CONFIG
+from smtdims import options
 
 from .adapter import (
     SUPPORTED_JAX,
@@ -24,15 +24,17 @@ from .adapter import (
 
 
 @contextmanager
-def enabled(*, budget: int | None = None, equality: bool = True) -> Iterator[None]:
-    """Install smtdims for the block only; restores whatever state was there before."""
+def enabled(*, budget: int | None = None, deadline: float | None = None, equality: bool = True) -> Iterator[None]:
+    """Install smtdims for the block only; restores whatever state was there before.
+
+    ``budget``/``deadline`` apply to this block (this thread or task) only.
+    """
     was = installed_options() if is_installed() else None
-    budget_before = CONFIG.budget
-    install(budget=budget, equality=equality)
+    install(equality=equality)
     try:
-        yield
+        with options.scoped(budget=budget, deadline=deadline):
+            yield
     finally:
-        CONFIG.budget = budget_before
         if was is None:
             uninstall()
         else:

@@ -1,12 +1,16 @@
 """The only module that touches JAX internals (``jax._src.export.shape_poly``).
 
-It converts JAX's symbolic dimensions to smtdims' IR, and installs smtdims at
-JAX's decision seam: the module-level ``_bounds_decision`` function pointer (every
-symbolic ``>= <= > <``, ``max``/``min`` and ``bounds``), ``_geq_decision`` (to add
-witnesses to inconclusive-comparison errors) and, optionally, ``_DimExpr.__eq__``
-(provable equality). Uninstalling restores the saved originals exactly.
+It converts JAX's symbolic dimensions to smtdims' IR, registers JAX as the core's
+host (conversion, scope constraints, sessions) and the "stock JAX where sound" rung
+(:mod:`.exact_stock`), and installs smtdims at JAX's decision seam: the module-level
+``_bounds_decision`` function pointer (every symbolic ``>= <= > <``, ``max``/``min``
+and ``bounds``), ``_geq_decision`` (to add witnesses to inconclusive-comparison
+errors) and, optionally, ``_DimExpr.__eq__`` (provable equality). Uninstalling
+restores the saved originals exactly.
 
-Supported JAX: ``SUPPORTED_JAX`` below; anything else fails loudly at import.
+JAX versions: ``SUPPORTED_JAX`` is the tested range. An older JAX fails at import; a
+newer one is used after the seam check below passes, with one warning naming the
+tested range. A JAX whose seam differs fails loudly.
 """
 
 from __future__ import annotations
@@ -20,11 +24,20 @@ from typing import Any
 
 import jax
 
+from smtdims import host as _host
+from smtdims import options
 from smtdims.constraints import Constraint, ConstraintSet
-from smtdims.errors import PossibleDivisionByZeroError, SmtdimsError, UnsupportedJaxError, format_valuation
+from smtdims.errors import (
+    SmtdimsError,
+    UnsatisfiableConstraintsError,
+    UnsupportedJaxError,
+    format_valuation,
+)
 from smtdims.expr import FLOORDIV, MAX, MIN, MOD, Expr
-from smtdims.reasoner import CONFIG, NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, STATS, Session
-from smtdims.results import UNDETERMINED, UNKNOWN
+from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, REGISTRY, STATS, Session, register_stock_rung
+from smtdims.results import UNDETERMINED, UNKNOWN, unknown_advice
+
+from . import exact_stock
 
 SUPPORTED_JAX = ((0, 7, 0), (0, 10, 2))  # inclusive range, tested in CI
 
@@ -33,17 +46,23 @@ def _version_tuple(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
 
 
-def _check_jax() -> None:
+def _fmt(v: tuple[int, ...]) -> str:
+    return ".".join(map(str, v))
+
+
+def _check_jax() -> bool:
+    """True when this JAX is newer than the tested range (warned once, after the seam check)."""
     v = _version_tuple(jax.__version__)
     lo, hi = SUPPORTED_JAX
-    if not (lo <= v <= hi):
+    if v < lo:
         raise UnsupportedJaxError(
-            f"smtdims supports jax {'.'.join(map(str, lo))} to {'.'.join(map(str, hi))}; "
-            f"found jax {jax.__version__}. Install a supported version, e.g. pip install 'jax==0.10.2'"
+            f"smtdims needs jax >= {_fmt(lo)} (tested up to {_fmt(hi)}); found jax {jax.__version__}. "
+            f"Upgrade, e.g. pip install 'jax>={_fmt(lo)}'"
         )
+    return v > hi
 
 
-_check_jax()
+_NEWER_THAN_TESTED = _check_jax()
 
 try:  # every private name the adapter uses, checked once, here
     from jax._src import core as _core
@@ -61,15 +80,27 @@ try:  # every private name the adapter uses, checked once, here
     _STOCK_EQ = _DimExpr.__eq__
     _STOCK_NE = _DimExpr.__ne__
     assert callable(_core.is_constant_dim)
-    for _attr in ("_sorted_terms", "scope", "_size"):
+    for _attr in ("_sorted_terms", "scope", "_size", "_to_constant"):
         assert hasattr(_DimExpr, _attr), _attr
     assert hasattr(sp, "_bounds_decision") and hasattr(SymbolicScope, "__init__")
+    for _p in ("FOR_GEQ0_OR_LEQ0", "FOR_GEQ0_OR_LT0", "BEST"):
+        assert hasattr(BoundsPrecision, _p), _p
+    assert sp._bounds_decision is _STOCK_BOUNDS or getattr(sp._bounds_decision, "__module__", "").startswith("smtdims")
     _OPS = {_DimFactor.FLOORDIV: FLOORDIV, _DimFactor.MOD: MOD, _DimFactor.MAX: MAX, _DimFactor.MIN: MIN}
 except (ImportError, AttributeError, AssertionError) as err:  # pragma: no cover - depends on JAX
     raise UnsupportedJaxError(
-        f"jax {jax.__version__} lacks the shape-polymorphism internals smtdims plugs into ({err}); "
-        f"supported: jax {SUPPORTED_JAX[0]} to {SUPPORTED_JAX[1]}"
+        f"jax {jax.__version__} lacks the shape-polymorphism internals smtdims plugs into ({err!r}); "
+        f"tested: jax {_fmt(SUPPORTED_JAX[0])} to {_fmt(SUPPORTED_JAX[1])}"
     ) from err
+
+if _NEWER_THAN_TESTED:
+    warnings.warn(
+        f"smtdims was tested with jax {_fmt(SUPPORTED_JAX[0])} to {_fmt(SUPPORTED_JAX[1])}; found jax "
+        f"{jax.__version__}. Its decision seam checks out, so smtdims is active; please report problems.",
+        stacklevel=2,
+    )
+
+_EXACT_STOCK = exact_stock.build(spd)
 
 _NEED = {
     BoundsPrecision.FOR_GEQ0_OR_LEQ0: NEED_SIGN_LEQ,
@@ -151,13 +182,14 @@ def _state(scope: Any) -> _ScopeState:
 
 
 def session_for_scope(scope: Any) -> Session:
-    """The reasoning session of a fully built scope (created once, dropped with the scope)."""
+    """The reasoning session of a fully built scope (one per budget, dropped with the scope)."""
     st = _state(scope)
+    budget = options.current().budget
     session = st.session
-    if session is None or session.budget != CONFIG.budget:
+    if session is None or session.budget != budget:
         with _STATES_LOCK:
-            if st.session is None or st.session.budget != CONFIG.budget:
-                st.session = Session(scope_constraints(scope), CONFIG.budget)
+            if st.session is None or st.session.budget != budget:
+                st.session = Session(scope_constraints(scope), budget)
             session = st.session
     return session
 
@@ -167,35 +199,28 @@ def _scope_is_linear(scope: Any) -> bool:
     if st.linear is None:
         cs = scope._explicit_constraints
         # JAX's elimination combines constraints pairwise: on long chains it does not finish.
-        st.linear = len(cs) <= _STOCK_MAX_CONSTRAINTS and all(_is_linear_dim(c.diff) for c in cs)
+        st.linear = len(cs) <= _STOCK_MAX_CONSTRAINTS and all(_stock_is_sound_for(c.diff) for c in cs)
     return st.linear
 
 
-# JAX's heuristic divides in floating point (np.ceil(-n / k)): exact only below 2**53, and
-# elimination multiplies coefficients together. Larger numbers stay with smtdims.
-_STOCK_COEFF_LIMIT = 1 << 16
 _STOCK_MAX_CONSTRAINTS = 64
-_STOCK_INT_LIMIT = 1 << 32
 
 
-def _is_linear_dim(e: Any) -> bool:
-    """Where JAX's heuristic is sound: checked on JAX's structure (cheaper than converting).
+def _stock_is_sound_for(e: Any) -> bool:
+    """Where JAX's procedure (made exact) is sound: checked on JAX's structure (cheaper than converting).
 
     The Presburger fragment, plus products and powers of plain variables (always >= 1,
     so JAX's corner-product bounds are right). Its known unsound corner, products and
     powers of factors whose range includes values <= 0 (``floordiv(b - 10, 3)^2``), and
-    symbolic divisors stay with smtdims.
+    symbolic divisors stay with smtdims. No limit on magnitudes: the exact copy has no
+    floating point (see :mod:`.exact_stock`).
     """
     if not isinstance(e, _DimExpr):
-        return -_STOCK_INT_LIMIT <= e <= _STOCK_INT_LIMIT
-    for term, coeff in e._sorted_terms:
+        return True
+    for term, _ in e._sorted_terms:
         factors = term._factors
         if not factors:
-            if not -_STOCK_INT_LIMIT <= coeff <= _STOCK_INT_LIMIT:
-                return False
             continue
-        if not -_STOCK_COEFF_LIMIT <= coeff <= _STOCK_COEFF_LIMIT:
-            return False
         if len(factors) > 1 or factors[0][1] != 1:
             if all(f.var is not None for f, _ in factors):
                 continue
@@ -206,9 +231,54 @@ def _is_linear_dim(e: Any) -> bool:
         a, b = f.operands
         if f.operation in (_DimFactor.FLOORDIV, _DimFactor.MOD) and _DimExpr._to_constant(b) is None:
             return False  # operands are always _DimExprs; only a constant divisor is linear
-        if not (_is_linear_dim(a) and _is_linear_dim(b)):
+        if not (_stock_is_sound_for(a) and _stock_is_sound_for(b)):
             return False
     return True
+
+
+_NEED_PREC = {NEED_SIGN_LEQ: BoundsPrecision.FOR_GEQ0_OR_LEQ0, NEED_SIGN_LT: BoundsPrecision.FOR_GEQ0_OR_LT0,
+              NEED_BEST: BoundsPrecision.BEST}
+
+
+def _stock_rung(e: Any, need: Any) -> tuple[float, float] | None:
+    """Rung 4 of the ladder: stock JAX's procedure, exact, where it is sound; None elsewhere.
+
+    Errors (JAX's own crashes, its "Possible division by 0", its unsatisfiable-constraint
+    ValueError) propagate to the ladder, which skips this rung and counts it.
+    """
+    if _EXACT_STOCK is None or not isinstance(e, _DimExpr):
+        return None
+    if not (_stock_is_sound_for(e) and _scope_is_linear(e.scope)):
+        return None
+    return _EXACT_STOCK(e, _NEED_PREC[need])
+
+
+register_stock_rung(_stock_rung)
+
+
+class _JaxHost:
+    """What the core needs from JAX (see :mod:`smtdims.host`)."""
+
+    def is_dim(self, x: Any) -> bool:
+        return isinstance(x, _DimExpr)
+
+    def is_scope(self, x: Any) -> bool:
+        return isinstance(x, SymbolicScope)
+
+    def scope_of(self, x: Any) -> Any:
+        return x.scope
+
+    def to_ir(self, x: Any) -> Expr:
+        return to_ir(x)
+
+    def scope_constraints(self, scope: Any) -> ConstraintSet:
+        return scope_constraints(scope)
+
+    def session_for_scope(self, scope: Any) -> Session:
+        return session_for_scope(scope)
+
+
+_host.register(_JaxHost())
 
 
 _INSTALL_LOCK = threading.RLock()
@@ -243,43 +313,38 @@ def _emit(**event: Any) -> None:
 
 # -- the hooks ---------------------------------------------------------------------------------
 def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
-    """Replacement for ``shape_poly._bounds_decision``.
+    """Replacement for ``shape_poly._bounds_decision``: the ladder, at JAX's precision.
 
-    JAX's own elimination procedure answers first where it is sound (linear
-    expressions under linear constraints); smtdims' interval fast path and then Z3
-    answer the rest, only as precisely as ``prec`` requires.
+    Answers as JAX does where a divisor may be 0 (sound bounds over the valuations
+    where ``e`` is defined; it never raises where stock JAX answers), and never lets an
+    internal failure become a wrong answer.
     """
     if not isinstance(e, _DimExpr):
         return (int(e), int(e))
     scope = e.scope
     need = _NEED[prec]
-    trusted = _is_linear_dim(e) and _scope_is_linear(scope)
     if not scope._initialized:
-        # Constraints are still being parsed: the constraint set is incomplete.
-        return _STOCK_BOUNDS(e, prec) if trusted else (float("-inf"), float("inf"))
-    lb, ub = float("-inf"), float("inf")
-    if trusted:
-        lb, ub = _STOCK_BOUNDS(e, prec)
-        if prec._bounds_are_sufficient(lb, ub) or (need == NEED_BEST and lb == ub):
-            STATS.bump("stock_answers")
-            if _LISTENERS:
-                _emit(kind="bounds", question=f"bounds of {e}", expr=e, prec=need, answer=(lb, ub),
-                      answered_by="stock", stock=(lb, ub), scope=scope)
-            return (lb, ub)
+        # Constraints are still being parsed: reason under none of them (fewer constraints, sound).
+        session = REGISTRY.get(ConstraintSet())
+    else:
+        session = session_for_scope(scope)
     try:
-        lo, hi = session_for_scope(scope).sign_bounds(to_ir(e), need)
-    except PossibleDivisionByZeroError as err:
-        raise InconclusiveDimensionOperation(f"Possible division by 0: {err}") from None
+        lo, hi = session.sign_bounds(to_ir(e), need, origin=e if scope._initialized else None,
+                                     zero_divisors="defined")
+    except UnsatisfiableConstraintsError as err:
+        raise ValueError(f"Unsatisfiable constraints in the symbolic scope: {err}") from None
     except SmtdimsError:
+        raise
+    except RecursionError:
         raise
     except Exception as err:  # never let an internal failure become a wrong answer
         warnings.warn(f"smtdims could not decide bounds of {e}: {err!r}; answering 'unknown'", stacklevel=2)
-        return (lb, ub)
-    result = (max(lo, lb), min(hi, ub))
+        return (float("-inf"), float("inf"))
     if _LISTENERS:
-        _emit(kind="bounds", question=f"bounds of {e}", expr=e, prec=need, answer=result,
-              answered_by="smtdims", stock=(lb, ub) if trusted else None, scope=scope)
-    return result
+        by = "stock" if STATS.last_rung() == "stock" else "smtdims"
+        _emit(kind="bounds", question=f"bounds of {e}", expr=e, prec=need, answer=(lo, hi),
+              answered_by=by, stock=None, scope=scope)
+    return (lo, hi)
 
 
 _CMP_RE = re.compile(r"' (>=|<=|>|<) '")
@@ -331,7 +396,7 @@ def _smt_geq_decision(e1: Any, e2: Any, cmp_str: Callable[[], str]) -> bool:
 
 
 def _user_location() -> str:
-    from smtdims.audit import user_location
+    from .audit import user_location
 
     return user_location()
 
@@ -349,8 +414,7 @@ def _explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> str:
     w_true, w_false = (d.witness_false, d.witness_true) if inverted else (d.witness_true, d.witness_false)
     at = f"\nsmtdims: the comparison arose at {where}" if where != "<unknown>" else ""
     if d.status == UNKNOWN:
-        return (f"smtdims: the solver ran out of budget ({d.reason}); raise it with "
-                f"smtdims.install(budget=...).{at}")
+        return f"smtdims: {unknown_advice(d.reason)}{at}"
     if d.status != UNDETERMINED:  # pragma: no cover - would mean the hook missed a proof
         return f"smtdims: proves {d.question} is {d.status}{at}"
     text = (f"smtdims: the comparison is undetermined: {format_valuation(w_false)} makes {question} false; "
@@ -420,17 +484,7 @@ def _provably_zero(diff: Any) -> bool:
 def _decide_equal(scope: Any, diff: Expr) -> bool:
     if diff.is_constant:
         return diff.as_constant() == 0
-    session = session_for_scope(scope)
-    free = diff.variables()
-    for point in session.sample_points():
-        for fill in (1, 7):
-            env = {**{v: fill for v in free}, **point}  # variables outside the constraints are free
-            try:
-                if diff.evaluate(env) != 0:
-                    return False
-            except ZeroDivisionError:
-                continue
-    return session.proves(diff, "==", Expr.const(0))
+    return session_for_scope(scope).proves(diff, "==", Expr.const(0))
 
 
 # -- installation -----------------------------------------------------------------------------------
@@ -438,13 +492,14 @@ _installed: dict[str, Any] = {}
 _EQUALITY = [True]  # provable equality on/off; a list so the hot path reads one cell
 
 
-def install(*, budget: int | None = None, equality: bool = True) -> None:
-    """Route jax.export's dimension reasoning through smtdims (idempotent; not reference counted)."""
+def install(*, budget: int | None = None, deadline: float | None = None, equality: bool = True) -> None:
+    """Route jax.export's dimension reasoning through smtdims (idempotent; not reference counted).
+
+    ``budget`` (Z3 rlimit per check) and ``deadline`` (seconds per question) become the
+    process defaults; see :mod:`smtdims.options`.
+    """
     with _INSTALL_LOCK:
-        if budget is not None:
-            if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
-                raise ValueError(f"budget must be a positive int (a Z3 rlimit), got {budget!r}")
-            CONFIG.budget = budget
+        options.set_defaults(budget=budget, deadline=deadline)
         sp._bounds_decision = _smt_bounds_decision
         sp._geq_decision = _smt_geq_decision
         _EQUALITY[0] = bool(equality)
