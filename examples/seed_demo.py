@@ -1,4 +1,4 @@
-"""The seed's examples, answered by stock JAX and then by smtdims, side by side.
+"""Symbolic-shape failures users meet, answered by stock JAX and then by smtdims, side by side.
 
 Run: ``bash scripts/demo.sh`` (sets up .venv first) or ``python examples/seed_demo.py``.
 """
@@ -38,17 +38,17 @@ def both(title: str, thunk) -> None:
     print("  smtdims  : " + textwrap.indent(attempt(thunk), "             ").lstrip())
 
 
-def row5():
+def undetermined():
     a, b = export.symbolic_shape("a, b")
     return export.export(jax.jit(lambda x: 0 if x.shape[0] + 1 >= x.shape[1] else 1))(spec(a, b)).out_avals
 
 
-def row9():
+def slice_16():
     (b,) = export.symbolic_shape("b")
     return export.export(jax.jit(lambda x: lax.slice_in_dim(x, 0, 16)))(spec(b)).out_avals
 
 
-def row13():
+def slice_mod_3():
     (b,) = export.symbolic_shape("b")
     f = lambda x: lax.slice_in_dim(x, 0, x.shape[0] % 3)  # noqa: E731
     exp = export.export(jax.jit(f))(spec(b))
@@ -56,7 +56,7 @@ def row13():
     return f"{exp.out_avals}; runs for b = 1..10 and matches native: {ok}"
 
 
-def row12():
+def implied():
     a, b = export.symbolic_shape("a, b", constraints=("a - b >= 8",))
     return f"a >= 9 is {a >= 9}"
 
@@ -81,19 +81,19 @@ def equality():
 
 
 def main() -> None:
-    print("smtdims demo: the seed's examples, stock JAX vs smtdims")
-    both("row 5: 'a + 1 >= b' during tracing (genuinely undetermined)", row5)
-    both("row 9: lax.slice_in_dim(x, 0, 16) on spec 'b'", row9)
-    both("row 12: constraint a - b >= 8, is a >= 9?", row12)
-    both("row 13: lax.slice_in_dim(x, 0, x.shape[0] % 3) on spec 'b'", row13)
-    both("JAX's documented looseness: a - 2*d under 4*d == a - m, 0 <= m <= 3", loose_bounds)
-    both("issue 7: x[:n//2] ++ x[n//2:]  +  x[:2*(n//2)] ++ x[:n%2]  (equal sizes, spelled differently)", equality)
-    print("\n## row 14: smtdims.bounds with constraints batch >= 128, batch <= 1024")
+    print("smtdims demo: symbolic-shape failures, stock JAX vs smtdims")
+    both("undetermined comparison: 'a + 1 >= b' while tracing (true for some a, b, false for others)", undetermined)
+    both("slice longer than the dimension may be: lax.slice_in_dim(x, 0, 16) on spec 'b' (needs b >= 16)", slice_16)
+    both("implied by a constraint: a - b >= 8, so a >= 9", implied)
+    both("provable, beyond stock JAX: lax.slice_in_dim(x, 0, x.shape[0] % 3) on spec 'b' (b >= mod(b, 3))", slice_mod_3)
+    both("loose bounds (documented by JAX): a - 2*d under 4*d == a - m, 0 <= m <= 3", loose_bounds)
+    both("equal sizes spelled differently: x[:n//2] ++ x[n//2:]  +  x[:2*(n//2)] ++ x[:n%2]", equality)
+    print("\n## bounds under constraints: smtdims.bounds with batch >= 128, batch <= 1024")
     batch, free = export.symbolic_shape("batch, free", constraints=("batch >= 128", "batch <= 1024"))
     print("  symbolic_dim_bounds(batch) =", smtdims.symbolic_dim_bounds(batch))
     print("  symbolic_dim_bounds(free)  =", smtdims.symbolic_dim_bounds(free))
     print(textwrap.indent(smtdims.bounds(2 * batch + 1).describe(), "  "))
-    print("\n## decide: three-valued answers with witnesses")
+    print("\n## three-valued answers with witnesses: smtdims.decide")
     for q in ("b >= mod(b, 3)", "a + 1 >= b", "b == 2*floordiv(b, 2) + mod(b, 2)"):
         print(textwrap.indent(smtdims.decide(q).describe(), "  "))
     print("\nstats:", smtdims.stats())

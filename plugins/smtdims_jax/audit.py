@@ -16,30 +16,56 @@ with the solver. Flags:
 
 Recording is cheap (the solver work happens when the block exits), and identical
 decisions from the same source line are merged (``count``).
+
+Who asked. JAX asks many questions of its own (``d == 1`` while broadcasting,
+``d == 0`` in ``concatenate``, shape assertions of an export) whose ``==`` answers
+are unproven by design. A question *arose in user code* when the chain of frames
+from the user's frame to the decision holds nothing but JAX's symbolic-dimension
+machinery: the user's frame called a ``_DimExpr`` operator (``==``, ``>=``, ``%``, ...),
+a ``jax.export`` shape function or a dimension helper of ``jax.core``
+(``max_dim``, ``min_dim``, ``definitely_equal``, ...) directly. A question asked
+from any other JAX code (``jnp.mean``, ``lax.concatenate``, tracing, lowering) arose
+inside JAX. The report shows the questions from user code, plus the JAX-internal
+ones that are flagged ``inconclusive`` (the export fails there) or ``refuted-stock``
+(a bound the solver refutes); the other internal ones are counted
+(``report.internal``), and ``audit(show_internal=True)`` shows them all.
+
+This module is the adapter side of audit mode (it imports JAX); the reasoning core
+``smtdims`` does not import it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import json
 import math
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import CodeType, FrameType
 from typing import Any
 
-from .errors import format_valuation
-from .expr import Expr
-from .reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, Session, sufficient
-from .results import FALSE, TRUE, UNDETERMINED, _fmt_bound
+from smtdims.errors import format_valuation
+from smtdims.expr import Expr
+from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, Session, sufficient
+from smtdims.render import html_table
+from smtdims.results import FALSE, TRUE, UNDETERMINED, _fmt_bound
+
+from . import adapter
 
 UNPROVEN_INEQUALITY = "unproven-inequality"
 PROVABLY_EQUAL = "provably-equal"
 REFUTED_STOCK = "refuted-stock"
 INCONCLUSIVE = "inconclusive"
+USER = "user"
+JAX = "jax"
+# Flags shown even when JAX asked the question itself: they concern the export whoever asked.
+_ALWAYS_SHOWN = frozenset({INCONCLUSIVE, REFUTED_STOCK})
 
 
 @dataclass(frozen=True)
@@ -55,11 +81,12 @@ class AuditRecord:
     flag: str | None = None
     detail: str = ""
     witness: dict[str, int] | None = None
+    origin: str = USER  # "user": asked by user code; "jax": asked inside JAX (see the module docstring)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "question": self.question, "answer": self.answer, "answered_by": self.answered_by,
                 "location": self.location, "count": self.count, "flag": self.flag, "detail": self.detail,
-                "witness": self.witness}
+                "witness": self.witness, "origin": self.origin}
 
 
 @dataclass
@@ -67,53 +94,163 @@ class _Raw:
     event: dict[str, Any]
     location: str
     by: str
+    origin: str
     count: int = 1
 
 
-# -- where the user asked ----------------------------------------------------------------------------
+# -- where the user asked -------------------------------------------------------------------------------
+def _dir_of(module_name: str) -> str | None:
+    m = sys.modules.get(module_name)
+    f = getattr(m, "__file__", None) if m is not None else None
+    return os.path.dirname(os.path.abspath(f)) + os.sep if f else None
+
+
 def _internal_dirs() -> tuple[str, ...]:
-    dirs = [os.path.dirname(os.path.abspath(__file__))]
-    for mod in ("jax", "jaxlib", "smtdims_jax"):
-        m = sys.modules.get(mod)
-        if m is not None and getattr(m, "__file__", None):
-            dirs.append(os.path.dirname(os.path.abspath(m.__file__)))
-    return tuple(d + os.sep for d in dirs)
+    """Directories whose frames are never the user's: smtdims, the adapter, JAX and the array
+    libraries JAX calls into (their frames are walked through, not reported)."""
+    dirs = [os.path.dirname(os.path.abspath(__file__)) + os.sep]
+    for mod in ("smtdims", "jax", "jaxlib", "numpy", "ml_dtypes", "opt_einsum"):
+        d = _dir_of(mod)
+        if d is not None:
+            dirs.append(d)
+    return tuple(dirs)
 
 
-_STDLIB_SKIP = tuple(os.path.abspath(m.__file__) for m in (contextlib, threading))
+_STDLIB_SKIP = tuple(os.path.abspath(m.__file__) for m in (contextlib, threading, functools))
+
+# JAX's symbolic-dimension machinery: a user frame calling into it asked the question itself.
+_DIM_FILES = (os.sep + os.path.join("export", "shape_poly.py"), os.sep + os.path.join("export", "shape_poly_decision.py"))
+_CORE_FILE = os.sep + os.path.join("_src", "core.py")
+_CORE_DIM_FUNCTIONS = frozenset({
+    "definitely_equal", "definitely_equal_one_of_dim", "definitely_equal_shape", "max_dim", "min_dim",
+    "concrete_dim_or_error", "is_constant_dim", "is_empty_shape", "divide_shape_sizes", "dilate_dim", "stride_dim",
+})
+
+# frame kinds
+_PASS, _DIM, _LIBRARY, _USER = range(4)
+_KIND_CACHE: dict[tuple[CodeType, tuple[str, ...], tuple[str, ...]], int] = {}
+
+
+def _frame_kind(code: CodeType, skip_dirs: tuple[str, ...], jax_dirs: tuple[str, ...]) -> int:
+    key = (code, skip_dirs, jax_dirs)
+    kind = _KIND_CACHE.get(key)
+    if kind is None:
+        path = os.path.abspath(code.co_filename)
+        if path.startswith(jax_dirs):
+            if path.endswith(_DIM_FILES) or (path.endswith(_CORE_FILE) and code.co_name in _CORE_DIM_FUNCTIONS):
+                kind = _DIM
+            else:
+                kind = _LIBRARY
+        elif path.startswith(skip_dirs) or path in _STDLIB_SKIP:
+            kind = _PASS
+        else:
+            kind = _USER
+        if len(_KIND_CACHE) > 50_000:  # code objects of notebook cells come and go
+            _KIND_CACHE.clear()
+        _KIND_CACHE[key] = kind
+    return kind
+
+
+def _jax_dirs() -> tuple[str, ...]:
+    return tuple(d for d in (_dir_of("jax"), _dir_of("jaxlib")) if d is not None)
+
+
+def _where(frame: FrameType | None, skip_dirs: tuple[str, ...], jax_dirs: tuple[str, ...]) -> tuple[str, str]:
+    """``(location, origin)`` of the question being decided in ``frame``'s call chain.
+
+    The location is the first frame outward that is not smtdims, JAX, an array library
+    or a stdlib helper. The origin is ``"user"`` when every JAX frame between that frame
+    and the decision is symbolic-dimension machinery (the user called ``==``,
+    ``core.max_dim``, ... directly), ``"jax"`` when some other JAX code asked.
+    """
+    origin = USER
+    f = frame
+    while f is not None:
+        kind = _frame_kind(f.f_code, skip_dirs, jax_dirs)
+        if kind == _USER:
+            return f"{display_filename(f.f_code.co_filename)}:{f.f_lineno} in {f.f_code.co_name}", origin
+        if kind == _LIBRARY:
+            origin = JAX
+        f = f.f_back
+    return "<unknown>", JAX
 
 
 def user_location(skip_dirs: tuple[str, ...] | None = None) -> str:
-    """``file:line in function`` of the first frame outside jax, smtdims, contextlib and threading."""
+    """``file:line in function`` of the first frame outside jax, smtdims, the array libraries
+    and the stdlib helpers (a notebook cell reads ``In [n]:line in function``)."""
     dirs = skip_dirs if skip_dirs is not None else _internal_dirs()
-    f = sys._getframe(1)
-    while f is not None:
-        path = os.path.abspath(f.f_code.co_filename)
-        if not (path.startswith(dirs) or path in _STDLIB_SKIP or path.endswith(os.sep + "functools.py")):
-            return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}"
-        f = f.f_back
-    return "<unknown>"
+    return _where(sys._getframe(1), dirs, _jax_dirs())[0]
+
+
+def question_origin(skip_dirs: tuple[str, ...] | None = None) -> tuple[str, str]:
+    """``(location, origin)`` of the decision being made by the caller: see :func:`_where`."""
+    dirs = skip_dirs if skip_dirs is not None else _internal_dirs()
+    return _where(sys._getframe(1), dirs, _jax_dirs())
+
+
+# -- notebook cells -----------------------------------------------------------------------------------
+_IPYKERNEL_CELL = re.compile(r"(^|[\\/])ipykernel_\d+[\\/][^\\/]+\.py$")
+_IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
+
+
+def cell_name(filename: str) -> str | None:
+    """``In [n]`` for the file name IPython compiled cell ``n`` under, ``<cell>`` for a cell
+    whose number is not known, None for anything else.
+
+    ipykernel names cells ``/tmp/ipykernel_<pid>/<hash>.py`` and records the execution
+    count in its compiler (``get_ipython().compile``); the terminal names them
+    ``<ipython-input-<n>-<hash>>``.
+    """
+    m = _IPYTHON_INPUT.match(filename)
+    if m:
+        return f"In [{m.group(1)}]"
+    number = _ipython_cell_number(filename)
+    if number is not None:
+        return f"In [{number}]"
+    if _IPYKERNEL_CELL.search(filename):
+        return "<cell>"
+    return None
+
+
+def _ipython_cell_number(filename: str) -> int | None:
+    if "IPython" not in sys.modules:  # never import IPython from a script
+        return None
+    try:
+        shell = sys.modules["IPython"].get_ipython()
+        compiler = getattr(shell, "compile", None)
+        number = getattr(compiler, "_filename_map", {}).get(filename)
+        return int(number) if number is not None else None
+    except Exception:  # a location must never raise
+        return None
+
+
+def display_filename(filename: str) -> str:
+    """``filename``, or ``In [n]`` / ``<cell>`` for a notebook cell (see :func:`cell_name`)."""
+    return cell_name(filename) or filename
 
 
 # -- the report ---------------------------------------------------------------------------------------------
 def _private_session(scope: Any) -> Session:
     """A session of its own for the scope: the audit's questions must not touch the live one."""
-    live = _adapter().session_for_scope(scope)
+    live = adapter.session_for_scope(scope)
     return Session(live.constraints, live.budget)
 
 
 class AuditReport:
     """Every distinct dimension decision made in an :func:`audit` block; analysed when the block exits.
 
-    Prints as a table; ``records``, ``flagged``, ``to_dicts()``, ``to_json()``, ``_repr_html_``.
+    Prints as a table; ``records`` (those shown), ``flagged``, ``internal`` (how many JAX-internal
+    decisions are not shown), ``all_records``, ``to_dicts()``, ``to_json()``, ``_repr_html_``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, show_internal: bool = False) -> None:
         self._lock = threading.RLock()
         self._local = threading.local()  # per thread: who answered the last bounds question; analysing?
         self._raw: dict[tuple, _Raw] = {}
         self._records: list[AuditRecord] | None = None
         self._skip = _internal_dirs()
+        self._jax = _jax_dirs()
+        self.show_internal = show_internal
         self.events = 0
         self._closed = False
 
@@ -130,13 +267,13 @@ class AuditReport:
             if getattr(self._local, "last_bounds_by", None) == "stock JAX":
                 by = "stock JAX"
             self._local.last_bounds_by = None
-        location = user_location(self._skip)
-        key = (kind, event.get("question"), str(event.get("answer")), by, location)
+        location, origin = _where(sys._getframe(1), self._skip, self._jax)
+        key = (kind, event.get("question"), str(event.get("answer")), by, location, origin)
         with self._lock:
             self.events += 1
             raw = self._raw.get(key)
             if raw is None:
-                self._raw[key] = _Raw(event, location, by)
+                self._raw[key] = _Raw(event, location, by, origin)
                 self._records = None
             else:
                 raw.count += 1
@@ -145,6 +282,21 @@ class AuditReport:
     # -- analysis ----------------------------------------------------------------------------------------------
     @property
     def records(self) -> list[AuditRecord]:
+        """The records shown: questions from user code, and flagged ones JAX asked (see the module
+        docstring); every record with ``show_internal=True``."""
+        return [r for r in self.all_records if self._shown(r)]
+
+    def _shown(self, r: AuditRecord) -> bool:
+        return self.show_internal or r.origin == USER or r.flag in _ALWAYS_SHOWN
+
+    @property
+    def internal(self) -> int:
+        """How many distinct decisions JAX asked itself and the report does not show."""
+        return sum(1 for r in self.all_records if not self._shown(r))
+
+    @property
+    def all_records(self) -> list[AuditRecord]:
+        """Every distinct decision, shown or not (``origin`` says who asked)."""
         with self._lock:
             if self._records is None:
                 sessions: dict[int, Session] = {}
@@ -185,12 +337,22 @@ class AuditReport:
             if r.flag:
                 flags[r.flag] = flags.get(r.flag, 0) + 1
         tail = ", ".join(f"{n} {k}" for k, n in sorted(flags.items())) or "nothing flagged"
-        return f"{self.events} decisions ({len(rs)} distinct): {tail}"
+        hidden = self.internal
+        more = f"; {hidden} asked inside JAX, not shown" if hidden else ""
+        return f"{self.events} decisions ({len(rs) + hidden} distinct{more}): {tail}"
+
+    def _columns(self) -> tuple[str, ...]:
+        base = ("flag", "kind", "question", "answer", "by", "n", "where")
+        return (*base, "asked by") if self.show_internal else base
+
+    def _cells(self, r: AuditRecord) -> tuple[str, ...]:
+        cells = (r.flag or "", r.kind, r.question, r.answer, r.answered_by, str(r.count), _short(r.location))
+        return (*cells, "JAX" if r.origin == JAX else "user code") if self.show_internal else cells
 
     def __str__(self) -> str:
         rs = self.records
-        header = ("flag", "kind", "question", "answer", "by", "n", "where")
-        rows = [(r.flag or "", r.kind, r.question, r.answer, r.answered_by, str(r.count), _short(r.location)) for r in rs]
+        header = self._columns()
+        rows = [self._cells(r) for r in rs]
         widths = [min(60, max([len(h)] + [len(row[i]) for row in rows])) for i, h in enumerate(header)]
 
         def line(cells: tuple[str, ...]) -> str:
@@ -213,19 +375,22 @@ class AuditReport:
         rows = []
         for r in self.records:
             flag = (f"<b style='color:{colors.get(r.flag, '#57606a')}'>{esc(r.flag)}</b>" if r.flag else "")
-            rows.append(
-                f"<tr><td>{flag}</td><td>{esc(r.kind)}</td><td><code>{esc(r.question)}</code></td>"
-                f"<td>{esc(r.answer)}</td><td>{esc(r.answered_by)}</td><td>{r.count}</td>"
-                f"<td><small>{esc(_short(r.location))}</small></td><td><small>{esc(r.detail)}</small></td></tr>"
-            )
-        return (f"<div><b>smtdims audit</b>: {esc(self.summary())}<table><tr><th>flag</th><th>kind</th>"
-                "<th>question</th><th>answer</th><th>by</th><th>n</th><th>where</th><th>detail</th></tr>"
-                + "".join(rows) + "</table></div>")
+            cells = self._cells(r)
+            row = [flag, esc(r.kind), f"<code>{esc(r.question)}</code>", esc(r.answer), esc(r.answered_by),
+                   str(r.count), f"<small>{esc(cells[6])}</small>", *map(esc, cells[7:]),
+                   f"<small>{esc(r.detail)}</small>"]
+            rows.append(row)
+        table = html_table(rows, header=(*self._columns(), "detail")) if rows else ""
+        return f"<div><b>smtdims audit</b>: {esc(self.summary())}{table}</div>"
 
 
 def _short(location: str) -> str:
-    path, _, rest = location.partition(":")
-    return f"{os.path.basename(path)}:{rest}" if rest else location
+    """``basename:line in function`` of ``path:line in function`` (``In [n]:...`` stays as it is)."""
+    head, sep, func = location.rpartition(" in ")
+    path, colon, line = head.rpartition(":")  # the last ':' (a Windows path holds one more)
+    if not (sep and colon):
+        return location
+    return f"{os.path.basename(path) or path}:{line} in {func}"
 
 
 # -- per-event analysis -----------------------------------------------------------------------------------
@@ -239,7 +404,8 @@ def _analyse(raw: _Raw, sessions: dict[int, Session]) -> AuditRecord:
             s = sessions[id(scope)] = _private_session(scope)
         return s
 
-    base = dict(kind=kind, question=str(ev.get("question", "")), location=raw.location, count=raw.count)
+    base = dict(kind=kind, question=str(ev.get("question", "")), location=raw.location, count=raw.count,
+                origin=raw.origin)
     try:
         if kind == "bounds":
             return _analyse_bounds(ev, raw, base, session_of)
@@ -252,19 +418,13 @@ def _analyse(raw: _Raw, sessions: dict[int, Session]) -> AuditRecord:
     return AuditRecord(**base, answer=str(ev.get("answer")), answered_by=raw.by)
 
 
-def _adapter():
-    from smtdims_jax import adapter
-
-    return adapter
-
-
 def _fmt_interval(iv: Any) -> str:
     lo, hi = iv
     return f"[{_fmt_bound(lo)}, {_fmt_bound(hi)}]"
 
 
 def _analyse_bounds(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], session_of: Callable) -> AuditRecord:
-    ad = _adapter()
+    ad = adapter
     e = ev["expr"]
     ir = ad.to_ir(e)
     session = session_of(e)
@@ -300,7 +460,7 @@ def _analyse_bounds(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], session
 
 
 def _analyse_compare(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], session_of: Callable) -> AuditRecord:
-    ad = _adapter()
+    ad = adapter
     question = base["question"]
     geq = ev.get("answer")
     inverted = "' > '" in question or "' < '" in question  # JAX computes > and < as not(>=)
@@ -310,7 +470,7 @@ def _analyse_compare(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], sessio
         session = session_of(e1, e2)
         l_ir, r_ir = ad.to_ir(e1), ad.to_ir(e2)
         d = session.decide(l_ir, ">=", r_ir)
-        from .explain import suggest_fixes
+        from smtdims.explain import suggest_fixes
 
         fixes = suggest_fixes(session, l_ir, ">=", r_ir, limit=1, decision=d)
         w_true, w_false = (d.witness_false, d.witness_true) if inverted else (d.witness_true, d.witness_false)
@@ -332,7 +492,7 @@ def _analyse_eq(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], session_of:
     by = raw.by
     if answer is True:
         return AuditRecord(**base, answer="True", answered_by=by)
-    ad = _adapter()
+    ad = adapter
     e1, e2 = ev["lhs"], ev["rhs"]
     session = session_of(e1, e2)
     diff = ad.to_ir(e1) - ad.to_ir(e2)
@@ -354,32 +514,35 @@ def _analyse_eq(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], session_of:
 
 # -- the context manager -----------------------------------------------------------------------------------
 @contextlib.contextmanager
-def audit(*, budget: int | None = None) -> Iterator[AuditReport]:
+def audit(*, budget: int | None = None, show_internal: bool = False) -> Iterator[AuditReport]:
     """Record and check every dimension decision made in the block.
 
     Installs smtdims for the block if it is not installed (and uninstalls after);
-    an existing installation is left as it is.
+    an existing installation is left as it is. The report shows the questions user
+    code asked (and flagged ones JAX asked: see the module docstring);
+    ``show_internal=True`` shows every question.
     """
-    import smtdims_jax
+    from smtdims.reasoner import CONFIG
 
-    from .reasoner import CONFIG
-
-    report = AuditReport()
-    was = smtdims_jax.is_installed()
+    report = AuditReport(show_internal=show_internal)
+    was = adapter.is_installed()
     old_budget = CONFIG.budget
     if not was:
-        smtdims_jax.install(budget=budget)
+        adapter.install(budget=budget)
     elif budget is not None:
-        smtdims_jax.install(budget=budget, equality=smtdims_jax.installed_options().get("equality", True))
-    smtdims_jax.add_listener(report.record)
+        adapter.install(budget=budget, equality=adapter.installed_options().get("equality", True))
+    adapter.add_listener(report.record)
     try:
         yield report
     finally:
-        smtdims_jax.remove_listener(report.record)
+        adapter.remove_listener(report.record)
         if not was:
-            smtdims_jax.uninstall()
+            adapter.uninstall()
         CONFIG.budget = old_budget
         report.close()
 
 
-__all__ = ["AuditRecord", "AuditReport", "audit", "user_location"]
+__all__ = [
+    "INCONCLUSIVE", "JAX", "PROVABLY_EQUAL", "REFUTED_STOCK", "UNPROVEN_INEQUALITY", "USER", "AuditRecord",
+    "AuditReport", "audit", "cell_name", "display_filename", "question_origin", "user_location",
+]
