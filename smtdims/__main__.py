@@ -1,4 +1,5 @@
-"""``python -m smtdims``: the same command line as the ``smtdims`` console script."""
+"""``python -m smtdims``: the same command line as the ``smtdims`` console script
+(``python -m smtdims run script.py [ARGS...]`` included)."""
 
 from __future__ import annotations
 
@@ -6,4 +7,5 @@ import sys
 
 from .cli import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,38 +1,89 @@
-"""The ``smtdims`` command line: bounds, decisions, explanations and constraint checks.
+"""The ``smtdims`` command line: bounds, decisions, explanations, constraint checks, ``run``.
 
-    smtdims bounds '2*b + 1' -c 'b >= 128' -c 'b <= 1024'
-    smtdims decide 'a + 1' '>=' b            (or: smtdims decide 'a + 1 >= b')
+    smtdims bounds '2*b + 1' 'b - 1' -c 'b >= 128' -c 'b <= 1024'   (one answer per EXPR)
+    smtdims decide 'a + 1' '>=' b            (one query: LHS OP RHS as three arguments)
+    smtdims decide 'a >= 1' 'b <= a'         (several queries: each argument a comparison)
     smtdims explain 'b >= 16'                (a comparison; or an expression: its bounds)
     smtdims check-constraints -c 'a >= b' -c 'b >= a + 1'
+    smtdims run script.py [ARGS...]          (run a program with smtdims installed; also -m MODULE)
     smtdims export ...                       (the export pipeline, when installed)
 
-``--json`` prints machine-readable output, ``--smtlib`` the SMT-LIB2 script of the
-query (pipe it into any SMT solver), ``--budget N`` sets Z3's deterministic rlimit.
-Malformed input exits with status 2 and one line naming the position; ``--debug``
-adds the traceback.
+``--json`` prints machine-readable output (one object per query; a list when several
+queries were given), ``--smtlib`` the SMT-LIB2 script of the query (pipe it into any SMT
+solver), ``--budget N`` sets Z3's deterministic rlimit, ``--deadline SECONDS`` a wall-clock
+limit. Exit status (see :data:`EXIT_STATUS_TABLE`): 0 true, 1 false, 2 usage or input
+error, 3 undetermined, 4 unknown, 70 internal error, 130 interrupted. Malformed input
+prints one line naming the position; ``--debug`` adds the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
+import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import z3
 
 from .constraints import ConstraintSet
-from .errors import ParseError, SmtdimsError
-from .explain import decision_dict
+from .errors import ParseError, SmtdimsError, UnsatisfiableConstraintsError
 from .expr import OPERATIONS, Expr
 from .parser import COMPARISONS, _tokenize, parse_comparison, parse_expr
-from .reasoner import CONFIG, REGISTRY, Session, _relation
+from .reasoner import CONFIG, REGISTRY, Session
+from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
 from .smt import Encoder
 
-EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+# -- exit statuses --------------------------------------------------------------------------------------
+EXIT_TRUE = EXIT_OK = 0  # proven true / bounds proven tight / constraints satisfiable / success
+EXIT_FALSE = 1  # proven false / constraints unsatisfiable (check-constraints prints the conflict)
+EXIT_USAGE = 2  # usage or input error: bad arguments, syntax, possible division by 0, ...
+EXIT_UNDETERMINED = 3  # true for some valuations, false for others (witnesses printed)
+EXIT_UNKNOWN = 4  # the solver gave up (budget, deadline, or nonlinear incompleteness)
+EXIT_INTERNAL = 70  # a bug in smtdims (EX_SOFTWARE): please report it
+EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_BROKEN_PIPE = 141  # stdout closed early (128 + SIGPIPE, as shells report it)
+
+EXIT_STATUS_TABLE = (
+    (EXIT_TRUE, "true: every query proven true (bounds: both ends tight; check-constraints: satisfiable)"),
+    (EXIT_FALSE, "false: a query proven false (check-constraints: unsatisfiable, conflict printed)"),
+    (EXIT_USAGE, "usage or input error (one line on stderr naming the position)"),
+    (EXIT_UNDETERMINED, "undetermined: true for some valuations, false for others"),
+    (EXIT_UNKNOWN, "unknown: the solver gave up (budget, deadline, nonlinear incompleteness)"),
+    (EXIT_INTERNAL, "internal error (a bug in smtdims)"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+    (EXIT_BROKEN_PIPE, "stdout was closed early (e.g. piped into head)"),
+)
+STATUS_EXIT = {TRUE: EXIT_TRUE, FALSE: EXIT_FALSE, UNDETERMINED: EXIT_UNDETERMINED, UNKNOWN: EXIT_UNKNOWN}
+
+
+def combined_status(codes: Sequence[int]) -> int:
+    """The status of several answers: 0 only if every answer is 0, otherwise the largest code
+    (so unknown 4 > undetermined 3 > false 1)."""
+    return max(codes, default=EXIT_OK)
+
+
 _NEGATED = {">=": "<", "<=": ">", ">": "<=", "<": ">=", "==": "!=", "!=": "=="}
+_OPTIONS_WITH_VALUES = ("--budget", "--deadline")
+
+EPILOG = """\
+queries:
+  bounds EXPR [EXPR ...]      one answer per expression
+  decide COMPARISON [COMPARISON ...] | LHS OP RHS
+                              when every argument contains a comparison operator, each is one
+                              query; otherwise the arguments are joined into one comparison
+                              (e.g. 'a + 1' '>=' b)
+  with --json, one query prints one object and several print a list of objects
+
+exit status:
+""" + "\n".join(f"  {code:<4}{text}" for code, text in EXIT_STATUS_TABLE) + """
+  several queries: 0 only if all answers are 0, otherwise the largest status
+"""
 
 
 class UsageError(Exception):
@@ -46,15 +97,31 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def version_text() -> str:
+    """``smtdims X.Y.Z (jax A.B.C, z3 D.E.F)``; reads JAX's version without importing it."""
+    from importlib import metadata
+
+    from . import __version__
+
+    try:
+        jax_version = f"jax {metadata.version('jax')}"
+    except metadata.PackageNotFoundError:
+        jax_version = "jax not installed"
+    return f"smtdims {__version__} ({jax_version}, z3 {z3.get_version_string()}, python {sys.version.split()[0]})"
+
+
 def _common() -> argparse.ArgumentParser:
     # SUPPRESS defaults: the options work before or after the subcommand without one
     # parser's default overwriting what the user gave to the other.
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                   help="machine-readable output (a list when several queries are given)")
     p.add_argument("--smtlib", action="store_true", default=argparse.SUPPRESS,
-                   help="print the SMT-LIB2 script of the query instead of solving it here")
+                   help="print the SMT-LIB2 script of the query (z3 reproduces the answer)")
     p.add_argument("--budget", type=int, metavar="N", default=argparse.SUPPRESS,
                    help=f"Z3 rlimit per check (deterministic; default {CONFIG.budget})")
+    p.add_argument("--deadline", type=float, metavar="SECONDS", default=argparse.SUPPRESS,
+                   help="wall-clock limit for the solver (default: none)")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     return p
 
@@ -62,8 +129,10 @@ def _common() -> argparse.ArgumentParser:
 def build_parser(export: Callable[[Any], Any] | None = None) -> argparse.ArgumentParser:
     """The argument parser; ``export(subparsers)`` adds the real ``export`` subcommand when loaded."""
     common = _common()
-    parser = _Parser(prog="smtdims", parents=[common],
+    parser = _Parser(prog="smtdims", parents=[common], epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
                      description="Exact reasoning about jax.export symbolic dimensions (Z3-backed).")
+    parser.add_argument("--version", action="version", version=version_text())
     subs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subs.required = True
 
@@ -71,20 +140,30 @@ def build_parser(export: Callable[[Any], Any] | None = None) -> argparse.Argumen
         p.add_argument("-c", "--constraint", action="append", default=[], metavar="CONSTRAINT",
                        help="a jax.export constraint such as 'a >= b' (repeatable)")
 
-    p = subs.add_parser("bounds", parents=[common], help="tight bounds of an expression")
-    p.add_argument("expr", nargs="+", metavar="EXPR")
+    p = subs.add_parser("bounds", parents=[common], help="tight bounds of each expression")
+    p.add_argument("expr", nargs="+", metavar="EXPR", help="one expression per argument, one answer each")
     constraints_arg(p)
-    p = subs.add_parser("decide", parents=[common], help="decide LHS OP RHS for every valuation")
-    p.add_argument("comparison", nargs="+", metavar="LHS OP RHS",
-                   help=f"three arguments or one comparison string; OP is one of {' '.join(COMPARISONS)}")
+    p = subs.add_parser(
+        "decide", parents=[common], help="decide comparisons for every valuation",
+        usage="smtdims decide [options] (COMPARISON [COMPARISON ...] | LHS OP RHS)",
+        description="When every argument contains a comparison operator, each argument is one query "
+                    "('a >= 1' 'b <= a'); otherwise all arguments are joined into one comparison "
+                    "('a + 1' '>=' b).")
+    p.add_argument("comparison", nargs="+", metavar="COMPARISON",
+                   help=f"a comparison such as 'a + 1 >= b'; OP is one of {' '.join(COMPARISONS)}")
     constraints_arg(p)
     p = subs.add_parser("explain", parents=[common],
-                        help="explain a decision (LHS OP RHS) or the bounds of an expression")
-    p.add_argument("comparison", nargs="+", metavar="LHS OP RHS | EXPR")
+                        usage="smtdims explain [options] (COMPARISON | LHS OP RHS | EXPR)",
+                        help="explain one decision (LHS OP RHS) or the bounds of one expression")
+    p.add_argument("comparison", nargs="+", metavar="COMPARISON | EXPR",
+                   help="the arguments are joined into one comparison or expression")
     constraints_arg(p)
     p = subs.add_parser("check-constraints", parents=[common],
                         help="unsatisfiable subsets, redundant constraints, fixed variables")
     constraints_arg(p)
+    p = subs.add_parser("run", help="run a Python program with smtdims installed, then summarise",
+                        usage=RUN_USAGE, add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
     if export is not None:
         export(subs)
     else:
@@ -96,6 +175,7 @@ def build_parser(export: Callable[[Any], Any] | None = None) -> argparse.Argumen
 # -- input --------------------------------------------------------------------------------------------
 def _comparison_text(parts: Sequence[str]) -> str:
     """Join arguments into one comparison; ``a >> b`` style operators are named, not mis-tokenized."""
+    parts = [p.strip() for p in parts]
     if len(parts) == 3 and parts[1] not in COMPARISONS and parts[1] and not any(ch.isalnum() for ch in parts[1]):
         text = " ".join(parts)
         raise ParseError(text, len(parts[0]) + 1,
@@ -108,6 +188,14 @@ def _has_comparison(text: str) -> bool:
         return any(t.kind == "op" and t.text in COMPARISONS for t in _tokenize(text))
     except ParseError:
         return any(op in text for op in COMPARISONS) or "=" in text
+
+
+def decide_queries(parts: Sequence[str]) -> list[str]:
+    """``decide``'s arguments as comparison texts: when there are several arguments and every one
+    contains a comparison operator, each is one query; otherwise they are joined into one."""
+    if len(parts) > 1 and all(_has_comparison(p) for p in parts):
+        return list(parts)
+    return [_comparison_text(parts)]
 
 
 def _constraints(texts: Sequence[str]) -> ConstraintSet:
@@ -128,24 +216,95 @@ def _unknown_function(err: ParseError) -> ParseError:
     return err
 
 
+def _found_token(err: ParseError) -> ParseError:
+    """One side of a comparison ends at the operator: "found end of input" there means "found '>='"."""
+    rest = err.text[err.position:]
+    if "found end of input" not in err.detail or not rest.strip():
+        return err
+    pos = err.position + len(rest) - len(rest.lstrip())
+    try:
+        found = _tokenize(err.text[pos:])[0].text
+    except ParseError:
+        found = err.text[pos]
+    return ParseError(err.text, pos, err.detail.replace("found end of input", f"found {found!r}"))
+
+
+def _located(err: ParseError) -> ParseError:
+    return _found_token(_unknown_function(err))
+
+
 def format_error(err: BaseException) -> str:
     """One line: what was wrong and, for syntax errors, where."""
     if isinstance(err, ParseError):
-        err = _unknown_function(err)
+        err = _located(err)
         rest = err.text[err.position:]
         here = f"here: {rest!r}" if rest.strip() else "at the end"
         return f"{err.detail} at position {err.position} in {err.text!r} ({here})"
     return " ".join(str(err).split())
 
 
+# -- unknown answers -------------------------------------------------------------------------------------
+def unknown_reason(reason: str, *, budget: int | None = None, deadline: float | None = None) -> tuple[str, str]:
+    """Why an answer is "unknown", as ``(cause, message)``: what happened and how to get an answer.
+
+    ``cause`` is ``"budget"`` (Z3's "max. resource limit exceeded": the rlimit ran out, raise
+    ``--budget``), ``"deadline"`` (Z3's "canceled": the ``--deadline`` passed or the run was
+    interrupted) or ``"incomplete"`` (anything else: the solver gave up, nonlinear integer
+    arithmetic being undecidable in general). The reasoner's own reason names
+    (``budget``/``deadline``/``incomplete``) map to themselves.
+    """
+    r = " ".join((reason or "").lower().split())
+    budget = CONFIG.budget if budget is None else budget
+    if deadline is None:
+        deadline = getattr(CONFIG, "deadline", None)
+    if "resource limit" in r or "rlimit" in r or "budget" in r:
+        return "budget", (f"the solver's budget of {budget} (Z3 rlimit per check) ran out; "
+                          f"raise it with --budget N, e.g. --budget {budget * 10}")
+    if any(word in r for word in ("cancel", "deadline", "timeout", "interrupt")):
+        limit = f"the deadline of {deadline:g} s passed" if deadline else "the solver was stopped (deadline or interrupt)"
+        return "deadline", f"{limit} or the run was interrupted; allow more time with --deadline SECONDS"
+    return "incomplete", ("the solver gave up (incomplete for nonlinear arithmetic); "
+                          "a larger --budget N or a constraint that bounds the variables may help")
+
+
+# Z3's wording for unknown answers (and older smtdims fallbacks): never shown as such.
+_RAW_REASONS = ("max. resource limit exceeded", "canceled", "timeout", "interrupted from keyboard",
+                "solver budget exhausted", "budget exhausted")
+
+
+def _friendly(text: str, reason: str, args: argparse.Namespace) -> str:
+    """``text`` with Z3's raw reason replaced by what happened and how to raise the limit."""
+    _, message = unknown_reason(reason, budget=_budget(args), deadline=getattr(args, "deadline", None))
+    raws = [r for r in (reason, *_RAW_REASONS) if r and r not in ("budget", "deadline", "incomplete")]
+    for raw in raws:
+        if f"({raw})" in text:
+            return text.replace(f"({raw})", f"({message})", 1)
+        if f": {raw}" in text:
+            return text.replace(f": {raw}", f": {message}", 1)
+    if "--budget" in text or "--deadline" in text:
+        return text  # the reasoner already said what happened and how to raise the limit
+    return f"{text}\n  {message}"
+
+
+def _unknown_info(reason: str, args: argparse.Namespace) -> dict[str, str]:
+    cause, message = unknown_reason(reason, budget=_budget(args), deadline=getattr(args, "deadline", None))
+    return {"cause": cause, "message": message}
+
+
 # -- SMT-LIB2 -------------------------------------------------------------------------------------------
 Build = Callable[[Encoder], list[z3.BoolRef]]
 
 
+def _relation(op: str, d: z3.ArithRef) -> z3.BoolRef:
+    """``lhs op rhs`` as a relation on ``d = lhs - rhs``."""
+    return {">=": d >= 0, "<=": d <= 0, ">": d > 0, "<": d < 0, "==": d == 0, "!=": d != 0}[op]
+
+
 def smtlib_script(constraints: ConstraintSet, checks: Sequence[tuple[str, Build]], *, header: Sequence[str] = (),
                   variables: frozenset[str] = frozenset(), objectives: Sequence[tuple[str, str, Expr]] = (),
-                  named: bool = False) -> str:
-    """A self-contained SMT-LIB2 script: declarations, ``v >= 1`` facts, the constraints, then each
+                  named: bool = False, after_constraints: Sequence[str] = (), budget: int | None = None) -> str:
+    """A self-contained SMT-LIB2 script: the budget as ``(set-option :rlimit N)``, declarations,
+    ``v >= 1`` facts, the constraints, ``after_constraints`` (e.g. ``(check-sat)``), then each
     check between ``(push 1)``/``(pop 1)``. ``objectives`` (z3's ``minimize``/``maximize``
     extension) are emitted likewise; ``named`` tracks constraints for ``(get-unsat-core)``."""
     ctx = z3.Context()
@@ -160,6 +319,9 @@ def smtlib_script(constraints: ConstraintSet, checks: Sequence[tuple[str, Build]
     probe.add(*axioms, *(t for _, t in cons), *(g for _, gs in goals for g in gs), *(t >= 0 for _, _, t in objs))
     decls = [ln for ln in probe.sexpr().splitlines() if ln.startswith("(declare-")]
     lines = [f"; {h}" for h in header]
+    budget = CONFIG.budget if budget is None else budget
+    lines += [f"; Z3's resource limit per check, as smtdims used it (--budget {budget}); other solvers may ignore it",
+              f"(set-option :rlimit {budget})"]
     if named:
         lines.append("(set-option :produce-unsat-cores true)")
     lines += decls
@@ -175,8 +337,7 @@ def smtlib_script(constraints: ConstraintSet, checks: Sequence[tuple[str, Build]
     for i, (text, t) in enumerate(cons):
         lines.append(f"; constraint: {text}")
         lines.append(f"(assert (! {t.sexpr()} :named |c{i}|))" if named else f"(assert {t.sexpr()})")
-    if named:
-        lines += ["(check-sat)", "(get-unsat-core)"]
+    lines += after_constraints
     for comment, gs in goals:
         lines += [f"; {comment}", "(push 1)", *(f"(assert {g.sexpr()})" for g in gs), "(check-sat)", "(pop 1)"]
     for comment, sense, t in objs:
@@ -184,7 +345,12 @@ def smtlib_script(constraints: ConstraintSet, checks: Sequence[tuple[str, Build]
     return "\n".join(lines) + "\n"
 
 
-def _decision_script(cs: ConstraintSet, lhs: Expr, op: str, rhs: Expr, answer: str) -> str:
+def _header(kind: str, q: str, cs: ConstraintSet, answer: str) -> list[str]:
+    return [f"smtdims {kind}: {q}", f"constraints: {', '.join(c.text for c in cs) or 'none'}",
+            f"smtdims' answer: {answer}", "dimension variables are integers >= 1"]
+
+
+def _decision_script(cs: ConstraintSet, lhs: Expr, op: str, rhs: Expr, answer: str, budget: int) -> str:
     d = lhs - rhs
     q = f"{lhs} {op} {rhs}"
     return smtlib_script(
@@ -193,23 +359,47 @@ def _decision_script(cs: ConstraintSet, lhs: Expr, op: str, rhs: Expr, answer: s
           lambda enc: [_relation(_NEGATED[op], enc.expr(d))]),
          (f"check 2: can '{q}' hold? unsat means it fails for every valuation",
           lambda enc: [_relation(op, enc.expr(d))])],
-        header=[f"smtdims decide: {q}", f"constraints: {', '.join(c.text for c in cs) or 'none'}",
-                f"smtdims' answer: {answer}", "dimension variables are integers >= 1"],
-        variables=d.variables(),
+        header=_header("decide", q, cs, answer) + [
+            "true: unsat then sat; false: sat then unsat; undetermined: sat then sat"],
+        variables=d.variables(), budget=budget,
     )
 
 
-def _bounds_script(cs: ConstraintSet, e: Expr, answer: str) -> str:
+def _bounds_script(cs: ConstraintSet, e: Expr, answer: str, budget: int) -> str:
     return smtlib_script(
-        cs, [], variables=e.variables(),
+        cs, [], variables=e.variables(), budget=budget,
         objectives=[(f"lower bound of {e} (z3 optimisation extension)", "minimize", e),
                     (f"upper bound of {e}", "maximize", e)],
-        header=[f"smtdims bounds: {e}", f"constraints: {', '.join(c.text for c in cs) or 'none'}",
-                f"smtdims' answer: {answer}", "dimension variables are integers >= 1"],
+        header=_header("bounds", str(e), cs, answer),
     )
+
+
+def _constraints_script(cs: ConstraintSet, satisfiable: bool | None, budget: int) -> str:
+    answer = {True: "satisfiable", False: "unsatisfiable", None: "unknown"}[satisfiable]
+    header = [f"smtdims check-constraints: {', '.join(c.text for c in cs) or 'none'}",
+              f"smtdims' answer: {answer} (sat = consistent)", "dimension variables are integers >= 1"]
+    if satisfiable is False:
+        header.append("(get-unsat-core) names a conflicting subset (|c<i>| = the i-th -c, from 0)")
+        tail = ["(check-sat)", "(get-unsat-core)"]
+    elif satisfiable:
+        header.append("(get-model) shows one valuation that meets every constraint")
+        tail = ["(check-sat)", "(get-model)"]
+    else:
+        tail = ["(check-sat)"]
+    return smtlib_script(cs, [], named=satisfiable is False, header=header, after_constraints=tail, budget=budget)
 
 
 # -- commands ---------------------------------------------------------------------------------------------
+@dataclass
+class Answer:
+    """One query's answer: the text, the JSON object, the SMT-LIB2 script (with --smtlib), the status."""
+
+    text: str
+    data: dict[str, Any]
+    script: str | None
+    status: int
+
+
 def _session(args: argparse.Namespace) -> tuple[Session, ConstraintSet]:
     cs = _constraints(getattr(args, "constraint", []))
     return REGISTRY.get(cs, _budget(args)), cs
@@ -224,33 +414,61 @@ def _budget(args: argparse.Namespace) -> int:
     return budget
 
 
-def _emit(args: argparse.Namespace, text: str, data: dict[str, Any], script: str | None) -> None:
+def _smtlib(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "smtlib", False))
+
+
+def _emit(args: argparse.Namespace, answers: Sequence[Answer]) -> int:
+    """Print the answers (one JSON object for one query, a list for several) and return the status."""
     if getattr(args, "json", False):
-        if script is not None:
-            data = {**data, "smtlib": script}
-        print(json.dumps(data, indent=2))
-    elif script is not None:
-        print(script, end="")
+        items = [{**a.data, "smtlib": a.script} if a.script is not None else a.data for a in answers]
+        print(json.dumps(items[0] if len(items) == 1 else items, indent=2))
+    elif _smtlib(args):
+        # Several scripts in one stream: (reset) between them keeps each self-contained.
+        print("(reset)\n".join(a.script or "" for a in answers), end="")
     else:
-        print(text)
+        print("\n".join(a.text for a in answers))
+    return combined_status([a.status for a in answers])
+
+
+def _bounds_status(b: Bounds) -> int:
+    return EXIT_TRUE if b.lo_tight and b.hi_tight else EXIT_UNKNOWN
+
+
+_NOT_TIGHT = "  an end is not proven tight (the solver gave up or ran out of budget; try a larger --budget N)"
+
+
+def _bounds_answer(args: argparse.Namespace, session: Session, cs: ConstraintSet, e: Expr) -> Answer:
+    b = session.bounds(e)
+    status = _bounds_status(b)
+    text = b.describe() + ("\n" + _NOT_TIGHT if status else "")
+    script = _bounds_script(cs, e, repr(b), _budget(args)) if _smtlib(args) else None
+    return Answer(text, b.to_dict(), script, status)
+
+
+def _decision_data(d: Decision, args: argparse.Namespace) -> dict[str, Any]:
+    data = d.to_dict()
+    if d.status == UNKNOWN:
+        data["unknown"] = _unknown_info(d.reason, args)
+    return data
 
 
 def cmd_bounds(args: argparse.Namespace) -> int:
     session, cs = _session(args)
-    e = parse_expr(" ".join(args.expr))
-    b = session.bounds(e)
-    script = _bounds_script(cs, e, repr(b)) if getattr(args, "smtlib", False) else None
-    _emit(args, b.describe(), b.to_dict(), script)
-    return EXIT_OK
+    exprs = [parse_expr(text) for text in args.expr]  # all parsed before any is answered
+    return _emit(args, [_bounds_answer(args, session, cs, e) for e in exprs])
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
     session, cs = _session(args)
-    lhs, op, rhs = parse_comparison(_comparison_text(args.comparison))
-    d = session.decide(lhs, op, rhs)
-    script = _decision_script(cs, lhs, op, rhs, d.status) if getattr(args, "smtlib", False) else None
-    _emit(args, d.describe(), decision_dict(d), script)
-    return EXIT_OK
+    queries = [parse_comparison(text) for text in decide_queries(args.comparison)]
+    answers = []
+    for lhs, op, rhs in queries:
+        d = session.decide(lhs, op, rhs)
+        text = _friendly(d.describe(), d.reason, args) if d.status == UNKNOWN else d.describe()
+        script = _decision_script(cs, lhs, op, rhs, d.status, _budget(args)) if _smtlib(args) else None
+        answers.append(Answer(text, _decision_data(d, args), script, STATUS_EXIT.get(d.status, EXIT_UNKNOWN)))
+    return _emit(args, answers)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -262,29 +480,46 @@ def cmd_explain(args: argparse.Namespace) -> int:
         lhs, op, rhs = parse_comparison(text)
         d = session.decide(lhs, op, rhs)
         ex = explain_decision(d)
-        script = _decision_script(cs, lhs, op, rhs, d.status) if getattr(args, "smtlib", False) else None
+        status = STATUS_EXIT.get(d.status, EXIT_UNKNOWN)
+        out = _friendly(str(ex), d.reason, args) if d.status == UNKNOWN else str(ex)
+        data = ex.to_dict()
+        if d.status == UNKNOWN:
+            data["unknown"] = _unknown_info(d.reason, args)
+        script = _decision_script(cs, lhs, op, rhs, d.status, _budget(args)) if _smtlib(args) else None
     else:
         e = parse_expr(text)
         b = session.bounds(e)
         ex = explain_bounds(b)
-        script = _bounds_script(cs, e, repr(b)) if getattr(args, "smtlib", False) else None
-    _emit(args, str(ex), ex.to_dict(), script)
-    return EXIT_OK
+        status = _bounds_status(b)
+        out, data = str(ex) + ("\n" + _NOT_TIGHT if status else ""), ex.to_dict()
+        script = _bounds_script(cs, e, repr(b), _budget(args)) if _smtlib(args) else None
+    return _emit(args, [Answer(out, data, script, status)])
 
 
 def cmd_check_constraints(args: argparse.Namespace) -> int:
     from .diagnostics import check_constraints
 
     cs = _constraints(args.constraint)
-    if getattr(args, "smtlib", False):
-        script = smtlib_script(cs, [], named=True, header=[
-            "smtdims check-constraints: satisfiability of the constraints (sat = consistent)",
-            "on unsat, (get-unsat-core) names a conflicting subset (|c<i>| = the i-th -c, from 0)"])
-        _emit(args, "", {"constraints": [c.text for c in cs]}, script)
-        return EXIT_OK
-    report = check_constraints(cs, budget=_budget(args))
-    _emit(args, str(report), report.to_dict(), None)
-    return EXIT_OK
+    budget = _budget(args)
+    try:
+        report = check_constraints(cs, budget=budget)
+    except UnsatisfiableConstraintsError as err:
+        # A diagnosis, not an input error: the minimal conflict, status 1 ("false").
+        texts = [c.text for c in cs]
+        text = (f"constraints: {', '.join(texts) or 'none'}\n"
+                "  unsatisfiable: no dimension values >= 1 meet them all\n"
+                f"  minimal conflict: {'; '.join(err.conflict)}\n"
+                "  remove or relax one of these")
+        data = {"constraints": texts, "satisfiable": False, "conflict": list(err.conflict)}
+        script = _constraints_script(cs, False, budget) if _smtlib(args) else None
+        return _emit(args, [Answer(text, data, script, EXIT_FALSE)])
+    script = _constraints_script(cs, report.satisfiable, budget) if _smtlib(args) else None
+    data = report.to_dict()
+    if report.satisfiable is None:
+        reason = getattr(report, "reason", "")
+        data["unknown"] = _unknown_info(reason, args)
+        return _emit(args, [Answer(_friendly(str(report), reason, args), data, script, EXIT_UNKNOWN)])
+    return _emit(args, [Answer(str(report), data, script, EXIT_TRUE)])
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -292,19 +527,66 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
-def _wants_export(argv: Sequence[str]) -> bool:
+# -- limits ----------------------------------------------------------------------------------------------
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """``CONFIG.deadline = float(seconds)`` for the block (the reasoner honours it where it can)."""
+    if seconds is None:
+        yield
+        return
+    if not (seconds > 0) or math.isinf(seconds):
+        raise UsageError(f"--deadline must be a positive number of seconds, got {seconds}")
+    before = getattr(CONFIG, "deadline", _MISSING)
+    CONFIG.deadline = float(seconds)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        if before is _MISSING:
+            with contextlib.suppress(AttributeError):
+                delattr(CONFIG, "deadline")
+        else:
+            CONFIG.deadline = before  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def limits(budget: int | None, seconds: float | None) -> Iterator[None]:
+    """``--budget`` and ``--deadline`` in force for the block (``CONFIG``), restored after it."""
+    if budget is not None and budget <= 0:
+        raise UsageError(f"--budget must be a positive integer (a Z3 rlimit), got {budget}")
+    before = CONFIG.budget
+    with deadline(seconds):
+        if budget is not None:
+            CONFIG.budget = budget
+        try:
+            yield
+        finally:
+            CONFIG.budget = before
+
+
+# -- dispatch ---------------------------------------------------------------------------------------------
+def _first_command(argv: Sequence[str]) -> str | None:
+    """The subcommand: the first argument that is neither an option nor an option's value."""
     skip = False
     for a in argv:
         if skip:
             skip = False
             continue
-        if a == "--budget":
+        if a in _OPTIONS_WITH_VALUES:
             skip = True
             continue
+        if a == "--":
+            return None
         if a.startswith("-"):
             continue
-        return a == "export"
-    return False
+        return a
+    return None
+
+
+def _wants_export(argv: Sequence[str]) -> bool:
+    return _first_command(argv) == "export"
 
 
 def _load_export() -> Any:
@@ -318,42 +600,168 @@ def _load_export() -> Any:
     return pipeline_cli
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 2 malformed input, 1 internal error)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv
-    json_out = "--json" in argv
+RUN_USAGE = "smtdims run [--json FILE] [--budget N] [--deadline SECONDS] (SCRIPT.py | -m MODULE) [ARGS ...]"
+RUN_HELP = f"""usage: {RUN_USAGE}
+
+Run a Python program unmodified with smtdims installed (like `coverage run` or
+`python -m cProfile`): SCRIPT runs as __main__ with sys.argv = [SCRIPT, ARGS...].
+Every argument after SCRIPT (or -m MODULE) belongs to the program. At exit, the
+summary goes to stderr: who answered JAX's dimension questions and every comparison
+that stayed inconclusive, with the user code line that asked it and a verified fix.
+
+options:
+  --json FILE          also write the summary as JSON to FILE
+  --budget N           Z3 rlimit per check (default {CONFIG.budget})
+  --deadline SECONDS   wall-clock limit for the solver
+  -m MODULE            run a module as a script (like python -m)
+  -h, --help           show this help
+
+exit status: the program's (an uncaught exception prints its traceback and exits 1);
+2 when smtdims run itself is misused.
+"""
+
+
+@dataclass
+class RunArgs:
+    target: str
+    args: list[str]
+    module: bool = False
+    json_path: str | None = None
+    budget: int | None = None
+    deadline: float | None = None
+    debug: bool = False
+    help: bool = False
+
+
+def parse_run_args(argv: Sequence[str]) -> RunArgs:
+    """``[global options] run [run options] (SCRIPT | -m MODULE) [ARGS...]``: everything after
+    SCRIPT or MODULE is the program's, untouched."""
+    out = RunArgs(target="", args=[])
+    argv = list(argv)
+    i = 0
+
+    def value(opt: str, conv: Callable[[str], Any]) -> Any:
+        nonlocal i
+        if "=" in argv[i]:
+            raw = argv[i].split("=", 1)[1]
+        else:
+            if i + 1 >= len(argv):
+                raise UsageError(f"run: {opt} needs a value")
+            i += 1
+            raw = argv[i]
+        try:
+            return conv(raw)
+        except ValueError:
+            raise UsageError(f"run: invalid {opt} value {raw!r}") from None
+
+    seen_run = False
+    while i < len(argv):
+        a = argv[i]
+        name = a.split("=", 1)[0]
+        if not seen_run and a == "run":
+            seen_run = True
+        elif name == "--budget":
+            out.budget = value("--budget", int)
+            if out.budget <= 0:
+                raise UsageError(f"--budget must be a positive integer (a Z3 rlimit), got {out.budget}")
+        elif name == "--deadline":
+            out.deadline = value("--deadline", float)
+        elif a == "--debug":
+            out.debug = True
+        elif seen_run and name == "--json":
+            out.json_path = value("--json", str)
+        elif a in ("-h", "--help"):
+            out.help = True
+            return out
+        elif seen_run and (a == "-m" or (a.startswith("-m") and len(a) > 2)):
+            mod = a[2:] if len(a) > 2 else None
+            if mod is None:
+                if i + 1 >= len(argv):
+                    raise UsageError("run: -m needs a module name")
+                i += 1
+                mod = argv[i]
+            out.target, out.module, out.args = mod, True, argv[i + 1:]
+            return out
+        elif seen_run and a == "--":
+            if i + 1 >= len(argv):
+                break
+            out.target, out.args = argv[i + 1], argv[i + 2:]
+            return out
+        elif seen_run and not a.startswith("-"):
+            out.target, out.args = a, argv[i + 1:]
+            return out
+        else:
+            where = "after 'run'" if seen_run else "before 'run'"
+            raise UsageError(f"run: unknown option {a!r} {where}; usage: {RUN_USAGE}")
+        i += 1
+    raise UsageError(f"run: no program given; usage: {RUN_USAGE}")
+
+
+def _run_command(argv: Sequence[str]) -> int:
+    ra = parse_run_args(argv)
+    if ra.help:
+        print(RUN_HELP, end="")
+        return EXIT_OK
     try:
-        pipeline = _load_export() if _wants_export(argv) else None
+        from smtdims_jax import run as runner
+    except ImportError as err:
+        raise UsageError(f"'smtdims run' needs JAX support (smtdims_jax), which could not be imported: {err}") from err
+    with limits(None, ra.deadline):
+        return runner.run_program(ra.target, ra.args, module=ra.module, budget=ra.budget, json_path=ra.json_path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (see :data:`EXIT_STATUS_TABLE`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = _first_command(argv)
+    # Options after the subcommand's program belong to the program (smtdims run script.py --json).
+    own = argv[: argv.index("run") + 1] if command == "run" else argv
+    debug = "--debug" in own
+    json_out = "--json" in own and command != "run"
+    try:
+        if command == "run":
+            return _run_command(argv)
+        pipeline = _load_export() if command == "export" else None
         parser = build_parser(pipeline.add_export_parser if pipeline is not None else None)
         try:
             args = parser.parse_args(argv)
-        except SystemExit as exit_:  # usage errors (status 2) and --help (0): return, do not raise
+        except SystemExit as exit_:  # usage errors (status 2), --help and --version (0): return, do not raise
             return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
         if args.command == "export":
-            if pipeline is None:  # pragma: no cover - _wants_export saw it first
+            if pipeline is None:  # pragma: no cover - _first_command saw it first
                 pipeline = _load_export()
             rc = pipeline.run_export(args)
             return EXIT_OK if rc is None else int(rc)
-        return COMMANDS[args.command](args)
+        with limits(getattr(args, "budget", None), getattr(args, "deadline", None)):
+            return COMMANDS[args.command](args)
     except (SmtdimsError, UsageError) as err:
         # Input errors: syntax, unknown operators, non-integer constants, unsupported
-        # comparisons, possible division by 0, unsatisfiable constraints, bad budgets.
+        # comparisons, possible division by 0, unsatisfiable constraints (outside
+        # check-constraints), bad budgets or deadlines.
         if debug:
             traceback.print_exc()
         if json_out:
             info: dict[str, Any] = {"type": type(err).__name__, "message": format_error(err)}
             if isinstance(err, ParseError):
-                info.update(text=err.text, position=err.position, detail=err.detail)
+                located = _located(err)
+                info.update(text=located.text, position=located.position, detail=located.detail)
+            if isinstance(err, UnsatisfiableConstraintsError):
+                info.update(conflict=list(err.conflict))
             print(json.dumps({"error": info}))
         print(f"smtdims: error: {format_error(err)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
-    except Exception as err:  # pragma: no cover - a bug; say so in one line unless debugging
+        print("smtdims: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # stdout closed early (smtdims ... | head): not an error of smtdims
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except Exception as err:  # a bug; say so in one line unless debugging
         if debug:
             traceback.print_exc()
-        print(f"smtdims: internal error: {format_error(err)} (rerun with --debug for the traceback)", file=sys.stderr)
+        print(f"smtdims: internal error: {format_error(err)} (rerun with --debug for the traceback; "
+              f"exit status {EXIT_INTERNAL})", file=sys.stderr)
         return EXIT_INTERNAL
 
 
