@@ -139,10 +139,23 @@ def test_progress_reports_compile_and_run():
     assert report.out_avals == ("float32[4*b]",)
 
 
-def test_export_errors_propagate_with_witnesses():
-    with pytest.raises(Exception, match="inconclusive") as info:
-        export_and_verify(lambda x: lax.slice_in_dim(x, 0, 16), "int32[b]", samples=2)
-    assert "b = 1" in str(info.value)
+def test_export_error_is_a_failed_check():
+    """JAX refusing the function is reported (not raised): witnesses, and a fix re-exported to verify it."""
+    report = export_and_verify(lambda x: lax.slice_in_dim(x, 0, 16), "int32[b]", samples=2)
+    assert not report.ok and report.exception is not None
+    assert [(c.name, c.status) for c in report.checks][0] == ("export", "fail")
+    assert all(c.status == SKIP for c in report.checks[1:]) and not report.samples
+    e = report.export_error
+    assert e.type == "InconclusiveDimensionOperation" and "'b' >= '16' is inconclusive" in e.message
+    assert "smtdims" not in e.message and "comparison-of-symbolic-dimensions" not in e.message
+    (false_at, true_at) = e.valuations  # any witnesses on either side of b = 16
+    assert false_at["b"] < 16 <= true_at["b"] and "makes 'b' >= '16' false" in e.witnesses[0]
+    assert e.fix_kind == "constraint" and "'b >= 16'" in e.fix and e.fix_verified is True
+    assert e.fixed_constraints == ("b >= 16",)
+    text = str(report)
+    assert "export failed: InconclusiveDimensionOperation" in text and "verified: the export succeeds" in text
+    d = json.loads(json.dumps(report.to_dict()))
+    assert d["ok"] is False and d["export_error"]["valuations"] == [false_at, true_at]
 
 
 # -- argument specs ----------------------------------------------------------------------------------------

@@ -11,10 +11,19 @@ provably outside the specification must be rejected by JAX's shape checks.
 Why a solver picks the shapes: the bugs shape polymorphism hides live at the edges
 (``b == 1`` evaluated as False while tracing, ``mod(b, 3) == 0``, ``a == b`` under
 ``a >= b``); hand-picked "two shapes" rarely hit them.
+
+A function that JAX refuses to export is a failed check, not an exception: the report's
+``export`` check fails and :class:`ExportFailure` carries JAX's message, smtdims'
+witnesses (valuations on either side of an inconclusive comparison), and a fix that was
+re-exported to verify it (the constraint smtdims suggests, or for a reshape's "The
+remainder mod(b, -2) should be 0" the spec rewrite ``2*b`` for ``b``). Bad arguments
+(specs, dtypes) still raise. On the command line (:mod:`.pipeline_cli`): exit status 0
+all checks passed, 1 a check failed (the export included), 2 usage or input error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -26,7 +35,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,9 +48,11 @@ import z3
 from jax import export
 
 from smtdims.constraints import ConstraintSet
-from smtdims.errors import format_valuation
+from smtdims.errors import SmtdimsError, format_valuation
+from smtdims.explain import Fix, suggest_fixes
 from smtdims.expr import FLOORDIV, MOD, Expr, Op
-from smtdims.reasoner import Session
+from smtdims.parser import parse_expr
+from smtdims.reasoner import CONFIG, Session
 from smtdims.smt import SAT, UNSAT, Encoder
 
 from . import adapter, enabled
@@ -100,6 +112,32 @@ class RejectionCheck:
 
 
 @dataclass(frozen=True)
+class ExportFailure:
+    """Why ``jax.export`` refused the function: JAX's message and smtdims' reading of it.
+
+    ``witnesses``: smtdims' valuations on either side of an inconclusive comparison (as
+    text; ``valuations`` the same as dicts). ``fix``: the first fix smtdims verified for
+    that comparison, or for a reshape's "remainder ... should be 0" a spec rewrite such as
+    writing ``2*b`` for ``b``. ``fix_verified``: True when exporting again with the fix
+    succeeded, False when the export still failed (``fix_detail`` says how), None when
+    not tried (then the fix is a suggestion only).
+    """
+
+    type: str
+    message: str
+    smtdims: tuple[str, ...] = ()  # smtdims' lines of the error message, verbatim
+    witnesses: tuple[str, ...] = ()
+    valuations: tuple[dict[str, int], ...] = ()
+    location: str = ""
+    fix: str = ""
+    fix_kind: str = ""  # "constraint" | "spec" | ""
+    fix_verified: bool | None = None
+    fix_detail: str = ""
+    fixed_specs: tuple[str, ...] = ()  # the in_avals with a spec fix applied
+    fixed_constraints: tuple[str, ...] = ()  # the constraints with the fix applied
+
+
+@dataclass(frozen=True)
 class VerificationReport:
     """What :func:`export_and_verify` checked; ``ok`` only when everything ran and passed."""
 
@@ -115,7 +153,9 @@ class VerificationReport:
     artifact_path: str | None = None
     device: str = ""
     worker_jax: str = ""
+    export_error: ExportFailure | None = None  # set when the export failed (then nothing else ran)
     exported: Any = field(default=None, repr=False, compare=False)  # the jax.export.Exported
+    exception: BaseException | None = field(default=None, repr=False, compare=False)  # the export's error
 
     @property
     def ok(self) -> bool:
@@ -139,8 +179,9 @@ class VerificationReport:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(dataclasses.replace(self, exported=None))
+        d = dataclasses.asdict(dataclasses.replace(self, exported=None, exception=None))
         d.pop("exported", None)
+        d.pop("exception", None)
         d["ok"] = self.ok
         for s in d["samples"]:
             s["shapes"] = [list(x) for x in s["shapes"]]
@@ -163,20 +204,24 @@ class VerificationReport:
             ("platforms", ", ".join(self.platforms)),
             ("constraints", ", ".join(self.constraints) or "none"),
             ("in_avals", ", ".join(self.in_avals)),
-            ("out_avals", ", ".join(self.out_avals)),
-            ("artifact", f"{self.artifact_bytes} bytes" + (f" -> {self.artifact_path}" if self.artifact_path else "")),
+            ("out_avals", ", ".join(self.out_avals) or "-"),
+            ("artifact", "none (the export failed)" if self.export_error else
+             f"{self.artifact_bytes} bytes" + (f" -> {self.artifact_path}" if self.artifact_path else "")),
             ("ran on", f"{self.device} (fresh process, stock jax {self.worker_jax})" if self.device else "not run"),
         ]
         lines += [f"  {k:<12}{v}" for k, v in head]
+        if self.export_error is not None:
+            lines += ["", *self._error_lines()]
         rows = [("#", "valuation", "input shapes", "chosen for", "compile", "run", "result")]
         for s in self.samples:
             shapes = ", ".join(str(x) for x in s.shapes)
             rows.append((str(s.index), format_valuation(s.valuation), shapes, ", ".join(s.why),
                          t(s.compile_s), t(s.run_s), s.status.upper() if s.status != PASS else s.status))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines.append("")
-        for r in rows:
-            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if self.samples:
+            lines.append("")
+            for r in rows:
+                lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         for r in self.rejections:
             lines.append(f"  outside spec  {', '.join(str(x) for x in r.shapes)}: {r.why}")
             got = {PASS: f"rejected by {r.how}", SKIP: "not run"}.get(r.status, r.how.upper())
@@ -196,6 +241,24 @@ class VerificationReport:
                          f"{len(self.rejections)} outside-spec shape(s) rejected")
         return "\n".join(lines)
 
+    def _error_lines(self) -> list[str]:
+        e = self.export_error
+        assert e is not None
+        out = [f"  export failed: {e.type}"]
+        out += [f"    {ln}" for ln in e.message.splitlines()]
+        out += [f"    {ln}" for ln in e.smtdims if not ln.startswith("smtdims: suggested fix")]
+        if e.fix:
+            how = {True: "verified: the export succeeds with it", False: f"the export still fails with it: {e.fix_detail}",
+                   None: f"a suggestion, not re-exported{': ' + e.fix_detail if e.fix_detail else ''}"}[e.fix_verified]
+            out.append(f"    fix: {e.fix}")
+            out.append(f"         ({how})")
+            if e.fix_kind == "spec" and e.fixed_specs:
+                out.append(f"         in_avals would be {', '.join(e.fixed_specs)}"
+                           + (f"; constraints {', '.join(e.fixed_constraints)}" if e.fixed_constraints else ""))
+            elif e.fixed_constraints:
+                out.append(f"         constraints would be {', '.join(e.fixed_constraints)}")
+        return out
+
 
 def _first_line(text: str, limit: int = 160) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
@@ -207,24 +270,45 @@ _SPEC_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[(.*)\]\s*$", re.S)
 
 
 def _as_dtype(x: Any) -> np.dtype:
-    """A dtype from a name (``"int32"``, ``"bfloat16"``) or a type; short codes like ``"b"`` are refused."""
+    """A dtype from a full name (``"int32"``, ``"bfloat16"``) or a type; shorthands like ``"float"``, ``"i4"`` are refused."""
     try:
         d = jnp.dtype(x)
     except TypeError:
         d = None
-    if d is None or (isinstance(x, str) and d.name != x):
-        raise ValueError(f"unknown dtype {x!r}; write a full name such as 'int32', 'float32' or 'bfloat16'")
+    if d is None:
+        raise ValueError(f"unknown dtype {x!r}; write a full name such as 'int32', 'float32', 'float64' or 'bfloat16'")
+    if isinstance(x, str) and d.name != x:
+        raise ValueError(f"unknown dtype {x!r} (NumPy shorthand for {d.name}); write the full name, e.g. {d.name!r}")
     return d
 
 
-def _is_spec_pair(x: Any) -> bool:
+def _is_pair_candidate(x: Any) -> bool:
+    """A 2-tuple that reads as ``(shape, dtype)`` rather than as a pytree of two specs."""
     if not (isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str)):
         return False
-    try:
-        _as_dtype(x[1])
-    except ValueError:
+    second = x[1]
+    if isinstance(second, str):
+        return not _SPEC_RE.match(second)  # ("int32[a]", "int32[b]") is a pytree of two specs
+    if isinstance(second, (list, tuple, dict, jax.ShapeDtypeStruct)):
         return False
-    return True
+    return isinstance(second, (type, np.dtype)) or not hasattr(second, "shape")  # arrays are pytree leaves
+
+
+def _pair(x: tuple[Any, Any]) -> _StringSpec:
+    shape, dtype = x
+    try:
+        d = _as_dtype(dtype)
+    except ValueError as err:
+        if isinstance(dtype, str):
+            raise ValueError(
+                f"argument spec {x!r} is ambiguous: as a (shape, dtype) pair, {err}; as two bare shape specs, "
+                f"give them as separate arguments or with their dtypes, e.g. ('float32[{shape}]', 'float32[{dtype}]')"
+            ) from None
+        raise TypeError(f"argument spec {x!r}: the second element of a (shape, dtype) pair must be a dtype; {err}") from None
+    if _SPEC_RE.match(shape):
+        raise ValueError(f"argument spec {x!r}: {shape!r} already names its dtype; write {shape!r} alone, or "
+                         f"({_SPEC_RE.match(shape).group(2)!r}, {d.name!r})")
+    return _StringSpec(shape, d)
 
 
 def _split_top(text: str) -> list[str]:
@@ -263,7 +347,9 @@ def parse_arg_spec(spec: Any, default_dtype: Any = "float32") -> Any:
     """One argument spec as given to :func:`export_and_verify`, before the scope exists.
 
     ``"int32[b, 4]"``, ``("b, 4", "int32")`` or a bare ``"b, 4"`` (``default_dtype``)
-    become string specs; ``jax.ShapeDtypeStruct`` and arrays (static shapes) pass through;
+    become string specs (a ``(str, str)`` tuple whose second element is neither a dtype
+    name nor a spec with a dtype, such as ``("b", "float")``, is refused as ambiguous);
+    ``jax.ShapeDtypeStruct`` and arrays (static shapes) pass through;
     lists, dicts and other pytrees are converted leaf by leaf.
     """
 
@@ -273,8 +359,8 @@ def parse_arg_spec(spec: Any, default_dtype: Any = "float32") -> Any:
             if m:
                 return _StringSpec(m.group(2), _as_dtype(m.group(1)))
             return _StringSpec(x, _as_dtype(default_dtype))
-        if _is_spec_pair(x):
-            return _StringSpec(x[0], _as_dtype(x[1]))
+        if _is_pair_candidate(x):
+            return _pair(x)
         if isinstance(x, jax.ShapeDtypeStruct):
             return x
         if hasattr(x, "shape") and hasattr(x, "dtype"):
@@ -285,7 +371,7 @@ def parse_arg_spec(spec: Any, default_dtype: Any = "float32") -> Any:
         )
 
     return jax.tree_util.tree_map(
-        leaf, spec, is_leaf=lambda x: isinstance(x, (str, jax.ShapeDtypeStruct)) or _is_spec_pair(x)
+        leaf, spec, is_leaf=lambda x: isinstance(x, (str, jax.ShapeDtypeStruct)) or _is_pair_candidate(x)
     )
 
 
@@ -689,6 +775,42 @@ def _fn_name(fn: Callable[..., Any]) -> str:
     return f"{mod}:{name}" if mod else name
 
 
+_OWN_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                  for m in (sys.modules["smtdims"], sys.modules[__name__.rpartition(".")[0]]))
+
+
+def _raised_by_smtdims(err: BaseException) -> bool:
+    """Whether ``err`` is a bug in smtdims' code (raised there, not one of JAX's or smtdims' documented errors)."""
+    if isinstance(err, (jax.errors.InconclusiveDimensionOperation, SmtdimsError)):
+        return False
+    tb = err.__traceback__
+    last = None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and os.path.abspath(last.tb_frame.f_code.co_filename).startswith(_OWN_DIRS)
+
+
+def _needs_x64(leaves: Sequence[Any]) -> bool:
+    """Whether some input dtype (float64, int64, ...) exists only with ``jax_enable_x64``."""
+    return any(jax.dtypes.canonicalize_dtype(x.dtype) != np.dtype(x.dtype) for x in leaves
+               if not jnp.issubdtype(x.dtype, jax.dtypes.extended))
+
+
+def _aval_text(x: Any) -> str:
+    return f"{np.dtype(x.dtype).name}[{','.join(str(d) for d in x.shape)}]"  # as JAX prints in_avals
+
+
+@contextmanager
+def _solver_budget(budget: int | None) -> Iterator[None]:
+    before = CONFIG.budget
+    if budget is not None:
+        CONFIG.budget = budget
+    try:
+        yield
+    finally:
+        CONFIG.budget = before
+
+
 def export_and_verify(
     fn: Callable[..., Any],
     *arg_specs: Any,
@@ -701,6 +823,7 @@ def export_and_verify(
     rtol: float | None = None,
     atol: float | None = None,
     timeout: float = 900.0,
+    budget: int | None = None,
 ) -> VerificationReport:
     """Export ``jax.jit(fn)`` with smtdims, then verify the artifact on solver-chosen shapes.
 
@@ -709,25 +832,59 @@ def export_and_verify(
     ``jax.export.symbolic_args_specs``), an array (static shape), or a pytree of these.
     String specs share one scope with ``constraints``. ``platforms``: lowering targets
     (default: the local one); samples run on the local device when it is among them.
-    Export errors (e.g. an inconclusive comparison) propagate; everything after export
-    is reported in the returned :class:`VerificationReport`.
+    64-bit dtypes (``float64``, ``int64``, ...) turn ``jax_enable_x64`` on for the export,
+    the native runs and the fresh process, and back off afterwards. ``budget``: Z3 rlimit
+    for the export and the sample choice (default: smtdims' configured budget).
+
+    Bad arguments (specs, dtypes, ``samples``) raise ``TypeError``/``ValueError``. An
+    export that JAX refuses (e.g. an inconclusive comparison) is a failed check: the
+    report has ``ok`` False, the ``export`` check failed, and ``export_error`` carries JAX's
+    message, smtdims' witnesses and a fix (re-exported to verify it). Everything after
+    the export is reported too.
     """
-    if not isinstance(samples, int) or samples < 1:
+    if not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
         raise ValueError(f"samples must be a positive int, got {samples!r}")
-    say = _progress_fn(progress)
+    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0):
+        raise ValueError(f"budget must be a positive int (a Z3 rlimit), got {budget!r}")
     specs, scope, specialised = build_specs(arg_specs, constraints)
-    plats = _normalise_platforms(platforms)
+    x64 = not jax.config.jax_enable_x64 and _needs_x64(jax.tree_util.tree_leaves(specs))
+    with jax.enable_x64(True) if x64 else contextlib.nullcontext(), _solver_budget(budget):
+        return _verify(fn, specs, scope, specialised, _normalise_platforms(platforms), samples, out, seed,
+                       _progress_fn(progress), rtol, atol, timeout, budget, x64)
+
+
+def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, specialised: list[str],
+            plats: tuple[str, ...] | None, samples: int, out: Any, seed: int, say: Progress,
+            rtol: float | None, atol: float | None, timeout: float, budget: int | None, x64: bool) -> VerificationReport:
     name = _fn_name(fn)
-    say(f"exporting {name} for {', '.join(plats) if plats else 'the default platform'} with smtdims installed")
-    t0 = time.perf_counter()
-    with enabled():
-        exp = export.export(jax.jit(fn), platforms=plats)(*specs)
-    export_s = time.perf_counter() - t0
     spec_leaves, in_tree = jax.tree_util.tree_flatten(specs)
-    checks = [Check("export", PASS, f"{export_s:.2f}s for {', '.join(exp.platforms)}")]
+    say(f"exporting {name} for {', '.join(plats) if plats else 'the default platform'} with smtdims installed"
+        + (" (jax_enable_x64 on for the 64-bit inputs)" if x64 else ""))
+    t0 = time.perf_counter()
+    try:
+        with enabled(budget=budget):
+            exp = export.export(jax.jit(fn), platforms=plats)(*specs)
+    except Exception as err:  # JAX refused the function: a failed check, reported like the others
+        if _raised_by_smtdims(err):
+            raise  # a bug of smtdims' own (not JAX refusing the function): not the user's to fix
+        say(f"export failed: {type(err).__name__}; looking for a fix")
+        failure = describe_export_error(err, fn, plats, spec_leaves, in_tree, scope, budget)
+        skipped = "not run: the export failed"
+        checks = [Check("export", FAIL, f"{failure.type}: {_first_line(failure.message, 300)}")]
+        checks += [Check(c, SKIP, skipped) for c in
+                   ("symbolic dims kept", "serialize", "fresh process", "samples", "outside spec rejected")]
+        return VerificationReport(
+            function=name, platforms=plats or (_local_platform(),),
+            constraints=tuple(c.text for c in adapter.scope_constraints(scope)),
+            in_avals=tuple(_aval_text(x) for x in spec_leaves), out_avals=(), checks=tuple(checks),
+            samples=(), rejections=(), export_error=failure, exception=err,
+        )
+    export_s = time.perf_counter() - t0
+    checks = [Check("export", PASS, f"{export_s:.2f}s for {', '.join(exp.platforms)}"
+                    + ("; jax_enable_x64 on for the 64-bit inputs" if x64 else ""))]
     mismatched = [f"input {i}: exported as {a}, specified as {s.dtype.name}{list(s.shape)}"
                   for i, (a, s) in enumerate(zip(exp.in_avals, spec_leaves, strict=True))
-                  if str(a.shape) != str(tuple(s.shape))]
+                  if str(a.shape) != str(tuple(s.shape)) or np.dtype(a.dtype) != np.dtype(s.dtype)]
     bad = specialised + mismatched
     checks.append(Check("symbolic dims kept", FAIL if bad else PASS, "; ".join(bad)))
 
@@ -833,8 +990,137 @@ def export_and_verify(
     )
 
 
+# -- a failed export -----------------------------------------------------------------------------------
+_UNDETERMINED_RE = re.compile(r"undetermined: (.*?) makes (.*) false; (.*?) makes it true\.")
+_VALUATION_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*) = (-?\d+)")
+_REMAINDER_RE = re.compile(r"The remainder (.+?) should be 0")
+
+
+def _valuation(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in _VALUATION_RE.findall(text)}
+
+
+def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tuple[str, ...] | None,
+                          spec_leaves: Sequence[Any], in_tree: Any, scope: Any,
+                          budget: int | None = None) -> ExportFailure:
+    """JAX's message, smtdims' witness lines, and a fix that was re-exported to check it.
+
+    An inconclusive comparison raised with smtdims installed already says (in its
+    ``str()``) where both answers occur and the first fix smtdims verified for that
+    comparison; a reshape's "The remainder mod(b, -2) should be 0" gets the spec rewrite
+    (write ``2*b`` for ``b``) that makes the size divisible for every valuation.
+    """
+    text = str(err)
+    help_msg = getattr(type(err), "_help_msg", None)
+    if isinstance(help_msg, str) and help_msg.strip() and help_msg in text:
+        text = text.replace(help_msg, "")
+    lines = text.rstrip().splitlines()
+    ours = tuple(ln.strip() for ln in lines if ln.strip().startswith("smtdims:"))
+    message = "\n".join(ln for ln in lines if not ln.strip().startswith("smtdims:")).strip()
+    witnesses: tuple[str, ...] = ()
+    valuations: tuple[dict[str, int], ...] = ()
+    location = fix = kind = ""
+    for ln in ours:
+        m = _UNDETERMINED_RE.search(ln)
+        if m:
+            witnesses = (f"{m.group(1)} makes {m.group(2)} false", f"{m.group(3)} makes it true")
+            valuations = (_valuation(m.group(1)), _valuation(m.group(3)))
+        if ln.startswith("smtdims: suggested fix: "):
+            fix = ln[len("smtdims: suggested fix: "):]
+        if ln.startswith("smtdims: the comparison arose at "):
+            location = ln[len("smtdims: the comparison arose at "):]
+    session = adapter.session_for_scope(scope)
+    constraint = variable = new = None
+    m = re.match(r"add the constraint '(.+?)'", fix)
+    if m:
+        kind, constraint = "constraint", m.group(1)
+    m = re.match(r"write '(.+?)' in the shape specification in place of '(\w+)'", fix)
+    if m:
+        kind, new, variable = "spec", m.group(1), m.group(2)
+    rem = _REMAINDER_RE.search(message)
+    if not fix and rem:
+        found = _remainder_fix(session, rem.group(1))
+        if found is not None:
+            kind, new, variable, fix = "spec", found.text, found.variable, str(found)
+    verified: bool | None = None
+    detail = ""
+    fixed_specs: tuple[str, ...] = ()
+    fixed_constraints: tuple[str, ...] = ()
+    if kind:
+        try:
+            rebuilt = _respec(spec_leaves, session.constraints, variable, new, constraint)
+        except Exception as e:  # noqa: BLE001 - the rewritten spec is ours; if JAX will not take it, say so
+            rebuilt, detail = None, f"the rewritten specification did not build ({type(e).__name__}: {_first_line(str(e))})"
+        if rebuilt is not None:
+            leaves, texts = rebuilt
+            fixed_specs = tuple(_aval_text(x) for x in leaves)
+            fixed_constraints = texts
+            try:
+                with enabled(budget=budget):
+                    export.export(jax.jit(fn), platforms=plats)(*jax.tree_util.tree_unflatten(in_tree, leaves))
+                verified = True
+            except Exception as e:  # noqa: BLE001 - any refusal: the fix is not enough
+                if _raised_by_smtdims(e):
+                    raise
+                verified, detail = False, f"{type(e).__name__}: {_first_line(str(e), 200)}"
+        elif not detail:
+            detail = "the constraints could not be rewritten mechanically"
+    return ExportFailure(
+        type=type(err).__name__ if not isinstance(err, jax.errors.InconclusiveDimensionOperation)
+        else "InconclusiveDimensionOperation",
+        message=message, smtdims=ours, witnesses=witnesses, valuations=valuations, location=location, fix=fix,
+        fix_kind=kind, fix_verified=verified, fix_detail=detail, fixed_specs=fixed_specs,
+        fixed_constraints=fixed_constraints,
+    )
+
+
+def _remainder_fix(session: Session, remainder: str) -> Fix | None:
+    """``mod(E, k)`` must be 0: the first verified spec rewrite (``v -> m*v``) that makes it so."""
+    try:
+        e = parse_expr(remainder)
+    except SmtdimsError:
+        return None
+    atoms = [a for a in e.atoms() if isinstance(a, Op) and a.op == MOD]
+    if len(atoms) != 1 or e != Expr.atom(atoms[0]):
+        return None
+    k = atoms[0].rhs.as_constant()
+    if k is None or abs(k) < 2:
+        return None
+    target = atoms[0].lhs.mod(abs(k))  # mod(E, -k) == 0 exactly when mod(E, k) == 0
+    try:
+        fixes = suggest_fixes(session, target, "==", Expr.const(0))
+    except SmtdimsError:
+        return None
+    return next((f for f in fixes if f.kind == "spec"), None)
+
+
+def _respec(leaves: Sequence[Any], cs: ConstraintSet, variable: str | None, new: str | None,
+            constraint: str | None) -> tuple[list[Any], tuple[str, ...]] | None:
+    """The spec leaves rebuilt in a fresh scope with a fix applied (None: cannot rewrite it)."""
+    env = {variable: parse_expr(new)} if variable and new else {}
+    texts = []
+    for c in cs:
+        if not env or variable not in c.diff.variables():
+            texts.append(c.text)
+        elif re.fullmatch(r"\d+\*[A-Za-z_]\w*", new or "") and "^" not in c.text:  # 'b >= 3' -> '2*b >= 3'
+            texts.append(re.sub(rf"(?<![\w.]){re.escape(variable)}(?!\w)", new, c.text))
+        elif c.kind == ">=":
+            texts.append(f"{c.diff.substitute(env)} >= 0")
+        else:
+            return None
+    if constraint:
+        texts.append(constraint)
+    scope = export.SymbolicScope(tuple(texts))
+    out = []
+    for x in leaves:
+        dims = [str(adapter.to_ir(d).substitute(env)) if _is_sym(d) else str(int(d)) for d in x.shape]
+        shape = export.symbolic_shape(", ".join(dims), scope=scope) if dims else ()
+        out.append(jax.ShapeDtypeStruct(shape, x.dtype))
+    return out, tuple(texts)
+
+
 __all__ = [
-    "Check", "RejectionCheck", "SampleChooser", "SampleResult", "VerificationReport", "build_specs",
-    "compare_outputs", "export_and_verify", "parse_arg_spec", "random_input", "run_fresh_process",
+    "Check", "ExportFailure", "RejectionCheck", "SampleChooser", "SampleResult", "VerificationReport", "build_specs",
+    "compare_outputs", "describe_export_error", "export_and_verify", "parse_arg_spec", "random_input", "run_fresh_process",
 ]
 

@@ -2,8 +2,17 @@
 
 Kept free of JAX imports at module level, so that building the ``smtdims`` argument
 parser stays fast; :func:`run_export` imports the pipeline when the command runs.
-Exit codes: 0 every check passed, 1 a check failed, 2 the command could not run
-(bad arguments, import error, export error such as an inconclusive comparison).
+
+Exit status: 0 every check passed; 1 a check failed, the export included (JAX refused
+the function, e.g. an inconclusive comparison: the report shows JAX's message,
+smtdims' witnesses and a fix re-exported to verify it); 2 usage or input error (bad
+arguments, unknown dtype, a module that does not import): one ``smtdims export:
+error:`` line on stderr (with ``--json``, also ``{"error": {"type": ..., "message":
+...}}`` on stdout); 70 internal error (a bug in smtdims, said so on stderr); 141
+stdout closed early (``... | head -1``), quietly, as ``smtdims``' other commands.
+
+``--json``, ``--budget N`` and ``--debug`` work before ``export`` too
+(``smtdims --json export ...``).
 """
 
 from __future__ import annotations
@@ -14,8 +23,12 @@ import importlib.util
 import json
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any
+
+# as smtdims' other commands (smtdims.cli); "a check failed" is this command's 1
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL, EXIT_BROKEN_PIPE = 0, 1, 2, 70, 141
 
 EPILOG = """\
 examples:
@@ -25,7 +38,10 @@ examples:
 
 A spec may carry its dtype ("int32[b, 4]"); otherwise --dtype applies (once for all
 specs, or once per spec in order; default float32). All specs share one symbolic scope
-with the -c constraints. Exit code: 0 all checks passed, 1 a check failed, 2 error.
+with the -c constraints. 64-bit dtypes (float64, int64) turn on jax_enable_x64 for
+the run. Exit status: 0 all checks passed; 1 a check failed (a failed export too: the
+report says why and how to fix it); 2 usage or input error; 70 internal error;
+141 stdout closed early (| head).
 """
 
 
@@ -53,7 +69,13 @@ def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=6, metavar="N", help="number of sample shapes (default 6)")
     p.add_argument("--out", metavar="PATH", help="write the serialized artifact here")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    # SUPPRESS defaults, as smtdims' own options: given before `export` they must survive the subparser
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                   help="print the report as JSON instead of a table")
+    p.add_argument("--budget", type=int, metavar="N", default=argparse.SUPPRESS,
+                   help="Z3 rlimit per check, for the export and the sample choice (default: smtdims' budget)")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show tracebacks (of usage errors and of a failed export)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
     return p
 
@@ -87,13 +109,23 @@ def load_target(target: str) -> Callable[..., Any]:
 
 
 def _arg_specs(specs: list[str], dtypes: list[str]) -> list[Any]:
-    from .pipeline import _SPEC_RE  # the spec grammar lives in one place
+    from .pipeline import _SPEC_RE, _as_dtype  # the spec grammar lives in one place
 
     if len(dtypes) not in (0, 1, len(specs)):
         raise ValueError(f"give --dtype once, or once per --spec ({len(specs)}); got {len(dtypes)}")
+    for d in dtypes:
+        try:
+            _as_dtype(d)
+        except ValueError as err:
+            raise ValueError(f"--dtype {d!r}: {err}") from None
     out: list[Any] = []
     for i, s in enumerate(specs):
-        if _SPEC_RE.match(s):
+        m = _SPEC_RE.match(s)
+        if m:
+            try:
+                _as_dtype(m.group(1))
+            except ValueError as err:
+                raise ValueError(f"--spec {s!r}: {err}") from None
             out.append(s)
         else:
             dtype = dtypes[i] if len(dtypes) == len(specs) and len(dtypes) > 1 else (dtypes[0] if dtypes else "float32")
@@ -101,32 +133,71 @@ def _arg_specs(specs: list[str], dtypes: list[str]) -> list[Any]:
     return out
 
 
+class _ClosedPipe(Exception):
+    """stdout went away (``| head -1``): stop writing, exit quietly."""
+
+
+def _print(text: str) -> None:
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Point stdout at /dev/null so that the interpreter's final flush does not raise again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        raise _ClosedPipe from None
+
+
 def run_export(args: argparse.Namespace) -> int:
     """Run the pipeline for parsed ``export`` arguments; print the report; return the exit code."""
-    def error(msg: str) -> int:
-        print(f"smtdims export: error: {msg}", file=sys.stderr)
-        return 2
+    debug = getattr(args, "debug", False)
+
+    def error(err: BaseException, status: int = EXIT_USAGE, kind: str = "error") -> int:
+        if debug:
+            traceback.print_exception(err)
+        named = "" if type(err) is ValueError else f"{type(err).__name__}: "  # our own messages name the argument
+        msg = " ".join(f"{named}{err}".split())
+        hint = "" if debug or status == EXIT_USAGE else " (rerun with --debug for the traceback)"
+        if getattr(args, "json", False) and status == EXIT_USAGE:  # like smtdims' other commands: {"error": ...}
+            try:
+                _print(json.dumps({"error": {"type": type(err).__name__, "message": msg}}))
+            except _ClosedPipe:
+                pass
+        print(f"smtdims export: {kind}: {msg}{hint}", file=sys.stderr)
+        return status
 
     try:
         fn = load_target(args.target)
         arg_specs = _arg_specs(args.spec, args.dtype)
+        budget = getattr(args, "budget", None)
+        if budget is not None and budget <= 0:
+            raise ValueError(f"--budget must be a positive integer (a Z3 rlimit), got {budget}")
     except Exception as err:
-        return error(f"{type(err).__name__}: {err}")
+        return error(err)
     platforms = [p for group in args.platform for p in group.split(",") if p.strip()] or None
+    from smtdims.errors import SmtdimsError
+
     from .pipeline import export_and_verify
 
     try:
         report = export_and_verify(
             fn, *arg_specs, constraints=tuple(args.constraint), platforms=platforms, samples=args.samples,
-            out=args.out, seed=args.seed, progress=not args.quiet,
+            out=args.out, seed=args.seed, progress=not args.quiet, budget=budget,
         )
-    except Exception as err:  # export errors are the user's to read: print them whole
-        return error(f"{type(err).__name__}: {err}")
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
-    else:
-        print(report.table())
-    return 0 if report.ok else 1
+    except (ValueError, TypeError, OSError, SmtdimsError) as err:  # specs, constraints, --samples, --out
+        return error(err)
+    except Exception as err:  # a bug in the pipeline: say so, not "usage error"
+        return error(err, EXIT_INTERNAL, "internal error")
+    if debug and report.exception is not None:
+        traceback.print_exception(report.exception)
+    try:
+        _print(json.dumps(report.to_dict(), indent=2) if getattr(args, "json", False) else report.table())
+    except _ClosedPipe:
+        return EXIT_BROKEN_PIPE
+    return EXIT_OK if report.ok else EXIT_FAILED
 
 
 def main(argv: list[str] | None = None) -> int:
