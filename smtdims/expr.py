@@ -13,7 +13,7 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 FLOORDIV = "floordiv"
 MOD = "mod"
@@ -42,9 +42,23 @@ class Op:
     op: str
     lhs: Expr
     rhs: Expr
+    # memoised: expressions are hashed and sorted constantly on the hot path
+    _hash: int | None = field(default=None, compare=False, repr=False)
+    _text: str | None = field(default=None, compare=False, repr=False)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h is None:
+            h = hash((self.op, self.lhs, self.rhs))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def __str__(self) -> str:
-        return f"{self.op}({self.lhs}, {self.rhs})"
+        t = self._text
+        if t is None:
+            t = f"{self.op}({self.lhs}, {self.rhs})"
+            object.__setattr__(self, "_text", t)
+        return t
 
     def sort_key(self) -> tuple:
         return (1, str(self))
@@ -64,6 +78,14 @@ class Expr:
     """A normalised polynomial over atoms; build it with the operators, not the constructor."""
 
     terms: tuple[tuple[Monomial, int], ...]
+    _hash: int | None = field(default=None, compare=False, repr=False)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h is None:
+            h = hash(self.terms)
+            object.__setattr__(self, "_hash", h)
+        return h
 
     # -- construction ---------------------------------------------------------
     @staticmethod

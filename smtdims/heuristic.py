@@ -117,10 +117,11 @@ class IntervalEvaluator:
         else:
             assert isinstance(a, Op)
             x, y = self.expr(a.lhs), self.expr(a.rhs)
+            small = a.op in (FLOORDIV, MOD) and self._below_divisor(a.lhs, a.rhs, x, y)
             if a.op == FLOORDIV:
-                r = floordiv_interval(x, y)
+                r = (0, 0) if small else floordiv_interval(x, y)
             elif a.op == MOD:
-                r = mod_interval(x, y)
+                r = x if small else mod_interval(x, y)
             elif a.op == MAX:
                 r = (max(x[0], y[0]), max(x[1], y[1]))
             elif a.op == MIN:
@@ -129,6 +130,18 @@ class IntervalEvaluator:
                 raise AssertionError(a.op)
         self._memo[a] = r
         return r
+
+    def _below_divisor(self, x: Expr, y: Expr, xi: Interval, yi: Interval) -> bool:
+        """Whether ``0 <= x < y`` or ``y < x <= 0`` holds everywhere (then ``x // y == 0``, ``x % y == x``).
+
+        Proof: Python's floor division gives quotient 0 and remainder x exactly when x lies
+        between 0 (included) and y (excluded), on the side of y's sign.
+        """
+        if yi[0] >= 1 and xi[0] >= 0:
+            return self.expr(y - x)[0] >= 1
+        if yi[1] <= -1 and xi[1] <= 0:
+            return self.expr(x - y)[0] >= 1
+        return False
 
     def expr(self, e: Expr) -> Interval:
         lo, hi = self._sum(e)

@@ -97,9 +97,10 @@ class Points:
             for k in _FREE_FILLS[2:]:
                 fills.append({v: k for v in free})
             if len(free) > 1:
-                for v in free:
-                    fills.append({w: (64 if w == v else 1) for w in free})
-                    fills.append({w: (1 if w == v else 64) for w in free})
+                for big in (64, 1024):
+                    for v in free:
+                        fills.append({w: (big if w == v else 1) for w in free})
+                        fills.append({w: (1 if w == v else big) for w in free})
         for p in base:
             for f in fills:
                 yield {**f, **p}

@@ -73,6 +73,25 @@ def _eventually_geq(x: Poly, y: Poly) -> bool:
     return not d or d[-1] > 0
 
 
+def _eventual_quotient(x: Poly, y: Poly) -> int | None:
+    """The constant ``c`` with ``floor(x(t) / y(t)) == c`` for all large t, when ``deg x <= deg y``.
+
+    ``floor(x/y) == c`` iff ``c*y <= x < (c+1)*y`` (``y > 0``) or ``c*y >= x > (c+1)*y`` (``y < 0``);
+    ``x/y`` tends to ``lead(x)/lead(y)`` (or 0), so c is within one of its floor.
+    """
+    if len(x) > len(y):
+        return None
+    guess = x[-1] // y[-1] if x and len(x) == len(y) else 0
+    pos = y[-1] > 0
+    for c in (guess - 1, guess, guess + 1):
+        cy, c1y = _add((), y, c), _add((), y, c + 1)
+        if pos and _eventually_geq(x, cy) and _eventually_geq(c1y, _add(x, (1,))):
+            return c
+        if not pos and _eventually_geq(cy, x) and _eventually_geq(x, _add(c1y, (1,))):
+            return c
+    return None
+
+
 class _AlongRay:
     def __init__(self, p: Mapping[str, int], d: Mapping[str, int]):
         self.p, self.d = p, d
@@ -108,6 +127,16 @@ class _AlongRay:
             return None
         if op.op in (FLOORDIV, MOD):
             k = op.rhs.as_constant()
+            if k is None:  # a symbolic divisor: constant along the ray, or an eventually constant quotient
+                y = self.expr(op.rhs)
+                if y is None:
+                    return None
+                if len(y) > 1:
+                    q = _eventual_quotient(x, y)
+                    if q is None:
+                        return None
+                    return _norm([q]) if op.op == FLOORDIV else _add(x, y, -q)  # x % y == x - y*(x // y)
+                k = y[0] if y else 0
             if not k or any(c % k for c in x[1:]):
                 return None
             # k divides every t-coefficient: floor((c0 + k*q(t)) / k) = floor(c0 / k) + q(t); mod = mod(c0, k)

@@ -207,6 +207,21 @@ def sign_reduce(e: Expr) -> Expr:
     return Expr._from_dict(acc)
 
 
+def _sign_interval(lo, hi, rlo, rhi) -> Interval:
+    """Bounds of ``e`` tightened by the interval ``[rlo, rhi]`` of ``sign_reduce(e)`` (same sign as ``e``).
+
+    ``e = f * r`` with an integer ``f >= 1``: ``r >= 0`` gives ``e >= 0``; ``r <= -1`` gives ``e <= -1``;
+    ``r <= 0`` gives ``e <= 0``.
+    """
+    if rlo >= 0:
+        lo = max(lo, 0)
+    if rhi <= -1:
+        hi = min(hi, -1)
+    elif rhi <= 0:
+        hi = min(hi, 0)
+    return (lo, hi)
+
+
 @dataclass(frozen=True)
 class _End:
     value: int | float
@@ -230,6 +245,7 @@ class Session:
         self._satisfiable_checked = parent is not None  # a focus is a component of a satisfiable set
         self._sat_model: dict[str, int] | None = None
         self._focus: dict[frozenset[int], Session] = {}
+        self._interval_cache: dict[Expr, Interval] = {}
         self._sign_cache: dict[tuple[Expr, Precision], Interval] = {}
         self._bounds_cache: dict[Expr, Bounds] = {}
         self._decision_cache: dict[tuple[Expr, str, Expr], Decision] = {}
@@ -251,8 +267,21 @@ class Session:
         return self._points
 
     def interval(self, e: Expr) -> Interval:
-        """Rung 2: sound (possibly loose) bounds of ``e``; no solver."""
-        return combined_interval(self.evaluator, e, self.constraints)
+        """Rung 2: sound (possibly loose) bounds of ``e``; no solver. Memoised per expression."""
+        r = self._interval_cache.get(e)
+        if r is None:
+            r = combined_interval(self.evaluator, e, self.constraints)
+            if len(self._interval_cache) < 100_000:
+                self._interval_cache[e] = r
+        return r
+
+    def _sign_interval_of(self, e: Expr) -> Interval:
+        """An interval with the sign information of ``e`` (for relations to 0), from ``e`` and ``sign_reduce(e)``."""
+        lo, hi = self.interval(e)
+        if lo >= 0 or hi <= -1:
+            return (lo, hi)
+        red = sign_reduce(e)
+        return _sign_interval(lo, hi, *self.interval(red)) if red != e else (lo, hi)
 
     def sample_points(self) -> list[dict[str, int]]:
         """Known valuations that satisfy the constraints (exactly re-checked)."""
@@ -405,7 +434,7 @@ class Session:
         c = diff.as_constant()
         if c is not None:
             return self._decision(lhs, op, rhs, TRUE if _holds(op, c) else FALSE, "constant")
-        fast = _interval_decides(op, *self.interval(diff))
+        fast = _interval_decides(op, *self._sign_interval_of(diff))
         if fast is not None:
             return self._decision(lhs, op, rhs, fast, "interval")
         w_true = w_false = None
@@ -459,7 +488,7 @@ class Session:
         if c is not None:
             STATS.answered("constant")
             return _holds(op, c)
-        fast = _interval_decides(op, *self.interval(diff))
+        fast = _interval_decides(op, *self._sign_interval_of(diff))
         if fast is not None:
             STATS.answered("interval")
             return fast == TRUE
@@ -473,12 +502,14 @@ class Session:
         return s._check(lambda enc: [z3.Not(_relation(op, enc.expr(red)))], red, diff).status == UNSAT
 
     # -- bounds for JAX-style callers ---------------------------------------------------------------------
-    def sign_bounds(self, e: Expr, need: Any, origin: Any = None, *, zero_divisors: str = "raise") -> Interval:
+    def sign_bounds(self, e: Expr, need: Any, origin: Any = None, *,
+                    zero_divisors: str | Callable[[Any, tuple], None] = "raise") -> Interval:
         """Sound bounds of ``e`` as precise as ``need`` asks, when provable.
 
         ``origin`` is the host's own expression (for the host's rung). ``zero_divisors``:
-        ``"raise"`` (:class:`PossibleDivisionByZeroError`) or ``"defined"`` (answer over the
-        valuations where ``e`` is defined, as JAX does, without the solver).
+        ``"raise"`` (:class:`PossibleDivisionByZeroError`), ``"defined"`` (answer over the
+        valuations where ``e`` is defined, as JAX does), or a callable ``(origin, (divisor,
+        witness))`` that may raise the host's own error first, then as ``"defined"``.
         """
         need = precision(need)
         c = e.as_constant()
@@ -486,6 +517,10 @@ class Session:
             STATS.answered("constant")
             return (c, c)
         lo, hi = self.interval(e)
+        if not sufficient(need, lo, hi) and need != Precision.BEST:
+            red = sign_reduce(e)
+            if red is not e and red != e:
+                lo, hi = _sign_interval(lo, hi, *self.interval(red))
         if sufficient(need, lo, hi) and not self._infeasible_hint:
             STATS.answered("interval")
             return (lo, hi)
@@ -509,11 +544,13 @@ class Session:
             STATS.bump("stock_errors")
             return None
 
-    def _sign_bounds(self, e: Expr, need: Precision, lo, hi, origin: Any, zero_divisors: str) -> tuple[Interval, bool]:
+    def _sign_bounds(self, e: Expr, need: Precision, lo, hi, origin: Any, zero_divisors: Any) -> tuple[Interval, bool]:
         z = self.zero_divisor(e)
         if z is not None:
             if zero_divisors == "raise":
                 raise PossibleDivisionByZeroError(*z)
+            if callable(zero_divisors):
+                zero_divisors(origin, z)  # the host's own behaviour (JAX raises for some divisions)
             STATS.answered("interval")
             return (lo, hi), True  # sound over the valuations where e is defined
         below = above = False  # e < 0 somewhere / e >= 0 (strict) or e > 0 somewhere, seen at a point

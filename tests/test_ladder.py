@@ -223,3 +223,14 @@ def test_cone_of_influence_ignores_unrelated_constraints():
     without = smtdims.bounds(e)
     assert (with_c.lo, with_c.hi) == (without.lo, without.hi)
     assert with_c.hi_witness is not None and with_c.hi_witness["a"] % 4 == 3  # a complete, satisfying valuation
+
+
+def test_stock_procedure_that_recurses_without_end_is_cut_short(installed):
+    """Stock JAX itself ends in RecursionError here; the exact copy stops after its step budget."""
+    scope = export.SymbolicScope((f"-a == {10**30 + 8}*a - {12 * 10**30 + 108}",))  # a == 12
+    (e,) = export.symbolic_shape("4*mod(2*a + 4*floordiv(3*a, 2) + 10, 8)", scope=scope)
+    smtdims.reset_stats()
+    t = time.monotonic()
+    assert sp._bounds_decision(e, sp.BoundsPrecision.BEST) == (8, 8)
+    assert time.monotonic() - t < options.current().deadline
+    assert smtdims.stats()["stock_errors"] == 1
