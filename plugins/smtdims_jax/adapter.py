@@ -312,6 +312,24 @@ def _emit(**event: Any) -> None:
 
 
 # -- the hooks ---------------------------------------------------------------------------------
+def _as_stock_on_zero_divisor(e: Any, zero: tuple) -> None:
+    """Where a divisor may be 0, raise exactly when stock JAX raises ("Possible division by 0"
+    for a floordiv); otherwise the ladder answers over the valuations where ``e`` is defined."""
+    if e is None or _EXACT_STOCK is None:
+        return
+    try:
+        _EXACT_STOCK(e, BoundsPrecision.BEST)
+    except InconclusiveDimensionOperation as err:
+        if "division by 0" in str(err):
+            divisor, witness = zero
+            at = f" (for example at {format_valuation(witness)})" if witness else ""
+            raise InconclusiveDimensionOperation(
+                f"Possible division by 0 in division by {divisor}{at}; add a constraint that keeps it "
+                f"nonzero, e.g. '{divisor} >= 1'") from None
+    except Exception:  # stock's other failures are not an answer: the ladder's stands
+        return
+
+
 def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
     """Replacement for ``shape_poly._bounds_decision``: the ladder, at JAX's precision.
 
@@ -330,12 +348,10 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
         session = session_for_scope(scope)
     try:
         lo, hi = session.sign_bounds(to_ir(e), need, origin=e if scope._initialized else None,
-                                     zero_divisors="defined")
+                                     zero_divisors=_as_stock_on_zero_divisor)
     except UnsatisfiableConstraintsError as err:
         raise ValueError(f"Unsatisfiable constraints in the symbolic scope: {err}") from None
-    except SmtdimsError:
-        raise
-    except RecursionError:
+    except (SmtdimsError, InconclusiveDimensionOperation, RecursionError):
         raise
     except Exception as err:  # never let an internal failure become a wrong answer
         warnings.warn(f"smtdims could not decide bounds of {e}: {err!r}; answering 'unknown'", stacklevel=2)
@@ -368,6 +384,8 @@ class InconclusiveWithWitnesses(InconclusiveDimensionOperation):
         if self._text is None:
             try:
                 detail = self._explain()
+            except SmtdimsError as err:  # e.g. a divisor that may be 0: that is the explanation
+                detail = f"smtdims: {err}"
             except Exception as err:  # the explanation must never hide the error itself
                 detail = f"smtdims: could not explain ({err!r})"
             self._text = f"{self._base}\n{detail}{InconclusiveDimensionOperation._help_msg}"

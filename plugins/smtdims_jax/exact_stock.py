@@ -18,6 +18,12 @@ installed module's source, and :func:`build` rewrites its syntax tree:
 - the scope caches it uses get names of their own, so stock JAX's (possibly inexact)
   cached bounds are never read back as ours.
 
+- every method of the procedure first calls ``_tick()``, which counts steps and stops the
+  procedure (``StockBudgetExceeded``) after ``STEP_BUDGET`` of them or when the question's
+  deadline has passed: the procedure recurses without bound on some inputs (stock JAX
+  itself ends in ``RecursionError`` on ``-a == (10**30 + 8)*a - ...``), and Python code
+  cannot be interrupted from outside. The count is deterministic.
+
 Then the tree is checked: no true division (``/``) may remain anywhere, and the
 number of rewritten sites must be the one this adapter was written against. If the
 check fails (a JAX release changed the procedure), the rung is disabled with a
@@ -44,9 +50,29 @@ from typing import Any
 
 import numpy as np
 
+from smtdims import options
+
 # Rewritten division sites in jax 0.7.x-0.11.x: add_to_state (1 ceil + 1 floor),
 # _bounds_for_sorted_terms (2 floor + 2 ceil), math_floor_with_inf (1 floor).
 EXPECTED_SITES = 7
+STEP_BUDGET = 4_000  # method calls per question; the benchmark corpora need at most ~600
+_STEPS = [0]
+
+
+class StockBudgetExceeded(RuntimeError):
+    """The exact stock procedure ran out of steps or time; the ladder skips the rung."""
+
+
+def _tick() -> None:
+    _STEPS[0] += 1
+    if _STEPS[0] > STEP_BUDGET:
+        raise StockBudgetExceeded(f"stock JAX's procedure took more than {STEP_BUDGET} steps")
+    if _STEPS[0] % 64 == 0:
+        d = options.active_deadline()
+        if d is not None and d.expired:
+            raise StockBudgetExceeded("the question's deadline passed inside stock JAX's procedure")
+
+
 _CACHE_ATTRS = {"_bounds_cache": "_smtdims_exact_bounds_cache",
                 "_decision_initial_state": "_smtdims_exact_decision_state"}
 
@@ -70,6 +96,7 @@ def _ceil_div(x: Any, y: Any) -> Any:
 class _Rewrite(ast.NodeTransformer):
     def __init__(self) -> None:
         self.sites = 0
+        self.functions = 0
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
@@ -88,6 +115,13 @@ class _Rewrite(ast.NodeTransformer):
         self.generic_visit(node)
         if node.attr in _CACHE_ATTRS:
             node.attr = _CACHE_ATTRS[node.attr]
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        self.generic_visit(node)
+        tick = ast.Expr(ast.Call(ast.Name("_tick", ast.Load()), [], []))
+        node.body.insert(1 if ast.get_docstring(node) else 0, tick)
+        self.functions += 1
         return node
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST | None:
@@ -115,7 +149,7 @@ def build(module: Any) -> Callable[[Any, Any], tuple[Any, Any]] | None:
             raise RuntimeError(f"found {rw.sites} float-division sites (expected {EXPECTED_SITES}) "
                                f"and {left} other true divisions")
         ns: dict[str, Any] = {"__name__": "smtdims_jax._exact_stock_decision", "_floor_div": _floor_div,
-                              "_ceil_div": _ceil_div}
+                              "_ceil_div": _ceil_div, "_tick": _tick}
         exec(compile(tree, f"<smtdims exact copy of {module.__name__}>", "exec"), ns)
         fn = ns["bounds_decision"]
     except Exception as err:  # pragma: no cover - depends on the JAX release
@@ -124,6 +158,7 @@ def build(module: Any) -> Callable[[Any, Any], tuple[Any, Any]] | None:
         return None
 
     def exact_bounds(e: Any, prec: Any) -> tuple[Any, Any]:
+        _STEPS[0] = 0  # callers hold no lock across questions: one count per call is enough
         scope = getattr(e, "scope", None)
         if scope is not None:
             d = scope.__dict__
