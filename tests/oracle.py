@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,9 @@ UNSOUND_KINDS = frozenset({
 })
 INEXACT_KINDS = frozenset({"inexact-bound", "inexact-decision", "not-tight", "unknown-presburger"})
 CRASH_KINDS = frozenset({"crash", "jax-crash"})
+# A query that ran past its deadline (plus a second of slack for the interrupt to land).
+TIME_KINDS = frozenset({"past-deadline"})
+DEADLINE_SLACK = 1.0
 
 DIV0 = object()  # marks a value whose evaluation divided by zero
 
@@ -411,6 +415,19 @@ class Outcome:
     exact_checked: int = 0
     exact_ok: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # query -> its wall time
+
+    def timed(self, query: str, started: float) -> None:
+        self.seconds[query] = time.monotonic() - started
+
+    def check_deadline(self) -> None:
+        """Every query must answer within the deadline in force (the backstop that stops Z3)."""
+        from smtdims import options
+
+        limit = options.current().deadline + DEADLINE_SLACK
+        for q, dt in self.seconds.items():
+            if dt > limit:
+                self.add(q, [("past-deadline", f"{dt:.1f} s, deadline {options.current().deadline:g} s")])
 
     def add(self, query: str, problems: list[tuple[str, str]]) -> None:
         self.problems += [(query, k, m) for k, m in problems]
@@ -447,6 +464,7 @@ def run_smtdims(case: Case, grid: Grid | None = None, *, budget: int | None = No
     session = Session(cs, budget=budget)
 
     out.queries += 1
+    started = time.monotonic()
     try:
         b = session.bounds(e)
     except (UnsatisfiableConstraintsError, PossibleDivisionByZeroError) as err:
@@ -460,6 +478,7 @@ def run_smtdims(case: Case, grid: Grid | None = None, *, budget: int | None = No
     except Exception as err:
         out.add("bounds", [("crash", f"{type(err).__name__}: {err}")])
     else:
+        out.timed("bounds", started)
         out.count("bounds-tight" if b.lo_tight and b.hi_tight else "bounds-loose")
         out.add("bounds", check_bounds(case, grid, b) + check_no_div0(case, grid, (case.expr_text,)))
         if presburger:
@@ -469,6 +488,7 @@ def run_smtdims(case: Case, grid: Grid | None = None, *, budget: int | None = No
             out.add("bounds", probs)
 
     out.queries += 1
+    started = time.monotonic()
     try:
         d = session.decide(e, case.op, r)
     except (UnsatisfiableConstraintsError, PossibleDivisionByZeroError) as err:
@@ -477,6 +497,7 @@ def run_smtdims(case: Case, grid: Grid | None = None, *, budget: int | None = No
     except Exception as err:
         out.add("decide", [("crash", f"{type(err).__name__}: {err}")])
     else:
+        out.timed("decide", started)
         out.count(f"decide-{d.status}")
         out.add("decide", check_decision(case, grid, d) + check_no_div0(case, grid, (case.expr_text, case.rhs_text)))
         if presburger:
@@ -489,6 +510,8 @@ def run_smtdims(case: Case, grid: Grid | None = None, *, budget: int | None = No
         ja = jax_answers(case)
         out.queries += ja.queries
         out.add("jax", check_jax(case, grid, ja))
+        out.seconds.update({f"jax {q}": dt for q, dt in ja.seconds.items()})
+    out.check_deadline()
     return out
 
 
@@ -507,6 +530,7 @@ class JaxAnswers:
     compares: dict[str, Any] = field(default_factory=dict)  # op -> bool or exception
     max_min: dict[str, Any] = field(default_factory=dict)  # "max"/"min" -> expression or exception
     queries: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)  # question -> its wall time
 
 
 def jax_eval(e: Any, env: dict[str, int]) -> int:
@@ -605,23 +629,29 @@ def _jax_answers(case: Case, ans: JaxAnswers, with_max_min: bool, export, core, 
     if isinstance(e, sp._DimExpr):
         for prec in sp.BoundsPrecision:
             ans.queries += 1
+            t = time.monotonic()
             try:
                 ans.bounds[prec.name] = sp._bounds_decision(e, prec)
             except Exception as err:
                 ans.bounds[prec.name] = err
+            ans.seconds[f"bounds {prec.name}"] = time.monotonic() - t
     for op in (">=", ">", "<=", "<"):
         ans.queries += 1
+        t = time.monotonic()
         try:
             ans.compares[op] = bool(_OPS_PY[op](e, r))
         except Exception as err:
             ans.compares[op] = err
+        ans.seconds[f"compare {op}"] = time.monotonic() - t
     if with_max_min:
         for name, fn in (("max", core.max_dim), ("min", core.min_dim)):
             ans.queries += 1
+            t = time.monotonic()
             try:
                 ans.max_min[name] = fn(e, r)
             except Exception as err:
                 ans.max_min[name] = err
+            ans.seconds[name] = time.monotonic() - t
 
 
 def _is_refusal(err: BaseException) -> bool:

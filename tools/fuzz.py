@@ -43,7 +43,8 @@ import strategies as S  # noqa: E402
 
 REGRESSIONS = ROOT / "tests" / "regressions"
 # Problems worth a regression file: unsound answers, crashes, and inexactness on Presburger.
-REPORTABLE = O.UNSOUND_KINDS | O.CRASH_KINDS | O.INEXACT_KINDS | {"jax-warning"}
+REPORTABLE = O.UNSOUND_KINDS | O.CRASH_KINDS | O.INEXACT_KINDS | O.TIME_KINDS | {"jax-warning"}
+FAILURES = O.UNSOUND_KINDS | O.CRASH_KINDS | O.TIME_KINDS
 
 
 # -- checking one case ----------------------------------------------------------------------
@@ -276,8 +277,11 @@ def _outcome_to_dict(out: O.Outcome) -> dict:
             "exact_ok": out.exact_ok, "statuses": out.statuses}
 
 
-def _worker(conn, budget: int, jax: bool, audit: bool) -> None:
+def _worker(conn, budget: int, jax: bool, audit: bool, deadline: float) -> None:
     ARGS_BUDGET[0] = budget
+    from smtdims import options
+
+    options.set_defaults(deadline=deadline)  # every query's wall limit (checked by the oracle)
     if jax and not audit:
         import smtdims
 
@@ -306,11 +310,11 @@ def _worker(conn, budget: int, jax: bool, audit: bool) -> None:
 class Pool:
     """``jobs`` worker processes; ``timeout`` seconds per case, after which the worker is replaced."""
 
-    def __init__(self, jobs: int, budget: int, jax: bool, audit: bool, timeout: float):
+    def __init__(self, jobs: int, budget: int, jax: bool, audit: bool, timeout: float, deadline: float):
         import multiprocessing as mp
 
         self.ctx = mp.get_context("spawn")
-        self.args = (budget, jax, audit)
+        self.args = (budget, jax, audit, deadline)
         self.timeout = timeout
         self.workers = [self._start() for _ in range(jobs)]
 
@@ -407,7 +411,7 @@ def run(args) -> dict:
     rng = random.Random(args.seed)
     cfg = S.GenConfig()
     jax_on = not args.no_jax
-    pool = Pool(args.jobs, args.budget, jax_on, args.audit_stock, args.case_timeout)
+    pool = Pool(args.jobs, args.budget, jax_on, args.audit_stock, args.case_timeout, args.deadline)
     counts: collections.Counter = collections.Counter()
     statuses: collections.Counter = collections.Counter()
     problems: collections.Counter = collections.Counter()
@@ -488,6 +492,15 @@ def run(args) -> dict:
     elapsed = time.time() - t0
     unsound = sum(v for k, v in problems.items() if k in O.UNSOUND_KINDS)
     crashes = sum(v for k, v in problems.items() if k in O.CRASH_KINDS | {"worker-died"})
+    past_deadline = sum(v for k, v in problems.items() if k in O.TIME_KINDS | {"slow-case"})
+    if args.seam_big and not args.audit_stock:
+        seam = seam_big(args.seam_big, args.seed, args.deadline)
+        unsound += seam["unsound"]
+        crashes += seam["crashes"]
+        past_deadline += seam["past_deadline"]
+        counts["queries"] += seam["queries"]
+        for k, lst in seam["examples"].items():
+            examples.setdefault(k, []).extend(lst[:3])
     case_seconds.sort()
     report = {
         "mode": "audit-stock" if args.audit_stock else "smtdims",
@@ -507,6 +520,8 @@ def run(args) -> dict:
         report.update({
             "unsound_answers": unsound,
             "crashes": crashes,
+            "past_deadline": past_deadline,
+            "deadline_seconds": args.deadline,
             "problems": dict(problems),
             "presburger_queries_checked_exactly": exact_checked,
             "presburger_exact": exact_ok,
@@ -516,6 +531,132 @@ def run(args) -> dict:
         })
     report["examples"] = examples
     return report
+
+
+# -- large magnitudes at the seam ----------------------------------------------------------------------
+_MAGNITUDES = (2**31 - 2, 2**31, 2**32 - 2, 2**32, 2**32 + 3, 2**52 + 1, 2**53 - 3, 2**53, 2**53 + 5, 2**62)
+
+
+def seam_case(rng: random.Random) -> dict:
+    """A question whose numbers sit where a float would round: variables far from 1, products."""
+    names = ["a", "b", "c", "d"][: rng.randint(2, 4)]
+    base = {v: rng.choice(_MAGNITUDES) + rng.randint(-3, 3) for v in names}
+    cons, box = [], {}
+    for v in names:
+        if rng.random() < 0.5:
+            cons.append(f"{v} >= {base[v]}")
+            box[v] = range(base[v], base[v] + 4)
+        else:
+            cons.append(f"{v} <= {base[v]}")
+            cons.append(f"{v} >= {base[v] - 3}")
+            box[v] = range(base[v] - 3, base[v] + 1)
+    x, y = rng.sample(names, 2)
+    k = rng.choice((3, 65535, 2**16 + 1, 2**31 - 1))
+    if rng.random() < 0.3:
+        cons.append(f"{3 * k}*{x} <= {k * k}*{y} + {rng.randint(0, 9)}")
+    lo_x, lo_y = min(box[x]), min(box[y])
+    kind = rng.choice(("product", "floordiv", "scaled", "difference"))
+    if kind == "product" and len(names) >= 4:
+        u, w = [n for n in names if n not in (x, y)][:2]
+        lhs, rhs = f"{x}*{y}", f"{u}*{w}"
+    elif kind == "floordiv":
+        m = rng.choice((2**32, 2**31, 2**53))
+        lhs, rhs = f"floordiv({x}*{y}, {m})", str((lo_x * lo_y) // m + rng.randint(-1, 1))
+    elif kind == "scaled":
+        lhs, rhs = f"{k}*{x}", f"{k}*{y} + {rng.randint(-2, 2)}"
+    else:
+        lhs, rhs = f"{x}*{y} - {k}*{x}", str(lo_x * lo_y - k * lo_x + rng.randint(-1, 1))
+    return {"constraints": cons, "lhs": lhs, "rhs": rhs, "box": {v: (r.start, r.stop) for v, r in box.items()}}
+
+
+def seam_big(n: int, seed: int, deadline: float) -> dict:
+    """Ask JAX (smtdims installed) bounds, comparisons and max/min on :func:`seam_case`s; judge each
+    answer on every valuation of a 4^k box around the constants that meets the constraints."""
+    import itertools
+
+    from jax import export
+    from jax._src import core
+    from jax._src.export import shape_poly as sp
+
+    import smtdims
+    from smtdims import options
+    from smtdims.constraints import ConstraintSet
+    from smtdims.parser import parse_expr
+
+    options.set_defaults(deadline=deadline)
+    smtdims.install()
+    rng = random.Random(f"seam-big-{seed}")
+    out = {"cases": 0, "queries": 0, "unsound": 0, "crashes": 0, "past_deadline": 0, "examples": {}}
+
+    def bad(kind: str, case: dict, msg: str) -> None:
+        out[kind] += 1
+        out["examples"].setdefault(f"seam-{kind}", []).append(f"{case['constraints']} | {case['lhs']} vs {case['rhs']}: {msg}")
+
+    try:
+        for _ in range(n):
+            case = seam_case(rng)
+            out["cases"] += 1
+            cs = ConstraintSet.of(case["constraints"])
+            e = parse_expr(case["lhs"]) - parse_expr(case["rhs"])
+            names = sorted(case["box"])
+            pts = [dict(zip(names, p)) for p in itertools.product(*(range(*case["box"][v]) for v in names))]
+            values = [e.evaluate(p) for p in pts if cs.holds(p)]
+            try:
+                scope = export.SymbolicScope(tuple(case["constraints"]))
+                lhs, = export.symbolic_shape(case["lhs"], scope=scope)
+                rhs, = export.symbolic_shape(case["rhs"], scope=scope)
+            except ValueError as err:  # JAX refuses the scope (e.g. unsatisfiable constraints)
+                if values and "nsatisfiable" in str(err):
+                    bad("unsound", case, f"building: claimed unsatisfiable: {err}")
+                continue
+            except Exception as err:
+                bad("crashes", case, f"building: {type(err).__name__}: {err}")
+                continue
+            for q, ask in (("bounds", lambda: sp._bounds_decision(lhs - rhs, sp.BoundsPrecision.BEST)),
+                           (">=", lambda: lhs >= rhs), ("<", lambda: lhs < rhs),
+                           ("max", lambda: core.max_dim(lhs, rhs))):
+                out["queries"] += 1
+                t = time.monotonic()
+                try:
+                    ans = ask()
+                except sp.InconclusiveDimensionOperation:
+                    ans = None
+                except ValueError as err:
+                    if "nsatisfiable" not in str(err):
+                        bad("crashes", case, f"{q}: {type(err).__name__}: {err}")
+                    elif values:  # a refusal, but a point of the box meets every constraint
+                        bad("unsound", case, f"{q}: claimed unsatisfiable: {err}")
+                    continue
+                except Exception as err:
+                    bad("crashes", case, f"{q}: {type(err).__name__}: {err}")
+                    continue
+                finally:
+                    if time.monotonic() - t > deadline + O.DEADLINE_SLACK:
+                        bad("past_deadline", case, f"{q}: {time.monotonic() - t:.1f} s")
+                if ans is None or not values:
+                    continue
+                if q == "bounds" and not all(ans[0] <= v <= ans[1] for v in values):
+                    bad("unsound", case, f"bounds {ans} miss {min(values)}..{max(values)}")
+                elif q == ">=" and ans is True and any(v < 0 for v in values):
+                    bad("unsound", case, f">= answered True; min value {min(values)}")
+                elif q == ">=" and ans is False and any(v >= 0 for v in values):
+                    bad("unsound", case, f">= answered False; max value {max(values)}")
+                elif q == "<" and ans is True and any(v >= 0 for v in values):
+                    bad("unsound", case, f"< answered True; max value {max(values)}")
+                elif q == "<" and ans is False and any(v < 0 for v in values):
+                    bad("unsound", case, f"< answered False; min value {min(values)}")
+                elif q == "max":
+                    m = parse_expr(str(ans).replace(" ", "")) if not isinstance(ans, int) else None
+                    for p in pts:
+                        if cs.holds(p):
+                            want = max(parse_expr(case["lhs"]).evaluate(p), parse_expr(case["rhs"]).evaluate(p))
+                            got = ans if m is None else m.evaluate(p)
+                            if got != want:
+                                bad("unsound", case, f"max_dim gave {ans}: {got} != {want} at {p}")
+                                break
+    finally:
+        smtdims.uninstall()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -534,6 +675,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shrink-time", type=float, default=120.0)
     p.add_argument("--progress", type=float, default=60.0, help="seconds between progress lines")
     p.add_argument("--report", help="write the JSON report here too")
+    p.add_argument("--deadline", type=float, default=10.0,
+                   help="seconds per query (smtdims' deadline); a query past it (+1 s) is a failure")
+    p.add_argument("--seam-big", type=int, default=200, metavar="N",
+                   help="also N cases at JAX's seam with constants near 2**31, 2**32 and 2**53 and "
+                        "products of variables, checked on a grid around the constants (0: none)")
     args = p.parse_args(argv)
     report = run(args)
     text = json.dumps(report, indent=1, default=str)
@@ -541,7 +687,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         Path(args.report).write_text(text + "\n")
     if report["mode"] == "smtdims":
-        return 1 if report["unsound_answers"] or report["crashes"] else 0
+        return 1 if report["unsound_answers"] or report["crashes"] or report["past_deadline"] else 0
     return 0
 
 
