@@ -2,8 +2,11 @@
 
 1. Stock-decided corpus: comparisons / max / min from conv, pool, reshape and slicing
    arithmetic that stock JAX decides. Target: total ratio smtdims/stock <= 1.10 and no
-   solver created. (An informational ``==`` row shows what provable equality costs on
-   dimensions that are not syntactically equal; it is outside the target.)
+   solver created. 1b: what JAX asks while building dimensions in fresh scopes (clamps
+   ``max(b, k)``, conv/pool sizes, padding to a multiple, ``b*t``, under ``t <= 4096`` /
+   ``b >= t``), compared with ``k``, ``b``, ``1``; same targets. (An informational ``==``
+   row shows what provable equality costs on dimensions that are not syntactically
+   equal; it is outside the target.)
 2. Hard corpus: Presburger comparisons stock cannot settle and bounds it answers loosely.
    Target: smtdims' latency in a warmed scope median <= 1 ms, p99 <= 20 ms; it decides
    100% of the determinate ones (ground truth from islpy) and never contradicts islpy.
@@ -141,6 +144,63 @@ def _solvers_without_eq(corpus, sp, core) -> int:
         set_mode("stock")
 
 
+# -- 1b: what JAX asks while building and comparing dimensions -------------------------------------------
+BUILD_CONSTRAINTS = ((), ("t <= 4096",), ("b >= t",), ("b >= t", "t <= 4096"))
+
+
+def _build_and_compare(export, core, sp, constraints: tuple[str, ...], k: int) -> int:
+    """What real code does in a fresh scope: clamps, conv/pool sizes, padding to a multiple, b*t."""
+    n = 0
+    scope = export.SymbolicScope(constraints)
+    b, t, h = export.symbolic_shape("b, t, h", scope=scope)
+    dims = list(export.symbolic_shape(f"max(b, {k}), min(b, {k}) + b, b + {k}", scope=scope))
+    dims += [core.max_dim(b, k), core.min_dim(t, k),
+             (h - k) // 2 + 1,  # conv output, stride 2, VALID
+             (h + 1) // 2,  # SAME, stride 2
+             h + (-h) % 8,  # padding to a multiple of 8
+             b * t, core.max_dim(h - k + 1, 1)]
+    for d in dims:
+        for other in (k, b, 1):
+            n += 3
+            try:
+                d >= other  # noqa: B015
+            except sp.InconclusiveDimensionOperation:
+                pass
+            core.max_dim(d, other)
+            core.min_dim(d, other)
+    return n
+
+
+def bench_building(quick: bool) -> dict:
+    import smtdims
+
+    export, core, sp = jax_bits()
+    ks = (3, 5) if quick else (1, 2, 3, 5, 7, 8, 16, 64, 128)
+    reps = 2 if quick else 7
+    totals: dict[str, list[int]] = {"stock": [], "smtdims": []}
+    solvers, questions = 0, 0
+    for rep in range(reps):
+        for m in interleaved_order(rep):
+            set_mode(m)
+            smtdims.reset_stats()
+            with no_gc():
+                t0 = now()
+                q = sum(_build_and_compare(export, core, sp, c, k) for c in BUILD_CONSTRAINTS for k in ks)
+                totals[m].append(now() - t0)
+            questions = q
+            if m == "smtdims":
+                solvers = max(solvers, smtdims.stats()["solvers_created"])
+    set_mode("stock")
+    st, sm = median(totals["stock"]) / 1e6, median(totals["smtdims"]) / 1e6
+    scopes = len(BUILD_CONSTRAINTS) * len(ks)
+    return {
+        "scopes": scopes, "questions": questions, "reps": reps, "stock_ms": st, "smtdims_ms": sm,
+        "ratio": ratio(sm, st), "solvers_created": solvers,
+        "targets": [target("1b: building dims in fresh scopes, ratio", ratio(sm, st), 1.10),
+                    target("1b: solvers created while building", solvers, 0)],
+    }
+
+
 # -- 2: hard (stock-inconclusive or loose) -----------------------------------------------------------------
 def _warm_query(scope, export):
     """A comparison no corpus query repeats, that stock cannot settle and the fast path cannot
@@ -275,8 +335,8 @@ def bench_hard(quick: bool) -> dict:
 
 
 def run(quick: bool = False) -> dict:
-    a, b = bench_stock_decided(quick), bench_hard(quick)
-    return {"stock_decided": a, "hard": b, "targets": a["targets"] + b["targets"]}
+    a, c, b = bench_stock_decided(quick), bench_building(quick), bench_hard(quick)
+    return {"stock_decided": a, "building": c, "hard": b, "targets": a["targets"] + c["targets"] + b["targets"]}
 
 
 def render(d: dict) -> str:
@@ -289,6 +349,10 @@ def render(d: dict) -> str:
            f"   solvers created by ge/max/min alone: {a['solvers_created_target_kinds']}; "
            f"answers differing from stock: {a['answer_mismatches']} (plus "
            f"{a['answers_provably_equal_variants']} max/min returning the other of two provably equal sides)", "",
+           f"1b. building and comparing dimensions in {d['building']['scopes']} fresh scopes "
+           f"({d['building']['questions']} comparisons, max and min): stock {d['building']['stock_ms']:.1f} ms, "
+           f"smtdims {d['building']['smtdims_ms']:.1f} ms, ratio {d['building']['ratio']:.3f}, "
+           f"solvers created {d['building']['solvers_created']}", "",
            table(b["rows"], [("queries", "queries"), ("n", "n"), ("stock_median_ms", "stock med ms"),
                              ("smtdims_median_ms", "smtdims med ms"), ("smtdims_p99_ms", "smtdims p99 ms"),
                              ("smtdims_max_ms", "smtdims max ms"), ("answered_right", "right (vs islpy)")],

@@ -44,13 +44,24 @@ def test_all_json(results):
     assert d["failed"] == []
     assert d["quick"] is True
     assert {"date", "cpus", "jax", "z3"} <= set(d["machine"])
-    assert set(d["results"]) == {"queries", "exports", "oracle", "scale", "memory"}
-    assert len(d["targets"]) >= 10
+    assert set(d["results"]) == {"queries", "exports", "oracle", "scale", "memory", "jaxsuite"}
+    assert len(d["targets"]) >= 12
+    assert all("result" in t for t in d["targets"])  # met, the gap, or skipped
+
+
+def test_jaxsuite_without_a_checkout_is_skipped_with_the_reason(results):
+    d = _load(results, "bench_jaxsuite")
+    if os.environ.get("SMTDIMS_JAX_SRC"):
+        assert d["rows"] and d["targets"][0]["value"] > 0
+    else:
+        assert "SMTDIMS_JAX_SRC" in d["skipped"] and d["targets"][0].get("skipped") is True
 
 
 def test_queries_json(results):
     d = _load(results, "bench_queries")
-    a, b = d["stock_decided"], d["hard"]
+    a, b, c = d["stock_decided"], d["hard"], d["building"]
+    assert {"scopes", "questions", "stock_ms", "smtdims_ms", "ratio", "solvers_created"} <= set(c)
+    _check_targets(c)
     assert {"corpus", "rows", "smtdims_stats_per_pass", "solvers_created_target_kinds", "answer_mismatches"} <= set(a)
     total = a["rows"][-1]
     assert total["kind"].startswith("TOTAL") and total["queries"] > 0
