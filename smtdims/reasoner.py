@@ -43,6 +43,7 @@ from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE, REASON_DEADLINE
 from .points import Points
 from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
 from .smt import COUNTERS, SAT, UNSAT, CheckResult, Encoder, SolverSession, z3_int_or_inf
+from .smt import question as smt_question
 
 __all__ = [
     "CONFIG", "DEFAULT_BUDGET", "DEFAULT_DEADLINE", "NEED_BEST", "NEED_SIGN_LEQ", "NEED_SIGN_LT", "REGISTRY",
@@ -289,7 +290,7 @@ class Session:
 
     @contextmanager
     def _question(self) -> Iterator[options.Deadline]:
-        with self.lock, deep_recursion(), options.question() as deadline, self.solver.question():
+        with self.lock, deep_recursion(), options.question() as deadline, smt_question():
             yield deadline
 
     # -- solver helpers -----------------------------------------------------------------------------------
@@ -346,6 +347,7 @@ class Session:
             raise UnsatisfiableConstraintsError(core)
         if res.status == SAT:
             self._sat_model = res.model
+        if res.reason != options.REASON_DEADLINE:  # unknown: answers stay sound; do not ask on every question
             self._satisfiable_checked = True
 
     def zero_divisor(self, *exprs: Expr) -> tuple[str, dict[str, int] | None] | None:
@@ -615,8 +617,9 @@ class Session:
         self.ensure_satisfiable()
         c = e.as_constant()
         if c is not None:
-            w = self._any_point() or {}
-            return self._mk_bounds(e, _End(c, True, w), _End(c, True, w), "constant")
+            w = self._any_point() if self.constraints.constraints else {}
+            # attained only if some valuation meets the constraints: tight once a point is known
+            return self._mk_bounds(e, _End(c, w is not None, w), _End(c, w is not None, w), "constant")
         lo0, hi0 = self.interval(e)
         if proven is not None:
             lo0, hi0 = max(lo0, proven[0]), min(hi0, proven[1])

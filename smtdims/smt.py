@@ -323,6 +323,26 @@ class Fresh:
         )
 
 
+_QUESTION = threading.local()
+
+
+@contextmanager
+def question() -> Iterator[None]:
+    """Checks inside the block share one fresh context per constraint set; all are dropped
+    when the outermost block ends, so the next question starts from nothing."""
+    q = _QUESTION
+    depth = getattr(q, "depth", 0)
+    if depth == 0:
+        q.contexts, q.keep = {}, []
+    q.depth = depth + 1
+    try:
+        yield
+    finally:
+        q.depth = depth
+        if depth == 0:
+            q.contexts, q.keep = {}, []
+
+
 class SolverSession:
     """The Z3 side of one constraint set, created on first use.
 
@@ -340,7 +360,6 @@ class SolverSession:
         self._solver: z3.Solver | None = None
         self._shared_atoms: set[Atom] = set()  # atoms whose axioms the shared solver holds
         self.linear = constraints.is_linear()
-        self._fresh = threading.local()
 
     @property
     def started(self) -> bool:
@@ -375,26 +394,19 @@ class SolverSession:
         return self._solver
 
     # -- the nonlinear context of the current question ------------------------------------------
-    @contextmanager
-    def question(self) -> Iterator[None]:
-        """Checks inside the block share one fresh context, dropped when the outermost block ends."""
-        depth = getattr(self._fresh, "depth", 0)
-        self._fresh.depth = depth + 1
-        try:
-            yield
-        finally:
-            self._fresh.depth = depth
-            if depth == 0:
-                self._fresh.ctx = None
-
     def fresh(self) -> Fresh:
-        """The fresh context of the question being answered (one per check outside a question)."""
-        if not getattr(self._fresh, "depth", 0):
+        """The fresh context of this constraint set for the question being answered.
+
+        Inside :func:`question` one per session for the whole question; outside, one per check.
+        """
+        q = _QUESTION
+        if not getattr(q, "depth", 0):
             return Fresh(self.constraints)
-        f = getattr(self._fresh, "ctx", None)
+        f = q.contexts.get(id(self))
         if f is None:
             f = Fresh(self.constraints)
-            self._fresh.ctx = f
+            q.contexts[id(self)] = f
+            q.keep.append(self)  # ids stay unique while the question lives
         return f
 
     # -- checks ------------------------------------------------------------------------------------------

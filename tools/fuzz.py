@@ -410,6 +410,8 @@ def run(args) -> dict:
     ARGS_BUDGET[0] = args.budget
     rng = random.Random(args.seed)
     cfg = S.GenConfig()
+    # --nonlinear-share: that share of cases is nonlinear (products, symbolic divisors)
+    cfg_lin, cfg_nl = S.GenConfig(linear=True), S.GenConfig(linear=False)
     jax_on = not args.no_jax
     pool = Pool(args.jobs, args.budget, jax_on, args.audit_stock, args.case_timeout, args.deadline)
     counts: collections.Counter = collections.Counter()
@@ -431,7 +433,10 @@ def run(args) -> dict:
             more = counts["queries"] < args.queries and not out_of_time()
             if more:
                 for w in pool.idle():
-                    case = S.random_case(rng, cfg)
+                    if args.nonlinear_share is None:
+                        case = S.random_case(rng, cfg)
+                    else:
+                        case = S.random_case(rng, cfg_nl if rng.random() < args.nonlinear_share else cfg_lin)
                     cases += 1
                     pool.submit(w, case)
             done = pool.collect()
@@ -455,6 +460,8 @@ def run(args) -> dict:
                     continue
                 counts["queries"] += res["queries"]
                 counts["presburger cases"] += case.presburger
+                counts["nonlinear cases"] += not case.presburger
+                counts["nonlinear queries" if not case.presburger else "presburger queries"] += res["queries"]
                 exact_checked += res["exact_checked"]
                 exact_ok += res["exact_ok"]
                 statuses.update(res["statuses"])
@@ -675,6 +682,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shrink-time", type=float, default=120.0)
     p.add_argument("--progress", type=float, default=60.0, help="seconds between progress lines")
     p.add_argument("--report", help="write the JSON report here too")
+    p.add_argument("--nonlinear-share", type=float, default=None, metavar="P",
+                   help="make that share of cases nonlinear (default: the generator's own mix)")
     p.add_argument("--deadline", type=float, default=10.0,
                    help="seconds per query (smtdims' deadline); a query past it (+1 s) is a failure")
     p.add_argument("--seam-big", type=int, default=200, metavar="N",
