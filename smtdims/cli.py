@@ -31,6 +31,7 @@ from typing import Any, NoReturn
 
 import z3
 
+from . import options
 from .constraints import ConstraintSet
 from .errors import ParseError, SmtdimsError, UnsatisfiableConstraintsError
 from .expr import OPERATIONS, Expr
@@ -256,7 +257,7 @@ def unknown_reason(reason: str, *, budget: int | None = None, deadline: float | 
     r = " ".join((reason or "").lower().split())
     budget = CONFIG.budget if budget is None else budget
     if deadline is None:
-        deadline = getattr(CONFIG, "deadline", None)
+        deadline = CONFIG.deadline
     if "resource limit" in r or "rlimit" in r or "budget" in r:
         return "budget", (f"the solver's budget of {budget} (Z3 rlimit per check) ran out; "
                           f"raise it with --budget N, e.g. --budget {budget * 10}")
@@ -528,42 +529,15 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 # -- limits ----------------------------------------------------------------------------------------------
-_MISSING = object()
-
-
-@contextlib.contextmanager
-def deadline(seconds: float | None) -> Iterator[None]:
-    """``CONFIG.deadline = float(seconds)`` for the block (the reasoner honours it where it can)."""
-    if seconds is None:
-        yield
-        return
-    if not (seconds > 0) or math.isinf(seconds):
-        raise UsageError(f"--deadline must be a positive number of seconds, got {seconds}")
-    before = getattr(CONFIG, "deadline", _MISSING)
-    CONFIG.deadline = float(seconds)  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        if before is _MISSING:
-            with contextlib.suppress(AttributeError):
-                delattr(CONFIG, "deadline")
-        else:
-            CONFIG.deadline = before  # type: ignore[attr-defined]
-
-
 @contextlib.contextmanager
 def limits(budget: int | None, seconds: float | None) -> Iterator[None]:
-    """``--budget`` and ``--deadline`` in force for the block (``CONFIG``), restored after it."""
+    """``--budget`` and ``--deadline`` in force for the block (scoped: nothing to restore by hand)."""
     if budget is not None and budget <= 0:
         raise UsageError(f"--budget must be a positive integer (a Z3 rlimit), got {budget}")
-    before = CONFIG.budget
-    with deadline(seconds):
-        if budget is not None:
-            CONFIG.budget = budget
-        try:
-            yield
-        finally:
-            CONFIG.budget = before
+    if seconds is not None and (not (seconds > 0) or math.isinf(seconds)):
+        raise UsageError(f"--deadline must be a positive number of seconds, got {seconds}")
+    with options.scoped(budget=budget, deadline=seconds):
+        yield
 
 
 # -- dispatch ---------------------------------------------------------------------------------------------

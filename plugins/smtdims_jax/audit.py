@@ -522,23 +522,20 @@ def audit(*, budget: int | None = None, show_internal: bool = False) -> Iterator
     code asked (and flagged ones JAX asked: see the module docstring);
     ``show_internal=True`` shows every question.
     """
-    from smtdims.reasoner import CONFIG
+    from smtdims import options
 
     report = AuditReport(show_internal=show_internal)
     was = adapter.is_installed()
-    old_budget = CONFIG.budget
     if not was:
-        adapter.install(budget=budget)
-    elif budget is not None:
-        adapter.install(budget=budget, equality=adapter.installed_options().get("equality", True))
+        adapter.install()
     adapter.add_listener(report.record)
     try:
-        yield report
+        with options.scoped(budget=budget):  # this block only
+            yield report
     finally:
         adapter.remove_listener(report.record)
         if not was:
             adapter.uninstall()
-        CONFIG.budget = old_budget
         report.close()
 
 

@@ -35,8 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,12 +46,13 @@ import numpy as np
 import z3
 from jax import export
 
+from smtdims import options
 from smtdims.constraints import ConstraintSet
 from smtdims.errors import SmtdimsError, format_valuation
 from smtdims.explain import Fix, suggest_fixes
 from smtdims.expr import FLOORDIV, MOD, Expr, Op
 from smtdims.parser import parse_expr
-from smtdims.reasoner import CONFIG, Session
+from smtdims.reasoner import Session
 from smtdims.smt import SAT, UNSAT, Encoder
 
 from . import adapter, enabled
@@ -800,15 +800,8 @@ def _aval_text(x: Any) -> str:
     return f"{np.dtype(x.dtype).name}[{','.join(str(d) for d in x.shape)}]"  # as JAX prints in_avals
 
 
-@contextmanager
-def _solver_budget(budget: int | None) -> Iterator[None]:
-    before = CONFIG.budget
-    if budget is not None:
-        CONFIG.budget = budget
-    try:
-        yield
-    finally:
-        CONFIG.budget = before
+def _solver_budget(budget: int | None):
+    return options.scoped(budget=budget)
 
 
 def export_and_verify(

@@ -78,16 +78,12 @@ class _Recorder:
     def for_test(self, budget: int | None = None, equality: bool = True) -> Iterator[None]:
         import smtdims_jax
 
-        from smtdims.reasoner import CONFIG
-
-        saved_budget = CONFIG.budget
         self.marked_tests += 1
         self.listen()
         try:
-            with smtdims_jax.enabled(budget=budget, equality=equality):
+            with smtdims_jax.enabled(budget=budget, equality=equality):  # the budget is scoped to the block
                 yield
         finally:
-            CONFIG.budget = saved_budget
             self.unlisten()
 
     # -- reporting ---------------------------------------------------------------------------------------
