@@ -149,6 +149,35 @@ class IntervalEvaluator:
         if alt is not None:  # the same value, written so that intervals cancel: intersect
             lo2, hi2 = self._sum(alt)
             lo, hi = max(lo, lo2), min(hi, hi2)
+        if lo == -INF or hi == INF:
+            lo, hi = self._mod_ends(e, lo, hi)
+        return (lo, hi)
+
+    def _mod_ends(self, e: Expr, lo: Bound, hi: Bound) -> Interval:
+        """Replace a term ``c*mod(x, y)`` (``y`` symbolic, of known sign) by each end of its range.
+
+        Proof: for ``y >= 1``, ``0 <= mod(x, y) <= y - 1`` (``y + 1 <= mod <= 0`` for ``y <= -1``),
+        so ``e`` lies between ``e`` with the term at one end and at the other; written with
+        ``y`` itself, the ends cancel against the rest of ``e`` (``2*s - mod(-3, 2*s) >= 1``).
+        """
+        for m, c in e.terms:
+            if len(m) != 1 or m[0][1] != 1 or not isinstance(m[0][0], Op) or m[0][0].op != MOD:
+                continue
+            a = m[0][0]
+            if a.rhs.is_constant:
+                continue
+            ylo, yhi = self.expr(a.rhs)
+            if ylo >= 1:
+                low_end, high_end = Expr.const(0), a.rhs - 1
+            elif yhi <= -1:
+                low_end, high_end = a.rhs + 1, Expr.const(0)
+            else:
+                continue
+            rest = e - Expr.atom(a) * c
+            at_low, at_high = rest + low_end * c, rest + high_end * c  # e's value at each end of the mod
+            ends = (self._sum(at_low), self._sum(at_high))
+            lo = max(lo, min(ends[0][0], ends[1][0]))
+            hi = min(hi, max(ends[0][1], ends[1][1]))
         return (lo, hi)
 
     def _sum(self, e: Expr) -> Interval:

@@ -115,5 +115,29 @@ class Points:
                 continue
 
 
+def shrink(env: Mapping[str, int], ok, constraints: ConstraintSet, keep: frozenset[str] = frozenset()) -> dict[str, int]:
+    """A smaller valuation that still meets the constraints and ``ok`` (readable witnesses: b = 3, not 64).
+
+    Each variable tries 1..8, then a half and a quarter of its value; every candidate is
+    checked exactly, so the result is as valid a witness as ``env``.
+    """
+    env = dict(env)
+    for v in sorted(env):
+        cur = env[v]
+        if cur <= 1 or v in keep:
+            continue
+        for cand in (*range(1, min(cur, 9)), cur // 4, cur // 2):
+            if cand < 1 or cand >= cur:
+                continue
+            trial = {**env, v: cand}
+            try:
+                if constraints.holds(trial) and ok(trial):
+                    env = trial
+                    break
+            except ZeroDivisionError:
+                continue
+    return env
+
+
 def restrict(env: Mapping[str, int], names: frozenset[str] | set[str]) -> dict[str, int]:
     return {k: v for k, v in env.items() if k in names}

@@ -205,14 +205,29 @@ def find_ray(e: Expr, constraints: ConstraintSet, bases: Iterable[Mapping[str, i
             if all(x >= 0 for x in diff.values()) and any(diff.values()):
                 g = math.gcd(*diff.values())
                 dirs.append({v: k * x // g for v, x in diff.items()})
-    for b in bases:
-        full = {v: b.get(v, 1) for v in names}
+    for base in [*bases, *towards]:  # a far model is itself a good base
+        full = {v: base.get(v, 1) for v in names}
+        extra = _symbolic_scale(e, constraints, full)  # symbolic divisors that stay constant along a ray
         for d in dirs:
             if unbounded_below(e, constraints, full, d, names):
                 return True
-    for m in towards:  # a far model is itself a good base
-        full = {v: m.get(v, 1) for v in names}
-        for d in dirs:
-            if unbounded_below(e, constraints, full, d, names):
+            if extra > 1 and unbounded_below(e, constraints, full, {v: x * extra for v, x in d.items()}, names):
                 return True
     return False
+
+
+def _symbolic_scale(e: Expr, constraints: ConstraintSet, at: Mapping[str, int]) -> int:
+    """The product of the symbolic divisors' values at ``at`` (a divisor constant along a ray keeps it)."""
+    prod = 1
+    for x in (e, *(c.diff for c in constraints)):
+        for a in x.atoms():
+            if isinstance(a, Op) and a.op in (FLOORDIV, MOD) and a.rhs.as_constant() is None:
+                try:
+                    v = abs(a.rhs.evaluate(at))
+                except (ZeroDivisionError, KeyError):
+                    continue
+                if v > 1:
+                    prod *= v
+                if prod > 10**12:
+                    return 1
+    return prod

@@ -40,7 +40,7 @@ from .errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
 from .expr import Expr, Var, deep_recursion, symbolic_divisors
 from .heuristic import INF, Interval, IntervalEvaluator, combined_interval, is_inf, propagate_var_ranges
 from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE, REASON_DEADLINE
-from .points import Points
+from .points import Points, shrink
 from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
 from .smt import COUNTERS, SAT, UNSAT, CheckResult, Encoder, SolverSession, z3_int_or_inf
 from .smt import question as smt_question
@@ -247,6 +247,7 @@ class Session:
         self._sat_model: dict[str, int] | None = None
         self._focus: dict[frozenset[int], Session] = {}
         self._interval_cache: dict[Expr, Interval] = {}
+        self._stock_record = [0, 0]  # linear questions the stock rung was asked / settled
         self._sign_cache: dict[tuple[Expr, Precision], Interval] = {}
         self._bounds_cache: dict[Expr, Bounds] = {}
         self._decision_cache: dict[tuple[Expr, str, Expr], Decision] = {}
@@ -446,6 +447,11 @@ class Session:
             else:
                 w_false = w_false or env
             if w_true and w_false:
+                def rel_holds(env: dict[str, int], want: bool) -> bool:
+                    return _holds(op, diff.evaluate(env)) == want
+
+                w_true = shrink(w_true, lambda env: rel_holds(env, True), self.constraints)
+                w_false = shrink(w_false, lambda env: rel_holds(env, False), self.constraints)
                 return self._decision(lhs, op, rhs, UNDETERMINED, "points", witness_true=w_true, witness_false=w_false)
         s = self.focus(diff)
         red = sign_reduce(diff)
@@ -537,6 +543,16 @@ class Session:
                 self._sign_cache[key] = result
             return result
 
+    def _stock_unprofitable(self) -> bool:
+        """After 8 linear questions in this scope where stock settled fewer than 1 in 4, skip it.
+
+        Only for linear questions: there the solver rungs are complete, so skipping stock
+        changes the cost of an answer, never the answer (JAX's procedure can spend 30-180 ms
+        before giving up).
+        """
+        tries, wins = self._stock_record
+        return tries >= 8 and 4 * wins < tries
+
     def _stock(self, origin: Any, need: Precision) -> Interval | None:
         if origin is None or not _STOCK:
             return None
@@ -563,12 +579,18 @@ class Session:
             if below and above and need != Precision.BEST:
                 STATS.answered("points")
                 return (lo, hi), True  # undetermined: no sign bound holds
-        stock = self._stock(origin, need)
-        if stock is not None:
-            lo, hi = max(lo, stock[0]), min(hi, stock[1])
-            if sufficient(need, lo, hi):
-                STATS.answered("stock")
-                return (lo, hi), True
+        linear = self._linear(e)
+        if not (linear and self._stock_unprofitable()):
+            stock = self._stock(origin, need)
+            if stock is not None:
+                lo, hi = max(lo, stock[0]), min(hi, stock[1])
+                won = sufficient(need, lo, hi)
+                if linear:
+                    self._stock_record[0] += 1
+                    self._stock_record[1] += won
+                if won:
+                    STATS.answered("stock")
+                    return (lo, hi), True
         if need == Precision.BEST:
             b = self._bounds(e, proven=(lo, hi))
             return (b.lo, b.hi), b.deterministic

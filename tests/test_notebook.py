@@ -30,11 +30,18 @@ def _cells(nb) -> dict[str, nbformat.NotebookNode]:
 
 def _shown(cell, mime: str | None = None) -> str:
     """Everything a code cell shows: printed text and the rich outputs (of one MIME type, if given)."""
-    parts = []
+    parts: list[str] = []
+    stream = False  # consecutive stream chunks are one text (the kernel may split one print)
     for o in cell.outputs:
         if o.output_type == "stream" and mime in (None, "text/plain"):
-            parts.append(o.text)
-        elif o.output_type in ("display_data", "execute_result"):
+            if stream:
+                parts[-1] += o.text
+            else:
+                parts.append(o.text)
+            stream = True
+            continue
+        stream = False
+        if o.output_type in ("display_data", "execute_result"):
             for k, v in o.data.items():
                 if mime in (None, k) and not k.startswith("image/"):
                     parts.append(v if isinstance(v, str) else "".join(v))

@@ -55,7 +55,7 @@ from smtdims import options
 # Rewritten division sites in jax 0.7.x-0.11.x: add_to_state (1 ceil + 1 floor),
 # _bounds_for_sorted_terms (2 floor + 2 ceil), math_floor_with_inf (1 floor).
 EXPECTED_SITES = 7
-STEP_BUDGET = 4_000  # method calls per question; the benchmark corpora need at most ~600
+STEP_BUDGET = 1_000  # method calls per question; the benchmark corpora need at most ~600
 _STEPS = [0]
 
 
