@@ -151,6 +151,36 @@ class IntervalEvaluator:
             lo, hi = max(lo, lo2), min(hi, hi2)
         if lo == -INF or hi == INF:
             lo, hi = self._mod_ends(e, lo, hi)
+        if lo == -INF or hi == INF:
+            lo, hi = self._scaled_cancel(e, lo, hi)
+        return (lo, hi)
+
+    def _scaled_cancel(self, e: Expr, lo: Bound, hi: Bound) -> Interval:
+        """``L*e`` with ``L`` the lcm that lets every ``c*floordiv(x, k)`` cancel, divided back.
+
+        Proof: ``L*e`` is the same integer as its rewriting (see ``_cancel_floordiv``), so
+        ``e`` lies in ``[ceil(lo(L*e)/L), floor(hi(L*e)/L)]``: ``floordiv(t - 1, 4) -
+        floordiv(t - 2, 4)`` is in ``[0, 1]``.
+        """
+        ks = []
+        for m, c in e.terms:
+            if len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], Op) and m[0][0].op == FLOORDIV:
+                k = m[0][0].rhs.as_constant()
+                if k and c % k:
+                    ks.append(abs(k) // math.gcd(c, k))
+        if not ks:
+            return (lo, hi)
+        big = math.lcm(*ks)
+        if big > 1 << 20:
+            return (lo, hi)
+        alt = _cancel_floordiv(e * big)
+        if alt is None:
+            return (lo, hi)
+        alo, ahi = self._sum(alt)
+        if alo != -INF:
+            lo = max(lo, _ceil_div(int(alo), big))
+        if ahi != INF:
+            hi = min(hi, int(ahi) // big)
         return (lo, hi)
 
     def _mod_ends(self, e: Expr, lo: Bound, hi: Bound) -> Interval:

@@ -234,3 +234,22 @@ def test_stock_procedure_that_recurses_without_end_is_cut_short(installed):
     assert sp._bounds_decision(e, sp.BoundsPrecision.BEST) == (8, 8)
     assert time.monotonic() - t < options.current().deadline
     assert smtdims.stats()["stock_errors"] == 1
+
+
+@pytest.mark.parametrize("expr, lo, hi", [
+    ("2*s - mod(-3, 2*s)", 1, math.inf),  # a symbolic mod at each end of its range (the truth: [1, 3])
+    ("mod(b, a) - a", -math.inf, -1),
+    ("floordiv(t - 1, 4) - floordiv(t - 2, 4)", 0, 1),  # scaled so that the floordivs cancel
+    ("floordiv(3*t + 1, 6) - floordiv(t, 2)", 0, 0),
+    ("mod(-a, -a - 4)", -math.inf, -1),  # a dividend between 0 and its divisor is its own remainder
+    ("floordiv(a + 2, a + 5)", 0, 0),
+])
+def test_interval_rules_are_sound_and_settle(expr, lo, hi):
+    from smtdims.reasoner import REGISTRY
+
+    e = parse_expr(expr)
+    session = REGISTRY.get(ConstraintSet())
+    got = session.interval(e)
+    names = ",".join(sorted(e.variables()))
+    assert all(got[0] <= v <= got[1] for v in _grid_values(expr, names, size=30 if len(names) == 1 else 14))
+    assert got == (lo, hi)
