@@ -119,9 +119,9 @@ class IntervalEvaluator:
             x, y = self.expr(a.lhs), self.expr(a.rhs)
             small = a.op in (FLOORDIV, MOD) and self._below_divisor(a.lhs, a.rhs, x, y)
             if a.op == FLOORDIV:
-                r = (0, 0) if small else floordiv_interval(x, y)
+                r = (0, 0) if small else self._shifted(a, floordiv_interval(x, y), y)
             elif a.op == MOD:
-                r = x if small else mod_interval(x, y)
+                r = x if small else self._shifted(a, mod_interval(x, y), y)
             elif a.op == MAX:
                 r = (max(x[0], y[0]), max(x[1], y[1]))
             elif a.op == MIN:
@@ -129,6 +129,30 @@ class IntervalEvaluator:
             else:  # pragma: no cover - the IR has no other operations
                 raise AssertionError(a.op)
         self._memo[a] = r
+        return r
+
+    def _shifted(self, a: Op, r: Interval, yi: Interval) -> Interval:
+        """``floordiv(x, y) = c + floordiv(x - c*y, y)`` and ``mod(x, y) = mod(x - c*y, y)`` for an integer c.
+
+        Proof: ``x = c*y + (x - c*y)`` and Python's floor division is exact on the integer
+        part. With ``c`` the ratio of a monomial both share, ``x - c*y`` no longer grows with
+        it: ``floordiv(a + 13, -a - 4) = -1 + floordiv(9, -a - 4)``, in ``[-3, -2]``.
+        """
+        x, y = a.lhs, a.rhs
+        if y.is_constant or (yi[0] <= 0 <= yi[1]):
+            return r
+        ys = {m: c for m, c in y.terms if m}
+        for m, cx in x.terms:
+            cy = ys.get(m)
+            if cy is None:
+                continue
+            c = cx // cy
+            rest = self.expr(x - y * c)
+            if a.op == FLOORDIV:
+                lo, hi = add_interval(floordiv_interval(rest, yi), (c, c))
+            else:
+                lo, hi = mod_interval(rest, yi)
+            return (max(r[0], lo), min(r[1], hi))
         return r
 
     def _below_divisor(self, x: Expr, y: Expr, xi: Interval, yi: Interval) -> bool:

@@ -243,6 +243,8 @@ def test_stock_procedure_that_recurses_without_end_is_cut_short(installed):
     ("floordiv(3*t + 1, 6) - floordiv(t, 2)", 0, 0),
     ("mod(-a, -a - 4)", -math.inf, -1),  # a dividend between 0 and its divisor is its own remainder
     ("floordiv(a + 2, a + 5)", 0, 0),
+    ("floordiv(a + 13, -a - 4)", -3, -2),  # -1 + floordiv(9, -a - 4)
+    ("mod(a + 13, a + 4)", 0, 9),  # mod(9, a + 4)
 ])
 def test_interval_rules_are_sound_and_settle(expr, lo, hi):
     from smtdims.reasoner import REGISTRY

@@ -80,7 +80,7 @@ try:  # every private name the adapter uses, checked once, here
     _STOCK_EQ = _DimExpr.__eq__
     _STOCK_NE = _DimExpr.__ne__
     assert callable(_core.is_constant_dim)
-    for _attr in ("_sorted_terms", "scope", "_size", "_to_constant"):
+    for _attr in ("_sorted_terms", "scope", "_size", "_to_constant", "_evaluate", "_get_vars"):
         assert hasattr(_DimExpr, _attr), _attr
     assert hasattr(sp, "_bounds_decision") and hasattr(SymbolicScope, "__init__")
     for _p in ("FOR_GEQ0_OR_LEQ0", "FOR_GEQ0_OR_LT0", "BEST"):
@@ -492,11 +492,26 @@ def _provably_zero(diff: Any) -> bool:
     st = _state(scope)
     key = diff._sorted_terms
     hit = st.eq_cache.get(key)
+    if hit is None and not scope._explicit_constraints and _nonzero_somewhere(diff):
+        hit = False  # refuted without converting: any valuation (all >= 1) is a witness
     if hit is None:
         hit = _decide_equal(scope, to_ir(diff))
         if len(st.eq_cache) < 100_000:
             st.eq_cache[key] = hit
     return hit
+
+
+def _nonzero_somewhere(diff: Any) -> bool:
+    """JAX's own exact evaluation at a few valuations (unconstrained scopes only: every
+    valuation >= 1 counts); a nonzero value refutes ``diff == 0`` before any conversion."""
+    names = sorted(diff._get_vars())
+    for fill in ((1,) * len(names), (2,) * len(names), tuple(range(2, 2 + len(names)))):
+        try:
+            if diff._evaluate(dict(zip(names, fill, strict=True))) != 0:
+                return True
+        except (ZeroDivisionError, ArithmeticError):
+            continue
+    return False
 
 
 def _decide_equal(scope: Any, diff: Expr) -> bool:
