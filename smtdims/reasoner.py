@@ -544,14 +544,14 @@ class Session:
             return result
 
     def _stock_unprofitable(self) -> bool:
-        """After 8 linear questions in this scope where stock settled fewer than 1 in 4, skip it.
+        """After 4 linear questions in this scope where stock settled fewer than 1 in 4, skip it.
 
         Only for linear questions: there the solver rungs are complete, so skipping stock
         changes the cost of an answer, never the answer (JAX's procedure can spend 30-180 ms
         before giving up).
         """
         tries, wins = self._stock_record
-        return tries >= 8 and 4 * wins < tries
+        return tries >= 4 and 4 * wins < tries
 
     def _stock(self, origin: Any, need: Precision) -> Interval | None:
         if origin is None or not _STOCK:

@@ -102,6 +102,7 @@ class Encoder:
         self._closure: dict[Atom, frozenset[Atom]] = {}  # the atom and every atom nested in it
         self._axioms: dict[Atom, list[z3.BoolRef]] = {}
         self._divisions: dict[tuple[Expr, Expr], tuple[z3.ArithRef, z3.ArithRef, list[z3.BoolRef]]] = {}
+        self._exprs: dict[Expr, tuple[z3.ArithRef, frozenset[Atom]]] = {}  # whole expressions, memoised
         self._touched: set[Atom] | None = None
 
     def var(self, name: str) -> z3.ArithRef:
@@ -121,6 +122,24 @@ class Encoder:
         return z3_int(value, self.ctx)
 
     def expr(self, e: Expr) -> z3.ArithRef:
+        hit = self._exprs.get(e)
+        if hit is not None:
+            if self._touched is not None:
+                self._touched |= hit[1]
+            return hit[0]
+        outer, self._touched = self._touched, set()
+        try:
+            t = self._expr(e)
+            atoms = frozenset(self._touched)
+        finally:
+            self._touched = outer
+        if self._touched is not None:
+            self._touched |= atoms
+        if len(self._exprs) < 50_000:
+            self._exprs[e] = (t, atoms)
+        return t
+
+    def _expr(self, e: Expr) -> z3.ArithRef:
         total: z3.ArithRef | None = None
         for m, c in e.terms:
             factors: list[z3.ArithRef] = []

@@ -75,6 +75,7 @@ try:  # every private name the adapter uses, checked once, here
     Comparator = sp.Comparator
     BoundsPrecision = sp.BoundsPrecision
     InconclusiveDimensionOperation = sp.InconclusiveDimensionOperation
+    AnyInconclusive = _core.InconclusiveDimensionOperation  # the base class JAX raises in places
     _STOCK_BOUNDS = spd.bounds_decision
     _STOCK_GEQ = sp._geq_decision
     _STOCK_EQ = _DimExpr.__eq__

@@ -781,7 +781,7 @@ _OWN_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
 
 def _raised_by_smtdims(err: BaseException) -> bool:
     """Whether ``err`` is a bug in smtdims' code (raised there, not one of JAX's or smtdims' documented errors)."""
-    if isinstance(err, (jax.errors.InconclusiveDimensionOperation, SmtdimsError)):
+    if isinstance(err, (adapter.AnyInconclusive, SmtdimsError)):
         return False
     tb = err.__traceback__
     last = None
@@ -798,6 +798,15 @@ def _needs_x64(leaves: Sequence[Any]) -> bool:
 
 def _aval_text(x: Any) -> str:
     return f"{np.dtype(x.dtype).name}[{','.join(str(d) for d in x.shape)}]"  # as JAX prints in_avals
+
+
+def _x64_on():
+    """``jax_enable_x64`` for a block: ``jax.enable_x64(True)`` (newer JAX) or ``jax.experimental.enable_x64()``."""
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(True)
+    from jax.experimental import enable_x64
+
+    return enable_x64()
 
 
 def _solver_budget(budget: int | None):
@@ -841,7 +850,7 @@ def export_and_verify(
         raise ValueError(f"budget must be a positive int (a Z3 rlimit), got {budget!r}")
     specs, scope, specialised = build_specs(arg_specs, constraints)
     x64 = not jax.config.jax_enable_x64 and _needs_x64(jax.tree_util.tree_leaves(specs))
-    with jax.enable_x64(True) if x64 else contextlib.nullcontext(), _solver_budget(budget):
+    with _x64_on() if x64 else contextlib.nullcontext(), _solver_budget(budget):
         return _verify(fn, specs, scope, specialised, _normalise_platforms(platforms), samples, out, seed,
                        _progress_fn(progress), rtol, atol, timeout, budget, x64)
 
@@ -1059,7 +1068,7 @@ def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tup
         elif not detail:
             detail = "the constraints could not be rewritten mechanically"
     return ExportFailure(
-        type=type(err).__name__ if not isinstance(err, jax.errors.InconclusiveDimensionOperation)
+        type=type(err).__name__ if not isinstance(err, adapter.AnyInconclusive)
         else "InconclusiveDimensionOperation",
         message=message, smtdims=ours, witnesses=witnesses, valuations=valuations, location=location, fix=fix,
         fix_kind=kind, fix_verified=verified, fix_detail=detail, fixed_specs=fixed_specs,
