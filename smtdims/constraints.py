@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -30,7 +31,9 @@ class Constraint:
 
     @staticmethod
     def parse(text: str) -> Constraint:
-        lhs, op, rhs = parse_constraint(text)
+        if isinstance(text, str):
+            return _parse_cached(text)
+        lhs, op, rhs = parse_constraint(text)  # raises the TypeError that names the input
         return Constraint.make(lhs, op, rhs, text.strip())
 
     def holds(self, env: dict[str, int]) -> bool:
@@ -39,6 +42,12 @@ class Constraint:
 
     def __str__(self) -> str:
         return self.text
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_cached(text: str) -> Constraint:
+    lhs, op, rhs = parse_constraint(text)
+    return Constraint.make(lhs, op, rhs, text.strip())
 
 
 @dataclass(frozen=True, slots=True)

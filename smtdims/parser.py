@@ -28,6 +28,7 @@ as in JAX.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from dataclasses import dataclass
@@ -277,7 +278,18 @@ class _Parser:
 
 
 def parse_expr(text: str) -> Expr:
-    """Parse one dimension expression."""
+    """Parse one dimension expression (memoised: the IR is immutable)."""
+    if isinstance(text, str):
+        return _parse_expr_cached(text)
+    return _parse_expr(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_expr_cached(text: str) -> Expr:
+    return _parse_expr(text)
+
+
+def _parse_expr(text: str) -> Expr:
     p = _Parser(text)
     if p.tok.kind == "end":
         raise p.error("empty expression")
