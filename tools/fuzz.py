@@ -582,8 +582,7 @@ def seam_big(n: int, seed: int, deadline: float) -> dict:
     import itertools
 
     from jax import export
-    from jax._src import core
-    from jax._src.export import shape_poly as sp
+    from smtdims_jax import adapter
 
     import smtdims
     from smtdims import options
@@ -619,14 +618,14 @@ def seam_big(n: int, seed: int, deadline: float) -> dict:
             except Exception as err:
                 bad("crashes", case, f"building: {type(err).__name__}: {err}")
                 continue
-            for q, ask in (("bounds", lambda: sp._bounds_decision(lhs - rhs, sp.BoundsPrecision.BEST)),
+            for q, ask in (("bounds", lambda: adapter.jax_bounds(lhs - rhs)),
                            (">=", lambda: lhs >= rhs), ("<", lambda: lhs < rhs),
-                           ("max", lambda: core.max_dim(lhs, rhs))):
+                           ("max", lambda: adapter.max_dim(lhs, rhs))):
                 out["queries"] += 1
                 t = time.monotonic()
                 try:
                     ans = ask()
-                except sp.InconclusiveDimensionOperation:
+                except adapter.InconclusiveDimensionOperation:
                     ans = None
                 except ValueError as err:
                     if "nsatisfiable" not in str(err):

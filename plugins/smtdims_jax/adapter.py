@@ -567,6 +567,11 @@ def jax_bounds(e: Any) -> tuple[float, float]:
     return sp._bounds_decision(e, BoundsPrecision.BEST)
 
 
+def max_dim(a: Any, b: Any) -> Any:
+    """JAX's ``core.max_dim`` (for tools and tests that must not import ``jax._src``)."""
+    return _core.max_dim(a, b)
+
+
 def stock_bounds(e: Any, prec: Any = None) -> tuple[float, float]:
     """Stock JAX's bounds of ``e`` (for comparisons in tests, audits and benchmarks)."""
     return _STOCK_BOUNDS(e, prec if prec is not None else BoundsPrecision.BEST)
