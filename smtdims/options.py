@@ -70,34 +70,26 @@ def current() -> Options:
     return o if o is not None else _DEFAULTS[0]
 
 
-def defaults() -> Options:
-    return _DEFAULTS[0]
-
-
-def set_defaults(*, budget: int | None = None, deadline: float | None = None) -> Options:
-    """Change the process-wide defaults (``install(budget=..., deadline=...)``)."""
+def _overrides(budget: int | None, deadline: float | None) -> dict[str, Any]:
+    """The given limits, validated; None means "keep what is in force"."""
     kw: dict[str, Any] = {}
     if budget is not None:
         kw["budget"] = check_budget(budget)
     if deadline is not None:
         kw["deadline"] = check_deadline(deadline)
-    _DEFAULTS[0] = replace(_DEFAULTS[0], **kw)
+    return kw
+
+
+def set_defaults(*, budget: int | None = None, deadline: float | None = None) -> Options:
+    """Change the process-wide defaults (``install(budget=..., deadline=...)``)."""
+    _DEFAULTS[0] = replace(_DEFAULTS[0], **_overrides(budget, deadline))
     return _DEFAULTS[0]
-
-
-def reset_defaults() -> None:
-    _DEFAULTS[0] = Options()
 
 
 @contextmanager
 def scoped(*, budget: int | None = None, deadline: float | None = None) -> Iterator[Options]:
     """Override the budget and/or deadline for the block (this thread / task only)."""
-    kw: dict[str, Any] = {}
-    if budget is not None:
-        kw["budget"] = check_budget(budget)
-    if deadline is not None:
-        kw["deadline"] = check_deadline(deadline)
-    token = _SCOPED.set(replace(current(), **kw))
+    token = _SCOPED.set(replace(current(), **_overrides(budget, deadline)))
     try:
         yield current()
     finally:
@@ -168,6 +160,12 @@ def question() -> Iterator[Deadline]:
 
 def active_deadline() -> Deadline | None:
     return _ACTIVE.get()
+
+
+def deadline_passed() -> bool:
+    """Whether the current question's deadline has passed (False outside a question)."""
+    d = _ACTIVE.get()
+    return d is not None and d.expired
 
 
 class Watchdog:

@@ -137,7 +137,3 @@ def shrink(env: Mapping[str, int], ok, constraints: ConstraintSet, keep: frozens
             except ZeroDivisionError:
                 continue
     return env
-
-
-def restrict(env: Mapping[str, int], names: frozenset[str] | set[str]) -> dict[str, int]:
-    return {k: v for k, v in env.items() if k in names}

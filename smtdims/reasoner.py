@@ -285,10 +285,6 @@ class Session:
         red = sign_reduce(e)
         return _sign_interval(lo, hi, *self.interval(red)) if red != e else (lo, hi)
 
-    def sample_points(self) -> list[dict[str, int]]:
-        """Known valuations that satisfy the constraints (exactly re-checked)."""
-        return self.points.base
-
     @contextmanager
     def _question(self) -> Iterator[options.Deadline]:
         with self.lock, deep_recursion(), options.question() as deadline, smt_question():
@@ -311,7 +307,7 @@ class Session:
 
     def _small_witness(self, build: Callable[[Encoder], list[z3.BoolRef]], e: Expr) -> dict[str, int] | None:
         """The witness with the smallest variables (linear only), re-checked like any model."""
-        if not self._linear(e) or (options.active_deadline() or options.Deadline(1)).expired:
+        if not self._linear(e) or options.deadline_passed():
             return None
         model = self.solver.small_model(build, e.variables())
         return model if model is not None and self.constraints.holds(model) else None
@@ -484,7 +480,7 @@ class Session:
                 STATS.bump("cache_hits")
                 return hit
             proven = self._proves(lhs, op, rhs)
-            if not (options.active_deadline() or options.Deadline(1)).fired:
+            if not options.deadline_passed():  # only deterministic answers are remembered
                 self._proof_cache[key] = proven
             return proven
 
@@ -663,8 +659,7 @@ class Session:
             (vmin, wmin), (vmax, wmax) = (v0, start.model), (v0, start.model)
         lo = s._end(e, lo0, vmin, wmin, lower=True)
         hi = s._end(e, hi0, vmax, wmax, lower=False)
-        dl = options.active_deadline()
-        return self._mk_bounds(e, lo, hi, "search", deterministic=not (dl is not None and dl.fired))
+        return self._mk_bounds(e, lo, hi, "search", deterministic=not options.deadline_passed())
 
     def _end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], *, lower: bool) -> _End:
         """One end of ``e``: close a proven bound and an attained value in on each other.
@@ -681,7 +676,6 @@ class Session:
         p: int | float = proven * sign if not is_inf(proven) else -INF
         a, w = attained * sign, witness
         linear = self._linear(e)
-        deadline = options.active_deadline()
         far: list[dict[str, int]] = []
 
         def below(m: int) -> CheckResult:
@@ -707,7 +701,7 @@ class Session:
         gap, probes = max(1, abs(a)), 0
         steps = _SEARCH_STEPS_LINEAR if linear else _SEARCH_STEPS
         for _ in range(steps):
-            if p == a or (deadline is not None and deadline.expired):
+            if p == a or options.deadline_passed():
                 break
             if is_inf(p):
                 if probes == _UNBOUNDED_PROBES:
