@@ -6,7 +6,7 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .expr import Expr, all_variables
+from .expr import MAX, MIN, Expr, Op, all_variables
 from .parser import parse_constraint
 
 
@@ -43,6 +43,50 @@ class Constraint:
     def __str__(self) -> str:
         return self.text
 
+    def parts(self) -> tuple[Constraint, ...]:
+        """Constraints whose conjunction is equivalent to this one, with no ``max``/``min`` that splits.
+
+        ``max(x, y) <= z + 4`` is ``x <= z + 4 and y <= z + 4``: solvers and the interval rung
+        then see linear facts instead of a case split (measured at 200 variables / 500
+        constraints: a check took 300-1000 ms with the ``If`` terms and 5-30 ms split).
+        """
+        return _parts(self)
+
+
+_MAX_PARTS = 32  # max(a, b) + max(c, d) + ... <= z doubles per atom: past this, keep the case split
+
+
+def _split(diff: Expr) -> list[Expr]:
+    """Differences ``d_i`` with ``diff >= 0`` iff every ``d_i >= 0`` (where ``diff`` is defined).
+
+    Rule: for a degree-1 term ``c*max(x, y)`` with ``c < 0``, ``rest + c*max(x, y) =
+    min(rest + c*x, rest + c*y)`` at every valuation (multiplying by a negative ``c`` turns
+    ``max`` into ``min``; ``rest`` is just a number there, whatever atoms it holds), and a
+    ``min`` is ``>= 0`` iff both arguments are. The same for ``c*min(x, y)`` with ``c > 0``.
+    The other sign is a disjunction and stays whole. Parts have the divisors of ``diff``.
+    Each step replaces an atom by one of its (smaller) arguments, so it terminates.
+    """
+    for m, c in diff.terms:
+        if len(m) != 1 or m[0][1] != 1 or not isinstance(m[0][0], Op):
+            continue
+        a = m[0][0]
+        if (a.op == MAX and c < 0) or (a.op == MIN and c > 0):
+            rest = diff - Expr.atom(a) * c
+            out = _split(rest + a.lhs * c) + _split(rest + a.rhs * c)
+            return out if len(out) <= _MAX_PARTS else [diff]
+    return [diff]
+
+
+@functools.lru_cache(maxsize=8192)
+def _parts(c: Constraint) -> tuple[Constraint, ...]:
+    if c.kind != ">=":
+        return (c,)
+    diffs = _split(c.diff)
+    if len(diffs) == 1:
+        return (c,)
+    seen: dict[Expr, None] = dict.fromkeys(diffs)
+    return tuple(Constraint(d, ">=", c.text) for d in seen)
+
 
 @functools.lru_cache(maxsize=8192)
 def _parse_cached(text: str) -> Constraint:
@@ -71,7 +115,7 @@ class ConstraintSet:
         return ConstraintSet(tuple(out))
 
     def variables(self) -> frozenset[str]:
-        return all_variables(c.diff for c in self.constraints)
+        return _set_variables(self)
 
     def holds(self, env: dict[str, int]) -> bool:
         """Whether ``env`` (all variables >= 1) satisfies every constraint; zero divisors fail."""
@@ -85,8 +129,22 @@ class ConstraintSet:
     def is_linear(self) -> bool:
         return all(c.diff.is_linear() for c in self.constraints)
 
+    def parts(self) -> tuple[Constraint, ...]:
+        """The constraints with splitting ``max``/``min`` split (:meth:`Constraint.parts`); same solutions."""
+        return _set_parts(self)
+
     def __iter__(self):
         return iter(self.constraints)
 
     def __len__(self) -> int:
         return len(self.constraints)
+
+
+@functools.lru_cache(maxsize=256)
+def _set_parts(cs: ConstraintSet) -> tuple[Constraint, ...]:
+    return tuple(p for c in cs.constraints for p in c.parts())
+
+
+@functools.lru_cache(maxsize=256)
+def _set_variables(cs: ConstraintSet) -> frozenset[str]:
+    return all_variables(c.diff for c in cs.constraints)

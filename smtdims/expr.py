@@ -79,6 +79,7 @@ class Expr:
 
     terms: tuple[tuple[Monomial, int], ...]
     _hash: int | None = field(default=None, compare=False, repr=False)
+    _vars: frozenset[str] | None = field(default=None, compare=False, repr=False)  # memoised
 
     def __hash__(self) -> int:
         h = self._hash
@@ -151,7 +152,11 @@ class Expr:
         return out
 
     def variables(self) -> frozenset[str]:
-        return frozenset(a.name for a in self.atoms() if isinstance(a, Var))
+        v = self._vars
+        if v is None:
+            v = frozenset(a.name for a in self.atoms() if isinstance(a, Var))
+            object.__setattr__(self, "_vars", v)
+        return v
 
     def is_linear(self) -> bool:
         """True in the Presburger fragment: degree <= 1 and every divisor a nonzero constant."""

@@ -307,7 +307,7 @@ def propagate_var_ranges(constraints: ConstraintSet) -> tuple[dict[str, Interval
     for _ in range(_PROPAGATION_ROUNDS):
         changed = False
         ev = IntervalEvaluator(ranges)
-        for con in constraints:
+        for con in constraints.parts():  # max(a, b) <= c bounds a and b
             for n in con.diff.variables():
                 c = _linear_var_term(con.diff, n)
                 if c is None:
@@ -359,7 +359,7 @@ def combined_interval(ev: IntervalEvaluator, e: Expr, constraints: ConstraintSet
     if not mine:
         return (lo, hi)
     tried = 0
-    for con in constraints:
+    for con in constraints.parts():
         shared = [(mine[m], cc) for m, cc in con.diff.terms if m in mine]
         if not shared:
             continue

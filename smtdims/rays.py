@@ -231,3 +231,129 @@ def _symbolic_scale(e: Expr, constraints: ConstraintSet, at: Mapping[str, int]) 
                 if prod > 10**12:
                     return 1
     return prod
+
+
+# -- directions from the recession cone ------------------------------------------------------------------------
+# Slopes of expressions along a direction d, as SMT-LIB real terms: a variable's slope is d_v,
+# floordiv(x, k) has slope(x)/k, mod(x, k) has slope 0 (it stays bounded), max/min the larger/
+# smaller slope. Products and symbolic divisors have no linear slope: a constraint holding one is
+# left out. Nothing here needs to be right: a proposed direction is only used after
+# unbounded_below has checked it exactly from a feasible point.
+def _slope(e: Expr, memo: dict[Op, str | None]) -> str | None:
+    parts: list[str] = []
+    for m, c in e.terms:
+        if not m:
+            continue
+        if len(m) != 1 or m[0][1] != 1:
+            return None
+        a = m[0][0]
+        if isinstance(a, Var):
+            s: str | None = _smt_name(a.name)
+        else:
+            if a not in memo:
+                memo[a] = _slope_op(a, memo)
+            s = memo[a]
+        if s is None:
+            return None
+        if s != "0.0":
+            parts.append(s if c == 1 else f"(* {_smt_real(c)} {s})")
+    if not parts:
+        return "0.0"
+    return parts[0] if len(parts) == 1 else f"(+ {' '.join(parts)})"
+
+
+def _slope_op(a: Op, memo: dict[Op, str | None]) -> str | None:
+    x = _slope(a.lhs, memo)
+    if x is None:
+        return None
+    if a.op in (FLOORDIV, MOD):
+        k = a.rhs.as_constant()
+        if not k:
+            return None
+        return "0.0" if a.op == MOD or x == "0.0" else f"(/ {x} {_smt_real(k)})"
+    y = _slope(a.rhs, memo)
+    if y is None:
+        return None
+    rel = ">=" if a.op == MAX else "<="
+    return f"(ite ({rel} {x} {y}) {x} {y})"
+
+
+def _smt_name(name: str) -> str:
+    return "|d:" + name.replace("|", "_").replace("\\", "_") + "|"
+
+
+def _smt_real(c: int) -> str:
+    return f"{c}.0" if c >= 0 else f"(- {-c}.0)"
+
+
+class Recession:
+    """Proposes a direction along which ``f`` decreases and every constraint stays met (an LP).
+
+    The cone is built once per constraint set in a Z3 context of its own (one SMT-LIB script:
+    hundreds of constraints through the Python API cost 0.2 s, parsed as text a few ms); a
+    question pushes ``slope(f) <= -1`` and asks for a rational model.
+    """
+
+    def __init__(self, constraints: ConstraintSet, budget: int):
+        self.constraints = constraints
+        self.budget = budget
+        self._solver = None
+        self._ctx = None
+        self._names = sorted(constraints.variables())
+
+    def _start(self):
+        import z3
+
+        from . import smt
+
+        memo: dict[Op, str | None] = {}
+        lines = [f"(declare-const {_smt_name(n)} Real)" for n in self._names]
+        lines += [f"(assert (>= {_smt_name(n)} 0.0))" for n in self._names]
+        for c in self.constraints.parts():
+            s = _slope(c.diff, memo)
+            if s is not None and s != "0.0":
+                lines.append(f"(assert ({'>=' if c.kind == '>=' else '='} {s} 0.0))")
+        self._ctx = z3.Context()
+        smt.COUNTERS.bump("fresh_contexts")
+        self._solver = smt.make_solver(self._ctx, self.budget)
+        self._solver.from_string("\n".join(lines))
+
+    def direction(self, f: Expr) -> dict[str, int] | None:
+        """An integer direction (every component >= 0) with ``slope(f) <= -1``, or None."""
+        import z3
+
+        from . import smt
+
+        extra = sorted(v for v in f.variables() if v not in self.constraints.variables())
+        s = _slope(f, {})
+        if s is None or s == "0.0":
+            return None
+        with smt.Z3_LOCK:
+            if self._solver is None:
+                self._start()
+            assert self._solver is not None and self._ctx is not None
+            self._solver.push()
+            try:
+                # the query's own variables through decls: a declaration made by from_string
+                # outlives the pop, so the next question could not declare it again
+                decls = {_smt_name(n)[1:-1]: z3.Real(_smt_name(n)[1:-1], self._ctx) for n in f.variables()}
+                goal = z3.parse_smt2_string(f"(assert (<= {s} (- 1.0)))", decls=decls, ctx=self._ctx)
+                self._solver.add(*goal, *(decls[_smt_name(n)[1:-1]] >= 0 for n in extra))
+                smt.COUNTERS.bump("solver_checks")
+                r, _ = smt.run_check(self._solver, self._ctx)
+                if r != z3.sat:
+                    return None
+                m = self._solver.model()
+                values = {}
+                for n in (*self._names, *extra):
+                    v = m.eval(z3.Real(_smt_name(n)[1:-1], self._ctx), model_completion=True)
+                    values[n] = (int(v.numerator_as_long()), int(v.denominator_as_long()))
+            finally:
+                self._solver.pop()
+        den = math.lcm(*(q for _, q in values.values())) if values else 1
+        d = {n: p * (den // q) for n, (p, q) in values.items()}
+        g = math.gcd(*d.values()) if d else 0
+        if not g:
+            return None
+        k = scale(f, self.constraints)
+        return {n: k * x // g for n, x in d.items()}

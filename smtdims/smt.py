@@ -214,8 +214,12 @@ class Encoder:
 
     def constraint(self, c: Constraint) -> z3.BoolRef:
         """``c`` where it is defined: a constraint holds only at valuations where its divisors are nonzero."""
-        d = self.expr(c.diff)
-        rel = d >= 0 if c.kind == ">=" else d == 0
+        if c.kind == ">=":
+            # split into linear parts where that is exact: no If case split for the solver
+            parts = [self.expr(p.diff) >= 0 for p in c.parts()]
+            rel = parts[0] if len(parts) == 1 else z3.And(*parts)
+        else:
+            rel = self.expr(c.diff) == 0
         nonzero = [self.expr(div) != 0 for div in symbolic_divisors(c.diff)]
         return z3.And(rel, *nonzero) if nonzero else rel
 

@@ -1,0 +1,94 @@
+"""Rewrites that make solver questions cheaper must not change their meaning.
+
+* ``Constraint.parts``: splitting ``max(x, y) <= z`` into ``x <= z and y <= z`` (and
+  ``min(x, y) >= z`` likewise) is checked against the original constraint on brute-force
+  grids of random constraints (every valuation where the original is defined).
+* ``rays.Recession``: the LP over the constraints' recession cone proposes directions; a
+  proposal is used only after ``rays.unbounded_below`` checked it exactly, and the case here
+  is one where the fixed directions ``find_ray`` tries all fail.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import strategies as S
+from hypothesis import HealthCheck, given, settings
+
+from smtdims import ConstraintSet, bounds, parse_expr, rays
+from smtdims.constraints import _MAX_PARTS, Constraint
+
+SETTINGS = dict(deadline=None, derandomize=True, database=None, max_examples=300,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _grid(names, size):
+    for pt in itertools.product(range(1, size + 1), repeat=len(names)):
+        yield dict(zip(names, pt))
+
+
+@settings(**SETTINGS)
+@given(S.cases(S.GenConfig(max_vars=3, max_constraints=3, planted=0.5)))
+def test_parts_hold_exactly_where_the_constraint_holds(case: S.Case):
+    for text in case.constraint_texts:
+        c = Constraint.parse(text)
+        parts = c.parts()
+        assert 1 <= len(parts) <= _MAX_PARTS
+        names = sorted(c.diff.variables()) or ["a"]
+        for env in _grid(names, S.grid_size(len(names))):
+            try:
+                want = c.holds(env)
+            except ZeroDivisionError:
+                continue  # a constraint holds only where its divisors are nonzero: the encoder adds that
+            assert all(p.holds(env) for p in parts) == want, (text, env, [str(p.diff) for p in parts])
+
+
+def test_parts_split_only_what_is_a_conjunction():
+    def parts(text):
+        return sorted(f"{p.diff} {p.kind} 0" for p in Constraint.parse(text).parts())
+
+    assert parts("max(a, b) <= c + 4") == ["-a + c + 4 >= 0", "-b + c + 4 >= 0"]
+    assert parts("min(x, max(y, z)) >= 30") == ["max(y, z) - 30 >= 0", "x - 30 >= 0"]
+    assert parts("-3*min(a, b) <= 5") == ["3*a + 5 >= 0", "3*b + 5 >= 0"]
+    # a disjunction (max on the large side), a product and an equality stay whole
+    for text in ("max(a, b) >= c", "2*max(a, b)*c <= 7", "max(a, b) == c"):
+        assert len(Constraint.parse(text).parts()) == 1, text
+    # ten maxima would split into 2**10 parts: past the cap the inner ones stay whole
+    many = Constraint.parse(" + ".join(f"max(a{i}, b{i})" for i in range(10)) + " <= z")
+    assert 1 < len(many.parts()) <= _MAX_PARTS
+    env = {**{f"a{i}": i + 1 for i in range(10)}, **{f"b{i}": 10 - i for i in range(10)}}
+    for z in (79, 80):  # the sum of the maxima is 80
+        assert all(p.holds({**env, "z": z}) for p in many.parts()) == many.holds({**env, "z": z})
+
+
+def test_split_constraints_tighten_the_interval_rung():
+    # max(a, b) <= c + 4 bounds a and b once split: no solver is needed for a's upper end
+    cs = ConstraintSet.of(["max(a, b) <= c + 4", "c <= 10"])
+    b = bounds(parse_expr("a"), cs)
+    assert (b.lo, b.hi) == (1, 14) and b.hi_tight
+    assert b.hi_witness["a"] == 14
+
+
+CHAIN = ["c >= b", "a >= c", "u <= 10", "u + a >= 3"]
+
+
+def test_recession_cone_finds_the_ray_that_fixed_directions_miss():
+    cs = ConstraintSet.of(CHAIN)
+    f = parse_expr("a - 2*b")
+    base = {"a": 3, "b": 1, "c": 2, "u": 5}
+    assert cs.holds(base)
+    # along every variable at once u grows past 10; along any single variable a - 2*b
+    # either grows or a constraint breaks: find_ray's own directions fail
+    assert not rays.find_ray(f, cs, [base])
+    d = rays.Recession(cs, 100_000).direction(f)
+    assert d is not None and d["u"] == 0 and min(d.values()) >= 0
+    assert rays.unbounded_below(f, cs, base, d)
+    # a bounded end gets no direction: the LP is infeasible
+    assert rays.Recession(cs, 100_000).direction(parse_expr("-u")) is None
+
+
+def test_unbounded_end_through_the_api():
+    b = bounds(parse_expr("a - 2*b"), CHAIN)
+    assert b.lo == -math.inf and b.lo_tight
+    assert b.hi == math.inf and b.hi_tight  # along a alone
