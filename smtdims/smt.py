@@ -545,24 +545,6 @@ class SolverSession:
                 results[sense] = (CheckResult(UNSAT if r == z3.unsat else UNKNOWN, reason=reason), None)
         return results
 
-    def small_model(
-        self, build: Callable[[Encoder], list[z3.BoolRef]], model_vars: frozenset[str]
-    ) -> dict[str, int] | None:
-        """A model of the constraints and ``build``'s goals with the smallest sum of the variables.
-
-        Readable witnesses (``b = 1`` rather than ``b = 15``) for explanations; linear only.
-        """
-        f = self.fresh()
-        names = sorted(set(model_vars) | set(self.constraints.variables()))
-        goals, atoms = f.enc.collect(build, names)
-        o = self._optimizer(f.enc, f.terms, goals, f.atoms | atoms)
-        if names:
-            o.minimize(z3.Sum([f.enc.vars[n] for n in names]))
-        r, _ = run_check(o, f.ctx)
-        if r != z3.sat:
-            return None
-        return self._result(o, f.enc, True, model_vars, r).model
-
 
 def z3_int_or_inf(value: object) -> int | float:
     """Convert an optimiser objective value (an integer, or +-oo) to int / +-inf."""
