@@ -42,10 +42,12 @@ class Options:
 
     budget: int = DEFAULT_BUDGET
     deadline: float = DEFAULT_DEADLINE
+    presburger: bool = True  # the ISL rung (smtdims.presburger) where islpy is installed
 
     def __post_init__(self) -> None:
         check_budget(self.budget)
         check_deadline(self.deadline)
+        check_flag("presburger", self.presburger)
 
 
 def check_budget(budget: Any) -> int:
@@ -60,6 +62,12 @@ def check_deadline(deadline: Any) -> float:
     return float(deadline)
 
 
+def check_flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 _DEFAULTS = [Options()]  # a one-cell box: replaced whole, read without a lock
 _SCOPED: contextvars.ContextVar[Options | None] = contextvars.ContextVar("smtdims_options", default=None)
 
@@ -70,26 +78,33 @@ def current() -> Options:
     return o if o is not None else _DEFAULTS[0]
 
 
-def _overrides(budget: int | None, deadline: float | None) -> dict[str, Any]:
+def _overrides(budget: int | None, deadline: float | None, presburger: bool | None = None) -> dict[str, Any]:
     """The given limits, validated; None means "keep what is in force"."""
     kw: dict[str, Any] = {}
     if budget is not None:
         kw["budget"] = check_budget(budget)
     if deadline is not None:
         kw["deadline"] = check_deadline(deadline)
+    if presburger is not None:
+        kw["presburger"] = check_flag("presburger", presburger)
     return kw
 
 
-def set_defaults(*, budget: int | None = None, deadline: float | None = None) -> Options:
-    """Change the process-wide defaults (``install(budget=..., deadline=...)``)."""
-    _DEFAULTS[0] = replace(_DEFAULTS[0], **_overrides(budget, deadline))
+def set_defaults(*, budget: int | None = None, deadline: float | None = None, presburger: bool | None = None) -> Options:
+    """Change the process-wide defaults (``install(budget=..., deadline=...)``).
+
+    ``presburger=False`` turns off the ISL rung (:mod:`smtdims.presburger`): every exact
+    bound then comes from Z3, e.g. to cross-check the two engines.
+    """
+    _DEFAULTS[0] = replace(_DEFAULTS[0], **_overrides(budget, deadline, presburger))
     return _DEFAULTS[0]
 
 
 @contextmanager
-def scoped(*, budget: int | None = None, deadline: float | None = None) -> Iterator[Options]:
-    """Override the budget and/or deadline for the block (this thread / task only)."""
-    token = _SCOPED.set(replace(current(), **_overrides(budget, deadline)))
+def scoped(*, budget: int | None = None, deadline: float | None = None,
+           presburger: bool | None = None) -> Iterator[Options]:
+    """Override the budget, the deadline and/or the ISL rung for the block (this thread / task only)."""
+    token = _SCOPED.set(replace(current(), **_overrides(budget, deadline, presburger)))
     try:
         yield current()
     finally:

@@ -289,9 +289,10 @@ def _smt_real(c: int) -> str:
 class Recession:
     """Proposes a direction along which ``f`` decreases and every constraint stays met (an LP).
 
-    The cone is built once per constraint set in a Z3 context of its own (one SMT-LIB script:
-    hundreds of constraints through the Python API cost 0.2 s, parsed as text a few ms); a
-    question pushes ``slope(f) <= -1`` and asks for a rational model.
+    The cone is built once per constraint set, in the shared Z3 context (a context of its own
+    costs about 5 ms), from one SMT-LIB script (hundreds of constraints through the Python API
+    cost 0.2 s, parsed as text a few ms); a question pushes ``slope(f) <= -1`` and asks for a
+    rational model. Its variables are named ``d:v``, apart from the solvers' ``v``.
     """
 
     def __init__(self, constraints: ConstraintSet, budget: int):
@@ -301,9 +302,7 @@ class Recession:
         self._ctx = None
         self._names = sorted(constraints.variables())
 
-    def _start(self):
-        import z3
-
+    def _start(self) -> None:
         from . import smt
 
         memo: dict[Op, str | None] = {}
@@ -313,8 +312,7 @@ class Recession:
             s = _slope(c.diff, memo)
             if s is not None and s != "0.0":
                 lines.append(f"(assert ({'>=' if c.kind == '>=' else '='} {s} 0.0))")
-        self._ctx = z3.Context()
-        smt.COUNTERS.bump("fresh_contexts")
+        self._ctx = smt.shared_context()
         self._solver = smt.make_solver(self._ctx, self.budget)
         self._solver.from_string("\n".join(lines))
 
@@ -329,7 +327,7 @@ class Recession:
         if s is None or s == "0.0":
             return None
         with smt.Z3_LOCK:
-            if self._solver is None:
+            if self._solver is None or self._ctx is not smt.shared_context():  # first use, or retired
                 self._start()
             assert self._solver is not None and self._ctx is not None
             self._solver.push()

@@ -11,6 +11,8 @@ and stops at the first one whose answer is as precise as the caller asked:
    two points of opposite sign prove "undetermined", one point refutes a claim;
 4. ``stock``     -- a host's own procedure where it is sound (JAX's, registered by the
    adapter; it only sees questions that carry the host's expression);
+   ``presburger`` -- exact bounds of small Presburger questions by ISL where islpy is
+   installed (:mod:`smtdims.presburger`; witnesses re-checked exactly);
 5. ``solver-linear``    -- Z3, incremental, on the Presburger fragment;
 6. ``solver-nonlinear`` -- Z3 in a fresh context for the question;
 7. ``search``    -- guess-then-verify and binary search for exact bounds (with exact ray
@@ -34,7 +36,7 @@ from typing import Any
 
 import z3
 
-from . import options, rays
+from . import options, presburger, rays
 from .constraints import ConstraintSet
 from .errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
 from .expr import Expr, Var, deep_recursion, symbolic_divisors
@@ -70,7 +72,7 @@ NEED_BEST = Precision.BEST
 _LEGACY = {"geq0_or_leq0": Precision.SIGN, "geq0_or_lt0": Precision.STRICT_SIGN, "best": Precision.BEST}
 
 COMPARISON_OPS = (">=", "<=", ">", "<", "==", "!=")
-RUNGS = ("constant", "interval", "points", "stock", "solver-linear", "solver-nonlinear", "search")
+RUNGS = ("constant", "interval", "points", "stock", "presburger", "solver-linear", "solver-nonlinear", "search")
 
 
 def precision(need: Any) -> Precision:
@@ -102,6 +104,7 @@ class _Stats:
             self.by_rung = dict.fromkeys(RUNGS, 0)
             self.cache_hits = 0
             self.stock_errors = 0
+            self.presburger_declined = 0
             self.deadline_answers = 0
 
     def answered(self, rung: str) -> None:
@@ -124,6 +127,8 @@ def stats() -> dict[str, Any]:
         "answers_by_rung": r,
         "fast_path_answers": r["constant"] + r["interval"] + r["points"],
         "stock_answers": r["stock"],
+        "presburger_answers": r["presburger"],
+        "presburger_declined": STATS.presburger_declined,
         "solver_answers": r["solver-linear"] + r["solver-nonlinear"] + r["search"],
         "deadline_answers": STATS.deadline_answers,
         "stock_errors": STATS.stock_errors,
@@ -252,6 +257,7 @@ class Session:
         self._sign_cache: dict[tuple[Expr, Precision], Interval] = {}
         self._bounds_cache: dict[Expr, Bounds] = {}
         self._recession: rays.Recession | None = None  # built when an end with no proven bound needs it
+        self._presburger: presburger.Engine | None = None  # ISL's view, built on the first eligible bound
         self._decision_cache: dict[tuple[Expr, str, Expr], Decision] = {}
         self._proof_cache: dict[tuple[Expr, str, Expr], bool] = {}
 
@@ -644,10 +650,14 @@ class Session:
             w = self._any_point() if self.constraints.constraints else {}
             # attained only if some valuation meets the constraints: tight once a point is known
             return self._mk_bounds(e, _End(c, w is not None, w), _End(c, w is not None, w), "constant")
+        vals = list(self.points.values(e))
+        # ISL first where it applies: its answer is exact and cheaper than the interval rules
+        exact = self.focus(e)._presburger_bounds(e, proven or (-INF, INF), vals)
+        if exact is not None:
+            return self._mk_bounds(e, *exact, "presburger")
         lo0, hi0 = self.interval(e)
         if proven is not None:
             lo0, hi0 = max(lo0, proven[0]), min(hi0, proven[1])
-        vals = list(self.points.values(e))
         if vals:
             (vmin, wmin), (vmax, wmax) = min(vals, key=lambda x: x[0]), max(vals, key=lambda x: x[0])
             if vmin == lo0 and vmax == hi0:
@@ -666,6 +676,24 @@ class Session:
         lo = s._end(e, lo0, vmin, wmin, lower=True)
         hi = s._end(e, hi0, vmax, wmax, lower=False)
         return self._mk_bounds(e, lo, hi, "search", deterministic=not options.deadline_passed())
+
+    def _presburger_bounds(self, e: Expr, proven: Interval, vals: list[tuple[int, dict[str, int]]]) -> tuple[_End, _End] | None:
+        """Both ends from ISL (:mod:`smtdims.presburger`), if they agree with everything known here."""
+        if not options.current().presburger or not self._linear(e) or options.deadline_passed():
+            return None
+        if self._presburger is None:
+            if not presburger.available():
+                return None
+            self._presburger = presburger.Engine(self.constraints)
+        known = {v: env for v, env in vals}
+        got = self._presburger.bounds(e, known)
+        if got is None:
+            return None
+        lo, hi, w_lo, w_hi = got
+        if not (proven[0] <= lo <= hi <= proven[1]) or (known and not lo <= min(known) <= max(known) <= hi):
+            STATS.bump("presburger_declined")  # disagrees with a proven bound or a known point
+            return None
+        return _End(lo, True, w_lo), _End(hi, True, w_hi)
 
     def _end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], *, lower: bool) -> _End:
         """One end of ``e``: close a proven bound and an attained value in on each other.
@@ -705,14 +733,14 @@ class Session:
             p += 1
             if p == a:
                 return _End(a * sign, True, w)
-        res = below(a)  # guess, then verify
-        if res.status == UNSAT:
-            return _End(a * sign, True, w)
-        if res.status != SAT or res.model is None:
-            return self._end_result(p, sign, lower)
-        a, w = f.evaluate(res.model), res.model
-        far.append(res.model)
         if is_inf(p):
+            res = below(a)  # guess, then verify
+            if res.status == UNSAT:
+                return _End(a * sign, True, w)
+            if res.status != SAT or res.model is None:
+                return self._end_result(p, sign, lower)
+            a, w = f.evaluate(res.model), res.model
+            far.append(res.model)
             if rays.find_ray(f, self.constraints, self.points.base[:4] or [w], far):
                 return _End(-INF if lower else INF, True, None)
             if not linear and self._recession_ray(f, [*self.points.base[:4], *far]):
