@@ -37,6 +37,9 @@ from .expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
 MAX_VARS = 12
 MAX_PARTS = 40
 MAX_CASES = 6
+MAX_DEPTH = 8  # nested floordiv/mod: each level is an existential variable for ISL
+MAX_DIGITS = 1000  # constants are passed as decimal text (Python refuses str() past 4300 digits)
+_DIGITS_LIMIT = 10**MAX_DIGITS
 OPERATIONS = 2_000_000  # ISL's quota per question (isl_ctx_set_max_operations)
 
 _LOCK = threading.Lock()  # ISL contexts are not thread-safe
@@ -71,6 +74,19 @@ def _cases(e: Expr, seen: set[Op]) -> int:
     return n
 
 
+def _small(e: Expr, depth: int = 0) -> bool:
+    """Shallow enough, and every constant short enough, for ISL's text syntax (stops at the limit)."""
+    if depth > MAX_DEPTH:
+        return False
+    for m, c in e.terms:
+        if abs(c) >= _DIGITS_LIMIT:
+            return False
+        for a, _ in m:
+            if isinstance(a, Op) and not (_small(a.lhs, depth + 1) and _small(a.rhs, depth + 1)):
+                return False
+    return True
+
+
 class Engine:
     """ISL's view of one constraint set: the integer set of the constraints, built once per variable list."""
 
@@ -80,12 +96,13 @@ class Engine:
         self._domains: dict[tuple[str, ...], Any] = {}
         seen: set[Op] = set()
         self._constraint_cases = sum(_cases(p.diff, seen) for p in self.parts)
+        self._small_parts = all(_small(p.diff) for p in self.parts)
         self.declined = 0
 
     def eligible(self, e: Expr) -> bool:
-        if not e.is_linear() or len(self.parts) > MAX_PARTS:
+        if not e.is_linear() or len(self.parts) > MAX_PARTS or not self._small_parts:
             return False
-        if len(self.constraints.variables() | e.variables()) > MAX_VARS:
+        if len(self.constraints.variables() | e.variables()) > MAX_VARS or not _small(e):
             return False
         return self._constraint_cases + _cases(e, set()) <= MAX_CASES
 
@@ -102,17 +119,10 @@ class Engine:
             return None
         isl, ctx = got
         names = tuple(sorted(self.constraints.variables() | e.variables()))
-        alias = {n: f"v{i}" for i, n in enumerate(names)}  # ISL-safe names for any user name
-        tup = ", ".join(alias[n] for n in names)
         with _LOCK:
             ctx.reset_operations()
             try:
-                dom = self._domains.get(names)
-                if dom is None:
-                    conds = [f"{alias[n]} >= 1" for n in names]
-                    conds += [f"{_text(p.diff, alias)} {'>=' if p.kind == '>=' else '='} 0" for p in self.parts]
-                    dom = isl.Set.read_from_str(ctx, "{ [" + tup + "] : " + " and ".join(conds) + " }")
-                    self._domains[names] = dom
+                dom, alias, tup = self._domain(isl, ctx, names)
                 f = isl.PwAff.read_from_str(ctx, "{ [" + tup + "] -> [" + _text(e, alias) + "] }")
                 graph = isl.Map.from_pw_aff(f).intersect_domain(dom)
                 values = graph.range()
@@ -130,16 +140,47 @@ class Engine:
                 if not los or any(v is None for v in (*los, *his)):
                     return None
                 lo, hi = min(los), max(his)
-                w_lo = None if math.isinf(lo) else known.get(int(lo)) or _sample(isl, ctx, graph, int(lo), names)
-                w_hi = None if math.isinf(hi) else known.get(int(hi)) or _sample(isl, ctx, graph, int(hi), names)
+                w_lo = None if _infinite(lo) else known.get(int(lo)) or _sample(isl, ctx, graph, int(lo), names)
+                w_hi = None if _infinite(hi) else known.get(int(hi)) or _sample(isl, ctx, graph, int(hi), names)
             except isl.Error:  # the operation quota, or anything ISL refuses
                 return None
         for end, w in ((lo, w_lo), (hi, w_hi)):
-            if math.isinf(end):
+            if _infinite(end):
                 continue
             if w is None or not self.constraints.holds(w) or e.evaluate(w) != end:
                 return None  # never trust an end without a witness that re-evaluates exactly
         return lo, hi, w_lo, w_hi
+
+
+    def satisfiable(self, e: Expr, rel: str) -> bool | None:
+        """Whether some valuation meets the constraints and ``e rel 0`` (``rel`` in ``<``, ``>``, ``>=``).
+
+        None when ISL could not answer. "No" is ISL's proof (as "unsat" is Z3's); "yes" only
+        ever costs precision if wrong, never soundness: the ladder then proves nothing.
+        """
+        got = _isl()
+        if got is None or not self.eligible(e):
+            return None
+        isl, _ctx = got
+        try:
+            with _LOCK:
+                _ctx.reset_operations()
+                dom, alias, tup = self._domain(isl, _ctx, tuple(sorted(self.constraints.variables() | e.variables())))
+                cond = isl.Set.read_from_str(_ctx, "{ [" + tup + "] : " + _text(e, alias) + f" {rel} 0 }}")
+                return not dom.intersect(cond).is_empty()
+        except isl.Error:
+            return None
+
+    def _domain(self, isl: Any, ctx: Any, names: tuple[str, ...]) -> tuple[Any, dict[str, str], str]:
+        alias = {n: f"v{i}" for i, n in enumerate(names)}  # ISL-safe names for any user name
+        tup = ", ".join(alias[n] for n in names)
+        dom = self._domains.get(names)
+        if dom is None:
+            conds = [f"{alias[n]} >= 1" for n in names]
+            conds += [f"{_text(p.diff, alias)} {'>=' if p.kind == '>=' else '='} 0" for p in self.parts]
+            dom = isl.Set.read_from_str(ctx, "{ [" + tup + "] : " + " and ".join(conds) + " }")
+            self._domains[names] = dom
+        return dom, alias, tup
 
 
 def _sample(isl: Any, ctx: Any, graph: Any, value: int, names: tuple[str, ...]) -> dict[str, int] | None:
@@ -148,6 +189,10 @@ def _sample(isl: Any, ctx: Any, graph: Any, value: int, names: tuple[str, ...]) 
     if pt.is_void():
         return None
     return {n: int(str(pt.get_coordinate_val(isl.dim_type.set, i))) for i, n in enumerate(names)}
+
+
+def _infinite(x: int | float) -> bool:
+    return isinstance(x, float)  # ends are ints or +-inf; math.isinf(int) overflows past 1e308
 
 
 def _value(v: Any) -> int | float | None:
@@ -182,8 +227,9 @@ def _atom(a: Var | Op, alias: dict[str, str]) -> str:
     d = a.rhs.as_constant()
     assert d, "a symbolic or zero divisor is not Presburger"
     # Python's floor division: x // d == floor(x / d) == floor(-x / -d); ISL's floor is exact
-    q = f"floor({x}/{d})" if d > 0 else f"floor((-{x})/{-d})"
     if a.op == FLOORDIV:
-        return q
+        return f"floor({x}/{d})" if d > 0 else f"floor((-{x})/{-d})"
     assert a.op == MOD
-    return f"({x} - {d}*{q})"  # x % d == x - d*(x // d)
+    # ISL's "mod" by a positive constant is Python's %; x % d == -((-x) % -d) for d < 0.
+    # (Each argument is written once: x - d*floor(x/d) would double the text per nesting level.)
+    return f"({x} mod {d})" if d > 0 else f"(-((-{x}) mod {-d}))"

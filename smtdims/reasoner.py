@@ -605,6 +605,15 @@ class Session:
         self.ensure_satisfiable()
         s = self.focus(e)
         red = sign_reduce(e)
+        got = s._presburger_sign(red, below, above, strict)
+        if got is not None:
+            STATS.answered("presburger")
+            can_be_negative, can_be_positive = got
+            if not can_be_negative:
+                return (max(lo, 0), hi), True
+            if not can_be_positive:
+                return (lo, min(hi, -1 if strict else 0)), True
+            return (lo, hi), True  # ISL found both: no sign bound holds
         STATS.answered("solver-linear" if s._linear(red) else "solver-nonlinear")
         reasons = []
         if not below:
@@ -676,6 +685,27 @@ class Session:
         lo = s._end(e, lo0, vmin, wmin, lower=True)
         hi = s._end(e, hi0, vmax, wmax, lower=False)
         return self._mk_bounds(e, lo, hi, "search", deterministic=not options.deadline_passed())
+
+    def _presburger_sign(self, red: Expr, below: bool, above: bool, strict: bool) -> tuple[bool, bool] | None:
+        """(``red < 0`` somewhere, ``red >= 0`` (strict) / ``> 0`` somewhere) by ISL, or None.
+
+        A side already seen at a known point is not asked again.
+        """
+        if not options.current().presburger or not self._linear(red) or options.deadline_passed():
+            return None
+        if self._presburger is None:
+            if not presburger.available():
+                return None
+            self._presburger = presburger.Engine(self.constraints)
+        neg = True if below else self._presburger.satisfiable(red, "<")
+        if neg is None:
+            return None
+        if not neg:
+            return False, True  # never negative: e >= 0 is proven, the other side is not needed
+        pos = True if above else self._presburger.satisfiable(red, ">=" if strict else ">")
+        if pos is None:
+            return None
+        return neg, pos
 
     def _presburger_bounds(self, e: Expr, proven: Interval, vals: list[tuple[int, dict[str, int]]]) -> tuple[_End, _End] | None:
         """Both ends from ISL (:mod:`smtdims.presburger`), if they agree with everything known here."""

@@ -21,6 +21,9 @@ CASES = [
     ("floordiv(a + 3, 4) - mod(b, 3)", ["a <= 20", "b >= 2*a - 30"], None),
     ("max(a, b) - min(a, 2*b)", ["a + b <= 12"], None),
     ("a - 2*b", ["c >= b", "a >= c", "u <= 10"], None),
+    # negative divisors (Python's floor semantics) and nesting, which ISL gets as text
+    ("mod(mod(a - 10, -3) + 7, 4) + floordiv(-a, -2) - mod(floordiv(b, -5), 6)", ["a <= 40", "b <= 3*a"], None),
+    ("mod(mod(mod(mod(mod(a + 1000, 7), 6), 5), 4), 3)", [], None),
 ]
 
 
@@ -97,6 +100,11 @@ def test_only_small_presburger_questions_are_eligible():
     assert not eng.eligible(parse_expr(" + ".join(f"x{i}" for i in range(presburger.MAX_VARS))))
     many = " + ".join(f"max(a, {i})" for i in range(presburger.MAX_CASES + 1))
     assert not eng.eligible(parse_expr(many))  # case splits grow exponentially
+    deep = "a"
+    for _ in range(presburger.MAX_DEPTH + 1):
+        deep = f"mod({deep} + 1000, 7)"
+    assert not eng.eligible(parse_expr(deep))  # one existential variable per level
+    assert not eng.eligible(parse_expr(f"a + {10**presburger.MAX_DIGITS}"))  # decimal text for ISL
 
 
 def test_any_variable_name_reaches_isl():
