@@ -728,12 +728,13 @@ class Session:
     def _end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], *, lower: bool) -> _End:
         """One end of ``e``: close a proven bound and an attained value in on each other.
 
-        Work on ``f = sign*e`` (its lower end). First verify the best attained value
-        (guess, then one check); then, for an end with no proven bound, an exact ray
-        certificate (:mod:`smtdims.rays`, also for products of variables) or the optimiser
-        (linear), else geometric probes; then binary search. Without a proven bound a
-        nonlinear end is only probed a few times: Z3 cannot prove a nonlinear expression
-        unbounded, so more probes would only cost time.
+        Work on ``f = sign*e`` (its lower end). With a proven bound: ask whether it is
+        attained, then gallop up from it towards the attained value. Without one: an exact
+        ray certificate (:mod:`smtdims.rays`: fixed directions, then one proposed by the
+        recession cone's LP), else verify the best attained value and probe geometrically
+        further out; then binary search; Z3's optimiser is the last resort for a linear end
+        that no probe bounded. A nonlinear end without a proven bound is only probed a few
+        times: Z3 cannot prove a nonlinear expression unbounded, so more would only cost time.
         """
         sign = 1 if lower else -1
         f = e * sign
@@ -775,9 +776,6 @@ class Session:
                 return _End(-INF if lower else INF, True, None)
             if not linear and self._recession_ray(f, [*self.points.base[:4], *far]):
                 return _End(-INF if lower else INF, True, None)
-            opt = self._optimize_end(e, "min" if lower else "max") if linear else None
-            if opt is not None:
-                return opt
         gap, probes, step = max(1, abs(a)), 0, 2
         steps = _SEARCH_STEPS_LINEAR if linear else _SEARCH_STEPS
         for _ in range(steps):
@@ -807,6 +805,13 @@ class Session:
             return _End(a * sign, True, w)
         if is_inf(p) and rays.find_ray(f, self.constraints, self.points.base[:4], far[-3:]):
             return _End(-INF if lower else INF, True, None)
+        if is_inf(p) and linear and not options.deadline_passed():
+            # last resort: Z3's optimiser proves a linear end infinite (or finds it) where no ray
+            # was found; probes first, as they settle a finite end much sooner (50 variables /
+            # 100 constraints: 38 ms of probes and bisection against 525 ms in the optimiser)
+            opt = self._optimize_end(e, "min" if lower else "max")
+            if opt is not None:
+                return opt
         return self._end_result(p, sign, lower)
 
     def _recession_ray(self, f: Expr, bases: list[dict[str, int]]) -> bool:
