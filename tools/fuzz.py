@@ -272,11 +272,12 @@ def _outcome_to_dict(out: O.Outcome) -> dict:
             "exact_ok": out.exact_ok, "statuses": out.statuses}
 
 
-def _worker(conn, budget: int, jax: bool, audit: bool, deadline: float) -> None:
+def _worker(conn, budget: int, jax: bool, audit: bool, deadline: float, presburger: bool = True) -> None:
     ARGS_BUDGET[0] = budget
     from smtdims import options
 
-    options.set_defaults(deadline=deadline)  # every query's wall limit (checked by the oracle)
+    # every query's wall limit (checked by the oracle); --no-presburger: Z3 answers what ISL would
+    options.set_defaults(deadline=deadline, presburger=presburger)
     if jax and not audit:
         import smtdims
 
@@ -305,11 +306,12 @@ def _worker(conn, budget: int, jax: bool, audit: bool, deadline: float) -> None:
 class Pool:
     """``jobs`` worker processes; ``timeout`` seconds per case, after which the worker is replaced."""
 
-    def __init__(self, jobs: int, budget: int, jax: bool, audit: bool, timeout: float, deadline: float):
+    def __init__(self, jobs: int, budget: int, jax: bool, audit: bool, timeout: float, deadline: float,
+                 presburger: bool = True):
         import multiprocessing as mp
 
         self.ctx = mp.get_context("spawn")
-        self.args = (budget, jax, audit, deadline)
+        self.args = (budget, jax, audit, deadline, presburger)
         self.timeout = timeout
         self.workers = [self._start() for _ in range(jobs)]
 
@@ -408,7 +410,8 @@ def run(args) -> dict:
     # --nonlinear-share: that share of cases is nonlinear (products, symbolic divisors)
     cfg_lin, cfg_nl = S.GenConfig(linear=True), S.GenConfig(linear=False)
     jax_on = not args.no_jax
-    pool = Pool(args.jobs, args.budget, jax_on, args.audit_stock, args.case_timeout, args.deadline)
+    pool = Pool(args.jobs, args.budget, jax_on, args.audit_stock, args.case_timeout, args.deadline,
+                not args.no_presburger)
     counts: collections.Counter = collections.Counter()
     statuses: collections.Counter = collections.Counter()
     problems: collections.Counter = collections.Counter()
@@ -524,6 +527,7 @@ def run(args) -> dict:
             "crashes": crashes,
             "past_deadline": past_deadline,
             "deadline_seconds": args.deadline,
+            "presburger_rung": not args.no_presburger,
             "problems": dict(problems),
             "presburger_queries_checked_exactly": exact_checked,
             "presburger_exact": exact_ok,
@@ -680,6 +684,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="make that share of cases nonlinear (default: the generator's own mix)")
     p.add_argument("--deadline", type=float, default=10.0,
                    help="seconds per query (smtdims' deadline); a query past it (+1 s) is a failure")
+    p.add_argument("--no-presburger", action="store_true",
+                   help="turn the ISL rung off: Presburger answers come from Z3 (checked against ISL)")
     p.add_argument("--seam-big", type=int, default=200, metavar="N",
                    help="also N cases at JAX's seam with constants near 2**31, 2**32 and 2**53 and "
                         "products of variables, checked on a grid around the constants (0: none)")
