@@ -3,6 +3,7 @@
 * ``Constraint.parts``: splitting ``max(x, y) <= z`` into ``x <= z and y <= z`` (and
   ``min(x, y) >= z`` likewise) is checked against the original constraint on brute-force
   grids of random constraints (every valuation where the original is defined).
+* the fast linear solver: a check it cannot finish goes to the default solver.
 * ``rays.Recession``: the LP over the constraints' recession cone proposes directions; a
   proposal is used only after ``rays.unbounded_below`` checked it exactly, and the case here
   is one where the fixed directions ``find_ray`` tries all fail.
@@ -92,3 +93,15 @@ def test_unbounded_end_through_the_api():
     b = bounds(parse_expr("a - 2*b"), CHAIN)
     assert b.lo == -math.inf and b.lo_tight
     assert b.hi == math.inf and b.hi_tight  # along a alone
+
+
+def test_the_fast_linear_solver_hands_over_when_it_stalls():
+    # Z3's older arithmetic solver (tried first on linear checks) ran this 2-variable check to
+    # the deadline, ignoring rlimit; under its timeout the default solver answers exactly
+    from smtdims import options
+    from smtdims.reasoner import Session
+
+    with options.scoped(presburger=False, deadline=8):
+        b = Session(ConstraintSet.of(["-2*a + 51*mod(-58*d, 6) >= 0"])).bounds(parse_expr("a"))
+    assert (b.lo, b.hi) == (1, 102) and b.lo_tight and b.hi_tight and b.deterministic
+    assert ConstraintSet.of(["-2*a + 51*mod(-58*d, 6) >= 0"]).holds(b.hi_witness)
