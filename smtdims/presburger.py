@@ -1,77 +1,181 @@
-"""The ``presburger`` rung: exact bounds of small Presburger questions by ISL (islpy), if installed.
+"""The ``presburger`` rung: exact bounds and signs of small Presburger questions by ISL (islpy).
 
 On the Presburger fragment (linear; ``floordiv``/``mod`` by nonzero constants; ``max``/``min``)
 ISL computes the exact minimum and maximum of an expression over the integer points of the
-constraints with exact arithmetic, in a fraction of a millisecond where Z3 needs a few checks.
-It is an optional accelerator (``pip install smtdims[isl]``): without islpy, or when a question
-is not eligible, the ladder goes on to Z3 exactly as before.
+constraints, and whether a sign condition can hold, with exact arithmetic, in about a
+millisecond where Z3 needs a few checks. It is an optional accelerator
+(``pip install "smtdims[isl]"``): without islpy, or when a question is not eligible, the ladder
+goes on to Z3 exactly as before.
 
 What is trusted, and what is checked:
 
-- Each finite end comes with a witness, ISL's sample point of ``{constraints, e == end}``,
-  re-checked with exact Python arithmetic (constraints hold, ``e`` evaluates to the end). A
-  witness that fails declines the whole answer.
+- Each finite end comes with a witness (a known satisfying point that attains it, else ISL's
+  sample point of ``{constraints, e == end}``), re-checked with exact Python arithmetic
+  (constraints hold, ``e`` evaluates to the end). A witness that fails declines the answer.
 - The ends must agree with what the ladder already knows: the proven interval contains them and
-  no known satisfying point lies outside them. Disagreement declines the answer (and is counted:
+  no known satisfying point lies outside them; disagreement declines the answer (counted:
   ``stats()["presburger_declined"]``).
-- That no valuation lies beyond an end is ISL's claim, as "unsat" is Z3's: two independent exact
-  engines, each cross-checked against brute force and against each other by the test suite and
-  ``tools/fuzz.py``. ``smtdims.set_defaults(presburger=False)`` turns the rung off.
+- That no valuation lies beyond an end, or meets a sign condition, is ISL's claim, as "unsat" is
+  Z3's: two independent exact engines, compared with brute force and with each other by the
+  test suite and ``tools/fuzz.py``. ``smtdims.options.set_defaults(presburger=False)`` turns the
+  rung off.
 
-Bounded time: ISL cannot be interrupted from another thread while it holds the interpreter, so
-the rung only takes small questions (at most ``MAX_VARS`` variables, ``MAX_PARTS`` constraint
-parts and ``MAX_CASES`` ``max``/``min`` atoms: their case splits are what grows exponentially)
-and runs under ISL's deterministic operation quota; past the quota ISL stops and the question
-goes to Z3 under the deadline.
+Bounded time: ISL cannot be interrupted while it runs (islpy holds the interpreter, so the
+deadline's watchdog would wait for it), and its operation quota does not count everything:
+random sets of 38 constraints with nested mods took 1-4 s in one call under the quota, and 8
+variables with 10 constraints up to 6.7 s. So ISL runs in a worker process
+(:mod:`smtdims._isl_worker`, started on first use in about 0.13 s). A call that has not answered
+within ``CALL_LIMIT`` seconds, or by the question's deadline if that comes first, is abandoned:
+the worker is killed (a new one starts on the next call), ISL is not asked again in that scope,
+and the question goes to Z3 with what is left of its deadline. The rung also takes only small
+questions (limits below), where ISL's median is about a millisecond.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
+import os
+import select
+import subprocess
+import sys
 import threading
-from typing import Any
+import time
 
+from . import options
 from .constraints import ConstraintSet
 from .expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
 
 MAX_VARS = 12
-MAX_PARTS = 40
-MAX_CASES = 6
-MAX_DEPTH = 8  # nested floordiv/mod: each level is an existential variable for ISL
+MAX_PARTS = 16
+MAX_CASES = 6  # max/min atoms: each a case split
+MAX_DIVISIONS = 8  # floordiv/mod atoms: each an existential variable
+MAX_DEPTH = 6  # nesting of operations
 MAX_DIGITS = 1000  # constants are passed as decimal text (Python refuses str() past 4300 digits)
 _DIGITS_LIMIT = 10**MAX_DIGITS
-OPERATIONS = 2_000_000  # ISL's quota per question (isl_ctx_set_max_operations)
+CALL_LIMIT = 1.0  # seconds one ISL call may take before it is abandoned
+START_LIMIT = 10.0  # seconds for a worker to start (import islpy) before the rung gives up
+_SPIN = 0.002  # seconds to poll for an answer before blocking
 
-_LOCK = threading.Lock()  # ISL contexts are not thread-safe
-_STATE: dict[str, Any] = {}
 
+class _Worker:
+    """This process's ISL worker: one request at a time, killed when an answer is late.
 
-def _isl() -> Any | None:
-    """islpy and this module's ISL context, or None when islpy is not installed."""
-    if "isl" not in _STATE:
+    Answers are read in the calling thread with ``select`` on the pipe (a reader thread would
+    cost a GIL hand-off per answer, about 0.1 ms): POSIX only.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen | None = None
+        self.buffer = b""
+        self.generation = 0  # bumped per start: domains must be sent again
+        self.broken = os.name != "posix"  # could not start: the rung stays off in this process
+        self.kills = 0
+        self.pid = os.getpid()
+
+    def _start(self) -> bool:
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_isl_worker.py")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         try:
-            import islpy
-        except ImportError:
-            _STATE["isl"] = None
-        else:
-            ctx = islpy.Context()
-            ctx.set_max_operations(OPERATIONS)
-            _STATE["isl"] = (islpy, ctx)
-    return _STATE["isl"]
+            self.proc = subprocess.Popen([sys.executable, script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, env=env, bufsize=0)
+        except OSError:
+            self.broken = True
+            return False
+        self.buffer = b""
+        self.generation += 1
+        if self._answer(START_LIMIT) != {"ready": True}:
+            self.broken = True
+            self._kill()
+            return False
+        return True
+
+    def _answer(self, timeout: float) -> dict | None:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        now = time.monotonic()
+        end = now + timeout
+        spin = min(end, now + _SPIN)
+        while b"\n" not in self.buffer:
+            # most answers take a fraction of a millisecond: poll for them before sleeping in
+            # select, whose wake-up alone cost about 0.05 ms per answer on the benchmark machine
+            if not select.select([fd], [], [], 0)[0]:
+                now = time.monotonic()
+                if now < spin:
+                    continue
+                if now >= end or not select.select([fd], [], [], end - now)[0]:
+                    return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None  # the worker died
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def _kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.proc = None
+
+    def call(self, request: dict, timeout: float) -> tuple[dict | None, int]:
+        """(the answer, or None when it was late or the worker failed; the worker's generation)."""
+        with self.lock:
+            if self.broken:
+                return None, self.generation
+            if self.pid != os.getpid():  # a forked child: the parent's worker is not ours to use
+                self.proc, self.buffer, self.pid = None, b"", os.getpid()
+            if (self.proc is None or self.proc.poll() is not None) and not self._start():
+                return None, self.generation
+            assert self.proc is not None and self.proc.stdin is not None
+            try:
+                data = (json.dumps(request) + "\n").encode()
+                fd = self.proc.stdin.fileno()
+                while data:
+                    data = data[os.write(fd, data):]
+            except OSError:
+                self._kill()
+                return None, self.generation
+            answer = self._answer(timeout)
+            if answer is None:  # late, or the worker died: abandon it, start afresh next time
+                self.kills += 1
+                self._kill()
+            return answer, self.generation
+
+
+_WORKER = _Worker()
+_KEYS = iter(range(1, 1 << 62))
+_KEYS_LOCK = threading.Lock()
 
 
 def available() -> bool:
-    return _isl() is not None
+    """islpy is installed in this interpreter, and no worker has failed to start."""
+    return not _WORKER.broken and importlib.util.find_spec("islpy") is not None
 
 
-def _cases(e: Expr, seen: set[Op]) -> int:
-    n = 0
+def _time_left() -> float:
+    d = options.active_deadline()
+    return max(CALL_LIMIT if d is None else min(CALL_LIMIT, d.remaining()), 0.0)
+
+
+def _ops(e: Expr, seen: set[Op]) -> tuple[int, int]:
+    """(``max``/``min`` atoms, ``floordiv``/``mod`` atoms) of ``e`` not in ``seen`` (which grows)."""
+    cases = divisions = 0
     for m, _ in e.terms:
         for a, _ in m:
             if isinstance(a, Op) and a not in seen:
                 seen.add(a)
-                n += (a.op in (MAX, MIN)) + _cases(a.lhs, seen) + _cases(a.rhs, seen)
-    return n
+                cases += a.op in (MAX, MIN)
+                divisions += a.op in (FLOORDIV, MOD)
+                for x in (a.lhs, a.rhs):
+                    c, d = _ops(x, seen)
+                    cases, divisions = cases + c, divisions + d
+    return cases, divisions
 
 
 def _small(e: Expr, depth: int = 0) -> bool:
@@ -88,69 +192,84 @@ def _small(e: Expr, depth: int = 0) -> bool:
 
 
 class Engine:
-    """ISL's view of one constraint set: the integer set of the constraints, built once per variable list."""
+    """ISL's view of one constraint set: its integer set, sent to the worker once per variable list."""
 
     def __init__(self, constraints: ConstraintSet):
         self.constraints = constraints
         self.parts = constraints.parts()
-        self._domains: dict[tuple[str, ...], Any] = {}
+        self._keys: dict[tuple[str, ...], int] = {}
+        self._sent: dict[tuple[str, ...], int] = {}  # worker generation each domain was sent to
+        self.disabled = False  # ISL was late here once: Z3 answers the rest of this scope
         seen: set[Op] = set()
-        self._constraint_cases = sum(_cases(p.diff, seen) for p in self.parts)
-        self._small_parts = all(_small(p.diff) for p in self.parts)
-        self.declined = 0
+        self._constraint_ops = [0, 0]
+        for p in self.parts:
+            c, d = _ops(p.diff, seen)
+            self._constraint_ops[0] += c
+            self._constraint_ops[1] += d
+        self._seen = frozenset(seen)
+        self._usable_parts = all(p.diff.is_linear() and _small(p.diff) for p in self.parts)
 
     def eligible(self, e: Expr) -> bool:
-        if not e.is_linear() or len(self.parts) > MAX_PARTS or not self._small_parts:
+        if self.disabled or not e.is_linear() or len(self.parts) > MAX_PARTS or not self._usable_parts:
             return False
         if len(self.constraints.variables() | e.variables()) > MAX_VARS or not _small(e):
             return False
-        return self._constraint_cases + _cases(e, set()) <= MAX_CASES
+        cases, divisions = _ops(e, set(self._seen))
+        return (self._constraint_ops[0] + cases <= MAX_CASES
+                and self._constraint_ops[1] + divisions <= MAX_DIVISIONS)
+
+    def _ask(self, e: Expr, request: dict) -> tuple[dict, tuple[str, ...]] | None:
+        """The worker's answer about ``e`` and the variable order of its points, or None."""
+        names = tuple(sorted(self.constraints.variables() | e.variables()))
+        alias = {n: f"v{i}" for i, n in enumerate(names)}  # ISL-safe names for any user name
+        tup = ", ".join(alias[n] for n in names)
+        key = self._keys.get(names)
+        if key is None:
+            with _KEYS_LOCK:
+                key = self._keys[names] = next(_KEYS)
+        request = {**request, "key": key, "tup": tup, "expr": _text(e, alias), "dom": None}
+        for _ in range(2):  # once more, with the domain, if the worker does not hold it
+            if self._sent.get(names) != _WORKER.generation:
+                conds = [f"{alias[n]} >= 1" for n in names]
+                conds += [f"{_text(p.diff, alias)} {'>=' if p.kind == '>=' else '='} 0" for p in self.parts]
+                request["dom"] = "{ [" + tup + "] : " + " and ".join(conds) + " }"
+            answer, generation = _WORKER.call(request, _time_left())
+            if answer is None:
+                self.disabled = True
+                return None
+            if request["dom"] is not None:
+                self._sent[names] = generation
+            if not answer.get("missing"):
+                return None if "error" in answer else (answer, names)
+            self._sent.pop(names, None)
+        return None
 
     def bounds(self, e: Expr, known: dict[int, dict[str, int]] | None = None
                ) -> tuple[int | float, int | float, dict[str, int] | None, dict[str, int] | None] | None:
-        """``(lo, hi, lo_witness, hi_witness)``, exact; None when ISL could not answer (quota, error).
+        """``(lo, hi, lo_witness, hi_witness)``, exact; None when ISL could not answer (in time).
 
         ``known`` maps values of ``e`` to satisfying valuations already at hand: an end that one
         of them attains needs no sample point from ISL.
         """
         known = known or {}
-        got = _isl()
-        if got is None or not self.eligible(e):
+        if not available() or not self.eligible(e):
             return None
-        isl, ctx = got
-        names = tuple(sorted(self.constraints.variables() | e.variables()))
-        with _LOCK:
-            ctx.reset_operations()
-            try:
-                dom, alias, tup = self._domain(isl, ctx, names)
-                f = isl.PwAff.read_from_str(ctx, "{ [" + tup + "] -> [" + _text(e, alias) + "] }")
-                graph = isl.Map.from_pw_aff(f).intersect_domain(dom)
-                values = graph.range()
-                obj = isl.Aff.var_on_domain(isl.LocalSpace.from_space(values.get_space()), isl.dim_type.set, 0)
-                los: list[int | float] = []
-                his: list[int | float] = []
-                # per basic set, skipping empty ones: isl_set_max_val has answered 0 for a set with an
-                # empty disjunct ({ [i] : i mod 46 = 0 and i <= -46; [i] : false }, islpy 2026.2)
-                for bs in values.coalesce().get_basic_sets():
-                    if bs.is_empty():
-                        continue
-                    one = isl.Set.from_basic_set(bs)
-                    los.append(_value(one.min_val(obj)))
-                    his.append(_value(one.max_val(obj)))
-                if not los or any(v is None for v in (*los, *his)):
-                    return None
-                lo, hi = min(los), max(his)
-                w_lo = None if _infinite(lo) else known.get(int(lo)) or _sample(isl, ctx, graph, int(lo), names)
-                w_hi = None if _infinite(hi) else known.get(int(hi)) or _sample(isl, ctx, graph, int(hi), names)
-            except isl.Error:  # the operation quota, or anything ISL refuses
-                return None
-        for end, w in ((lo, w_lo), (hi, w_hi)):
+        got = self._ask(e, {"op": "bounds", "known": sorted(known)})
+        if got is None:
+            return None
+        answer, names = got
+        lo, hi = _end(answer["lo"]), _end(answer["hi"])
+        witnesses: list[dict[str, int] | None] = []
+        for end, field in ((lo, "wlo"), (hi, "whi")):
             if _infinite(end):
+                witnesses.append(None)
                 continue
+            pt = answer.get(field)
+            w = dict(zip(names, pt, strict=True)) if pt is not None and len(pt) == len(names) else known.get(int(end))
             if w is None or not self.constraints.holds(w) or e.evaluate(w) != end:
                 return None  # never trust an end without a witness that re-evaluates exactly
-        return lo, hi, w_lo, w_hi
-
+            witnesses.append(w)
+        return lo, hi, witnesses[0], witnesses[1]
 
     def satisfiable(self, e: Expr, rel: str) -> bool | None:
         """Whether some valuation meets the constraints and ``e rel 0`` (``rel`` in ``<``, ``>``, ``>=``).
@@ -158,51 +277,18 @@ class Engine:
         None when ISL could not answer. "No" is ISL's proof (as "unsat" is Z3's); "yes" only
         ever costs precision if wrong, never soundness: the ladder then proves nothing.
         """
-        got = _isl()
-        if got is None or not self.eligible(e):
+        if not available() or not self.eligible(e):
             return None
-        isl, _ctx = got
-        try:
-            with _LOCK:
-                _ctx.reset_operations()
-                dom, alias, tup = self._domain(isl, _ctx, tuple(sorted(self.constraints.variables() | e.variables())))
-                cond = isl.Set.read_from_str(_ctx, "{ [" + tup + "] : " + _text(e, alias) + f" {rel} 0 }}")
-                return not dom.intersect(cond).is_empty()
-        except isl.Error:
-            return None
-
-    def _domain(self, isl: Any, ctx: Any, names: tuple[str, ...]) -> tuple[Any, dict[str, str], str]:
-        alias = {n: f"v{i}" for i, n in enumerate(names)}  # ISL-safe names for any user name
-        tup = ", ".join(alias[n] for n in names)
-        dom = self._domains.get(names)
-        if dom is None:
-            conds = [f"{alias[n]} >= 1" for n in names]
-            conds += [f"{_text(p.diff, alias)} {'>=' if p.kind == '>=' else '='} 0" for p in self.parts]
-            dom = isl.Set.read_from_str(ctx, "{ [" + tup + "] : " + " and ".join(conds) + " }")
-            self._domains[names] = dom
-        return dom, alias, tup
+        got = self._ask(e, {"op": "sat", "rel": rel})
+        return None if got is None else bool(got[0]["sat"])
 
 
-def _sample(isl: Any, ctx: Any, graph: Any, value: int, names: tuple[str, ...]) -> dict[str, int] | None:
-    at = isl.Set.read_from_str(ctx, "{ [x] : x = " + str(value) + " }")
-    pt = graph.intersect_range(at).domain().sample_point()
-    if pt.is_void():
-        return None
-    return {n: int(str(pt.get_coordinate_val(isl.dim_type.set, i))) for i, n in enumerate(names)}
+def _end(v: int | str) -> int | float:
+    return math.inf if v == "inf" else -math.inf if v == "-inf" else int(v)
 
 
 def _infinite(x: int | float) -> bool:
     return isinstance(x, float)  # ends are ints or +-inf; math.isinf(int) overflows past 1e308
-
-
-def _value(v: Any) -> int | float | None:
-    if v.is_nan():
-        return None
-    if v.is_infty():
-        return math.inf
-    if v.is_neginfty():
-        return -math.inf
-    return int(str(v))
 
 
 def _text(e: Expr, alias: dict[str, str]) -> str:

@@ -448,6 +448,7 @@ class Session:
         fast = _interval_decides(op, *self._sign_interval_of(diff))
         if fast is not None:
             return self._decision(lhs, op, rhs, fast, "interval")
+
         def rel_holds(env: dict[str, int], want: bool) -> bool:
             return _holds(op, diff.evaluate(env)) == want
 
@@ -686,37 +687,41 @@ class Session:
         hi = s._end(e, hi0, vmax, wmax, lower=False)
         return self._mk_bounds(e, lo, hi, "search", deterministic=not options.deadline_passed())
 
-    def _presburger_sign(self, red: Expr, below: bool, above: bool, strict: bool) -> tuple[bool, bool] | None:
-        """(``red < 0`` somewhere, ``red >= 0`` (strict) / ``> 0`` somewhere) by ISL, or None.
-
-        A side already seen at a known point is not asked again.
-        """
-        if not options.current().presburger or not self._linear(red) or options.deadline_passed():
-            return None
-        if self._presburger is None:
-            if not presburger.available():
-                return None
-            self._presburger = presburger.Engine(self.constraints)
-        neg = True if below else self._presburger.satisfiable(red, "<")
-        if neg is None:
-            return None
-        if not neg:
-            return False, True  # never negative: e >= 0 is proven, the other side is not needed
-        pos = True if above else self._presburger.satisfiable(red, ">=" if strict else ">")
-        if pos is None:
-            return None
-        return neg, pos
-
-    def _presburger_bounds(self, e: Expr, proven: Interval, vals: list[tuple[int, dict[str, int]]]) -> tuple[_End, _End] | None:
-        """Both ends from ISL (:mod:`smtdims.presburger`), if they agree with everything known here."""
+    def _isl_engine(self, e: Expr) -> presburger.Engine | None:
+        """This scope's ISL engine when the rung is on, islpy is installed and ``e`` is linear."""
         if not options.current().presburger or not self._linear(e) or options.deadline_passed():
             return None
         if self._presburger is None:
             if not presburger.available():
                 return None
             self._presburger = presburger.Engine(self.constraints)
+        return self._presburger
+
+    def _presburger_sign(self, red: Expr, below: bool, above: bool, strict: bool) -> tuple[bool, bool] | None:
+        """(``red < 0`` somewhere, ``red >= 0`` (strict) / ``> 0`` somewhere) by ISL, or None.
+
+        A side already seen at a known point is not asked again.
+        """
+        eng = self._isl_engine(red)
+        if eng is None:
+            return None
+        neg = True if below else eng.satisfiable(red, "<")
+        if neg is None:
+            return None
+        if not neg:
+            return False, True  # never negative: e >= 0 is proven, the other side is not needed
+        pos = True if above else eng.satisfiable(red, ">=" if strict else ">")
+        if pos is None:
+            return None
+        return neg, pos
+
+    def _presburger_bounds(self, e: Expr, proven: Interval, vals: list[tuple[int, dict[str, int]]]) -> tuple[_End, _End] | None:
+        """Both ends from ISL (:mod:`smtdims.presburger`), if they agree with everything known here."""
+        eng = self._isl_engine(e)
+        if eng is None:
+            return None
         known = {v: env for v, env in vals}
-        got = self._presburger.bounds(e, known)
+        got = eng.bounds(e, known)
         if got is None:
             return None
         lo, hi, w_lo, w_hi = got

@@ -54,40 +54,54 @@ def _lying(monkeypatch, lie):
     monkeypatch.setattr(presburger.Engine, "bounds", bounds)
 
 
-def test_a_witness_that_does_not_attain_the_end_declines_the_answer(monkeypatch):
+def test_an_end_a_known_point_contradicts_declines_the_answer(monkeypatch):
     e = parse_expr("a + b")
     cs = ConstraintSet.of(["a <= 5", "b <= 7"])
-    # ISL's own witness check runs inside Engine.bounds; here the lie comes after it, as a
-    # wrong end with an unrelated witness: the consistency check must catch the known point a=b=1
-    _lying(monkeypatch, lambda got: (got[0] + 1, got[1], {"a": 1, "b": 2}, got[3]))
+    # the witness check runs inside Engine.bounds; here the lie comes after it, as a wrong end
+    # with a witness that attains it: the known point a = b = 1 (value 2) must catch it
+    _lying(monkeypatch, lambda got: (got[0] + 1, got[1], {"a": 1, "b": 2}, got[3]))  # claims lo = 3
     reasoner.reset_stats()
     b = Session(cs).bounds(e)
     assert (b.lo, b.hi) == (2, 12) and b.answered_by != "presburger"
     assert smtdims.stats()["presburger_declined"] == 1
 
 
-def test_a_wrong_witness_inside_the_engine_is_refused(monkeypatch):
-    monkeypatch.setattr(presburger, "_sample", lambda *a, **k: {"a": 3, "b": 3})
+def test_a_witness_from_the_worker_that_fails_is_refused(monkeypatch):
     eng = presburger.Engine(ConstraintSet.of(["a <= 5", "b <= 7"]))
-    assert eng.bounds(parse_expr("a + b")) is None  # the sampled point gives 6, not 2 or 12
-    assert eng.bounds(parse_expr("a + b"), {2: {"a": 1, "b": 1}, 12: {"a": 5, "b": 7}}) is not None
+    e = parse_expr("a + b")
+    fake = {"lo": 2, "hi": 12, "wlo": [3, 3], "whi": [5, 7]}  # (3, 3) gives 6, not 2
+    monkeypatch.setattr(presburger._WORKER, "call", lambda request, timeout: (fake, presburger._WORKER.generation))
+    assert eng.bounds(e) is None
+    assert eng.bounds(e, {2: {"a": 1, "b": 1}}) is None  # the worker's own point is the one checked
+    fake = {"lo": 2, "hi": 12, "whi": [5, 7]}  # no point for lo: a known one attains it
+    assert eng.bounds(e, {2: {"a": 1, "b": 1}}) == (2, 12, {"a": 1, "b": 1}, {"a": 5, "b": 7})
 
 
-def test_isl_out_of_quota_falls_back_to_z3(monkeypatch):
-    isl, ctx = presburger._isl()
-    ctx.set_max_operations(1)
-    try:
-        e = parse_expr("floordiv(a + 3, 4) - mod(b, 3)")
-        cs = ConstraintSet.of(["a <= 20", "b >= 2*a - 30"])
-        assert presburger.Engine(cs).bounds(e) is None
-        b = Session(cs).bounds(e)
-        assert b.answered_by == "search" and b.lo_tight and b.hi_tight
-    finally:
-        ctx.set_max_operations(presburger.OPERATIONS)
+def test_a_late_worker_is_killed_and_z3_answers(monkeypatch):
+    e = parse_expr("floordiv(a + 3, 4) - mod(b, 3)")
+    cs = ConstraintSet.of(["a <= 20", "b >= 2*a - 30"])
+    assert presburger.Engine(cs).bounds(e) is not None  # a worker is up
+    kills = presburger._WORKER.kills
+    monkeypatch.setattr(presburger, "CALL_LIMIT", 0.0)  # every answer is late
+    eng = presburger.Engine(cs)
+    assert eng.bounds(e) is None and eng.disabled
+    assert presburger._WORKER.kills == kills + 1 and presburger._WORKER.proc is None
+    b = Session(cs).bounds(e)
+    assert b.answered_by == "search" and (b.lo, b.hi) == (-1, 5) and b.lo_tight and b.hi_tight
+    monkeypatch.setattr(presburger, "CALL_LIMIT", 1.0)
+    assert presburger.Engine(cs).bounds(e)[:2] == (-1, 5)  # a new worker on the next call
+
+
+def test_a_worker_that_died_is_replaced():
+    cs = ConstraintSet.of(["a <= 5"])
+    assert presburger.Engine(cs).bounds(parse_expr("3*a - 1"))[:2] == (2, 14)
+    presburger._WORKER.proc.kill()
+    presburger._WORKER.proc.wait()
+    assert presburger.Engine(cs).bounds(parse_expr("3*a + 1"))[:2] == (4, 16)
 
 
 def test_without_islpy_the_ladder_uses_z3(monkeypatch):
-    monkeypatch.setitem(presburger._STATE, "isl", None)
+    monkeypatch.setattr(presburger, "available", lambda: False)
     b = Session(ConstraintSet.of(["a <= 5"])).bounds(parse_expr("3*a - 1"))
     assert (b.lo, b.hi) == (2, 14) and b.answered_by != "presburger"
 
@@ -100,6 +114,8 @@ def test_only_small_presburger_questions_are_eligible():
     assert not eng.eligible(parse_expr(" + ".join(f"x{i}" for i in range(presburger.MAX_VARS))))
     many = " + ".join(f"max(a, {i})" for i in range(presburger.MAX_CASES + 1))
     assert not eng.eligible(parse_expr(many))  # case splits grow exponentially
+    divs = " + ".join(f"mod(a + {i}, 7)" for i in range(presburger.MAX_DIVISIONS + 1))
+    assert not eng.eligible(parse_expr(divs))  # one existential variable each
     deep = "a"
     for _ in range(presburger.MAX_DEPTH + 1):
         deep = f"mod({deep} + 1000, 7)"
@@ -117,3 +133,57 @@ def test_any_variable_name_reaches_isl():
 def test_the_option_validates_its_value():
     with pytest.raises(ValueError, match="presburger must be True or False"):
         options.set_defaults(presburger="no")
+
+
+def test_a_worker_that_lost_the_domain_gets_it_again(monkeypatch):
+    from collections import OrderedDict
+
+    import islpy
+
+    from smtdims import _isl_worker
+
+    ctx, domains = islpy.Context(), OrderedDict()
+    assert _isl_worker.handle(islpy, ctx, domains, {"op": "sat", "key": 7, "dom": None, "tup": "v0",
+                                                    "expr": "(v0)", "rel": "<"}) == {"missing": True}
+    sent = []
+    real = presburger._WORKER.call
+
+    def forgetful(request, timeout):
+        sent.append(request["dom"] is not None)
+        if len(sent) == 1:
+            return {"missing": True}, presburger._WORKER.generation
+        return real(request, timeout)
+
+    eng = presburger.Engine(ConstraintSet.of(["a <= 5"]))
+    eng._sent[("a",)] = presburger._WORKER.generation  # as if it had been sent already
+    monkeypatch.setattr(presburger._WORKER, "call", forgetful)
+    assert eng.satisfiable(parse_expr("a - 6"), "<") is True
+    assert sent == [False, True]  # asked without the domain, then again with it
+
+
+FORK_SCRIPT = """
+import os
+from smtdims import ConstraintSet, parse_expr, presburger
+cs = ConstraintSet.of(["a <= 5"])
+assert presburger.Engine(cs).bounds(parse_expr("a"))[:2] == (1, 5)
+parent_proc = presburger._WORKER.proc
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:  # the child answers through a worker of its own
+    ok = presburger.Engine(cs).bounds(parse_expr("2*a"))[:2] == (2, 10) and presburger._WORKER.proc is not parent_proc
+    os.write(w, b"1" if ok else b"0")
+    os._exit(0)
+os.waitpid(pid, 0)
+assert os.read(r, 1) == b"1", "the child could not answer"
+assert presburger._WORKER.proc is parent_proc and presburger.Engine(cs).bounds(parse_expr("3*a"))[:2] == (3, 15)
+print("ok")
+"""
+
+
+def test_a_forked_child_starts_its_own_worker():
+    # in a process without JAX (forking a process that runs JAX's threads may deadlock)
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
