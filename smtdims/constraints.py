@@ -63,8 +63,9 @@ def _split(diff: Expr) -> list[Expr]:
     min(rest + c*x, rest + c*y)`` at every valuation (multiplying by a negative ``c`` turns
     ``max`` into ``min``; ``rest`` is just a number there, whatever atoms it holds), and a
     ``min`` is ``>= 0`` iff both arguments are. The same for ``c*min(x, y)`` with ``c > 0``.
-    The other sign is a disjunction and stays whole. Parts have the divisors of ``diff``.
-    Each step replaces an atom by one of its (smaller) arguments, so it terminates.
+    The other sign is a disjunction and stays whole. Where the constraint is defined is still
+    decided by the divisors of the whole ``diff`` (the encoder asserts them nonzero), not by a
+    part's. Each step replaces an atom by one of its (smaller) arguments, so it terminates.
     """
     for m, c in diff.terms:
         if len(m) != 1 or m[0][1] != 1 or not isinstance(m[0][0], Op):

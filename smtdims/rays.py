@@ -253,7 +253,7 @@ def _slope(e: Expr, memo: dict[Op, str | None]) -> str | None:
             if a not in memo:
                 memo[a] = _slope_op(a, memo)
             s = memo[a]
-        if s is None:
+        if s is None or abs(c) >= _BIG:
             return None
         if s != "0.0":
             parts.append(s if c == 1 else f"(* {_smt_real(c)} {s})")
@@ -268,14 +268,18 @@ def _slope_op(a: Op, memo: dict[Op, str | None]) -> str | None:
         return None
     if a.op in (FLOORDIV, MOD):
         k = a.rhs.as_constant()
-        if not k:
+        if not k or abs(k) >= _BIG:
             return None
         return "0.0" if a.op == MOD or x == "0.0" else f"(/ {x} {_smt_real(k)})"
     y = _slope(a.rhs, memo)
-    if y is None:
+    if y is None or len(x) + len(y) > _MAX_SLOPE_TEXT:  # each max/min writes both sides twice
         return None
     rel = ">=" if a.op == MAX else "<="
     return f"(ite ({rel} {x} {y}) {x} {y})"
+
+
+_BIG = 10**1000  # coefficients are written as decimal text (Python refuses str() past 4300 digits)
+_MAX_SLOPE_TEXT = 4000
 
 
 def _smt_name(name: str) -> str:

@@ -105,3 +105,16 @@ def test_the_fast_linear_solver_hands_over_when_it_stalls():
         b = Session(ConstraintSet.of(["-2*a + 51*mod(-58*d, 6) >= 0"])).bounds(parse_expr("a"))
     assert (b.lo, b.hi) == (1, 102) and b.lo_tight and b.hi_tight and b.deterministic
     assert ConstraintSet.of(["-2*a + 51*mod(-58*d, 6) >= 0"]).holds(b.hi_witness)
+
+
+def test_recession_cone_takes_huge_coefficients_and_deep_max():
+    # coefficients past Python's 4,300-digit str limit, and a max nested 40 deep (whose slope
+    # text would double per level), must not break the LP's script: such constraints are left out
+    b = bounds(parse_expr("a - 2*b"), ["c >= b", "a >= c", "u <= 10", "2^20000*b - 2^20000*c <= 5"])
+    assert b.lo == -math.inf and b.lo_tight
+    deep = "b"
+    for i in range(40):
+        deep = f"max({deep}, b{i})"
+    assert rays._slope(parse_expr(deep), {}) is None
+    b = bounds(parse_expr("a - 2*b"), ["c >= b", "a >= c", f"{deep} >= u", "u <= 10"])
+    assert b.lo == -math.inf and b.lo_tight
