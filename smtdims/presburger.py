@@ -75,7 +75,7 @@ class _Worker:
         self.kills = 0
         self.pid = os.getpid()
 
-    def _start(self) -> bool:
+    def _start(self, timeout: float) -> bool:
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_isl_worker.py")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         try:
@@ -86,8 +86,10 @@ class _Worker:
             return False
         self.buffer = b""
         self.generation += 1
-        if self._answer(START_LIMIT) != {"ready": True}:
-            self.broken = True
+        if self._answer(timeout) != {"ready": True}:
+            # it died (no islpy there, ...) or did not start within START_LIMIT: the rung stays
+            # off in this process; if only the question's deadline was short, the next one retries
+            self.broken = self.proc.poll() is not None or timeout >= START_LIMIT
             self._kill()
             return False
         return True
@@ -123,14 +125,14 @@ class _Worker:
                 pass
         self.proc = None
 
-    def call(self, request: dict, timeout: float) -> tuple[dict | None, int]:
+    def call(self, request: dict, timeout: float, start_timeout: float = START_LIMIT) -> tuple[dict | None, int]:
         """(the answer, or None when it was late or the worker failed; the worker's generation)."""
         with self.lock:
             if self.broken:
                 return None, self.generation
             if self.pid != os.getpid():  # a forked child: the parent's worker is not ours to use
                 self.proc, self.buffer, self.pid = None, b"", os.getpid()
-            if (self.proc is None or self.proc.poll() is not None) and not self._start():
+            if (self.proc is None or self.proc.poll() is not None) and not self._start(start_timeout):
                 return None, self.generation
             assert self.proc is not None and self.proc.stdin is not None
             try:
@@ -163,9 +165,11 @@ def available() -> bool:
     return _INSTALLED[0] and not _WORKER.broken
 
 
-def _time_left() -> float:
+def _time_left() -> tuple[float, float]:
+    """Seconds for one call and for starting a worker: never past the question's deadline."""
     d = options.active_deadline()
-    return max(CALL_LIMIT if d is None else min(CALL_LIMIT, d.remaining()), 0.0)
+    left = float("inf") if d is None else max(d.remaining(), 0.0)
+    return min(CALL_LIMIT, left), min(START_LIMIT, left)
 
 
 def _ops(e: Expr, seen: set[Op]) -> tuple[int, int]:
@@ -238,7 +242,7 @@ class Engine:
                 conds = [f"{alias[n]} >= 1" for n in names]
                 conds += [f"{_text(p.diff, alias)} {'>=' if p.kind == '>=' else '='} 0" for p in self.parts]
                 request["dom"] = "{ [" + tup + "] : " + " and ".join(conds) + " }"
-            answer, generation = _WORKER.call(request, _time_left())
+            answer, generation = _WORKER.call(request, *_time_left())
             if answer is None:
                 self.disabled = True
                 return None

@@ -70,7 +70,7 @@ def test_a_witness_from_the_worker_that_fails_is_refused(monkeypatch):
     eng = presburger.Engine(ConstraintSet.of(["a <= 5", "b <= 7"]))
     e = parse_expr("a + b")
     fake = {"lo": 2, "hi": 12, "wlo": [3, 3], "whi": [5, 7]}  # (3, 3) gives 6, not 2
-    monkeypatch.setattr(presburger._WORKER, "call", lambda request, timeout: (fake, presburger._WORKER.generation))
+    monkeypatch.setattr(presburger._WORKER, "call", lambda request, *limits: (fake, presburger._WORKER.generation))
     assert eng.bounds(e) is None
     assert eng.bounds(e, {2: {"a": 1, "b": 1}}) is None  # the worker's own point is the one checked
     fake = {"lo": 2, "hi": 12, "whi": [5, 7]}  # no point for lo: a known one attains it
@@ -148,11 +148,11 @@ def test_a_worker_that_lost_the_domain_gets_it_again(monkeypatch):
     sent = []
     real = presburger._WORKER.call
 
-    def forgetful(request, timeout):
+    def forgetful(request, *limits):
         sent.append(request["dom"] is not None)
         if len(sent) == 1:
             return {"missing": True}, presburger._WORKER.generation
-        return real(request, timeout)
+        return real(request, *limits)
 
     eng = presburger.Engine(ConstraintSet.of(["a <= 5"]))
     eng._sent[("a",)] = presburger._WORKER.generation  # as if it had been sent already
@@ -187,3 +187,11 @@ def test_a_forked_child_starts_its_own_worker():
 
     out = subprocess.run([sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_worker_that_cannot_start_turns_the_rung_off(monkeypatch):
+    worker = presburger._Worker()
+    monkeypatch.setattr(presburger.sys, "executable", "/bin/false")  # exits at once, says nothing
+    assert worker.call({"op": "sat"}, 1.0) == (None, 1) and worker.broken
+    assert worker.call({"op": "sat"}, 1.0)[0] is None  # and stays off, without trying again
+    assert worker.generation == 1
