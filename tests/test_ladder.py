@@ -255,3 +255,30 @@ def test_interval_rules_are_sound_and_settle(expr, lo, hi):
     names = ",".join(sorted(e.variables()))
     assert all(got[0] <= v <= got[1] for v in _grid_values(expr, names, size=30 if len(names) == 1 else 14))
     assert got == (lo, hi)
+
+
+# Found by a stress run (random Presburger sets at the ISL rung's limits): the conflict's
+# minimisation ran inside Z3's unsat_core(), where no watchdog reaches, for 3.4 s.
+SLOW_CORE = [
+    '5*x6 + -1*x7 + -2*x0 + 33 >= 0',
+    '5*mod(11*x6 + -2*x4 + 40, 64) + 2*floordiv(1*x1 + 11*mod(-7*x1 + -2*x4 + 29, 7) + 35, 9)'
+    ' + 2*mod(-7*x1 + -7*x5 + -29, -5) + -47 >= 0',
+    '5*mod(-3*x2 + -64*x0 + 39, -5) + -1*x6 + -1*mod(11*x4 + 11*x5 + -11, 4) + 11*x2 + 46 >= 0',
+    '-64*x2 + 1*x3 + 49 >= 0',
+    '11*mod(64*x4 + -3*x6 + -3, 2) + -64*floordiv(-64*x0 + 5*floordiv(-1*x2 + 64*x4 + 35, -4) + -4, 2) + 45 >= 0',
+    '-1*x4 + 1*x6 + 2*x1 + -7*floordiv(-1*mod(-2*x2 + 5*x4 + 47, 97) + 64*x6 + 42, 4) + 49 >= 0',
+    '5*x0 + 64*x1 + -7*mod(-64*x7 + -7*x7 + -15, 3) + 36 >= 0',
+    '11*x7 + 11*mod(64*mod(64*x2 + -3*x5 + 3, 4) + -1*x0 + 5, 3) + 1*x0 + 11*x5 + -10 >= 0',
+    '-7*x0 + -64*x0 + 64*floordiv(2*x2 + -2*x1 + -37, 64) + 1*x7 + -30 >= 0',
+    '1*floordiv(-3*floordiv(-3*x0 + -7*x5 + 10, 4) + 11*x6 + -18, 64) + 11*x5 + -3*floordiv(5*x3 + -7*x6 + -41, 64) + -41 >= 0',
+    'x3 <= 277',
+]
+
+
+def test_an_unsatisfiable_set_is_reported_within_the_deadline():
+    t = time.monotonic()
+    with pytest.raises(smtdims.errors.UnsatisfiableConstraintsError) as err:
+        smtdims.bounds('max(64*x7 + 2*mod(1*x5 + 11*x3 + -4, 64) + 21, 2*x4 + 3*x4 + 35)', SLOW_CORE, deadline=1.0)
+    assert time.monotonic() - t <= 2.0
+    named = [c for c in SLOW_CORE if c in str(err.value)]
+    assert named, "the error names the conflicting constraints"
