@@ -18,17 +18,16 @@ from smtdims.reasoner import Session
 pytestmark = pytest.mark.skipif(not presburger.available(), reason="islpy is not installed")
 
 CASES = [
-    ("floordiv(a + 3, 4) - mod(b, 3)", ["a <= 20", "b >= 2*a - 30"], None),
-    ("max(a, b) - min(a, 2*b)", ["a + b <= 12"], None),
-    ("a - 2*b", ["c >= b", "a >= c", "u <= 10"], None),
+    ("floordiv(a + 3, 4) - mod(b, 3)", ["a <= 20", "b >= 2*a - 30"]),
+    ("max(a, b) - min(a, 2*b)", ["a + b <= 12"]),
+    ("a - 2*b", ["c >= b", "a >= c", "u <= 10"]),
     # negative divisors (Python's floor semantics) and nesting, which ISL gets as text
-    ("mod(mod(a - 10, -3) + 7, 4) + floordiv(-a, -2) - mod(floordiv(b, -5), 6)", ["a <= 40", "b <= 3*a"], None),
-    ("mod(mod(mod(mod(mod(a + 1000, 7), 6), 5), 4), 3)", [], None),
+    ("mod(mod(a - 10, -3) + 7, 4) + floordiv(-a, -2) - mod(floordiv(b, -5), 6)", ["a <= 40", "b <= 3*a"]),
+    ("mod(mod(mod(mod(mod(a + 1000, 7), 6), 5), 4), 3)", []),
 ]
 
 
-
-@pytest.mark.parametrize("expr, cons, _", CASES)
+@pytest.mark.parametrize("expr, cons", CASES)
 def test_isl_and_z3_give_the_same_exact_bounds(expr, cons):
     e = parse_expr(expr)
     with options.scoped(presburger=True):
