@@ -543,18 +543,24 @@ class SolverSession:
         r, _ = run_check(s, enc.ctx, tracked)
         if r != z3.unsat:
             return None
-        core = list(s.unsat_core())
-        for b in list(core):
-            if b not in core:
-                continue  # already dropped with an earlier, smaller core
-            trial = [x for x in core if not x.eq(b)]
+        # deletion: a fact whose removal leaves the rest satisfiable is needed (and stays needed
+        # in every smaller unsatisfiable subset); a removal that stays unsat shrinks the rest to
+        # the new core
+        needed: list[z3.BoolRef] = []
+        rest = list(s.unsat_core())
+        while rest:
+            b = rest.pop()
             COUNTERS.bump("solver_checks")
-            r, reason = run_check(s, enc.ctx, trial)
+            r, reason = run_check(s, enc.ctx, needed + rest)
             if r == z3.unsat:
-                core = [x for x in s.unsat_core() if any(x.eq(t) for t in trial)]
+                kept = {x.get_id() for x in s.unsat_core()}
+                rest = [x for x in rest if x.get_id() in kept]
             elif reason == REASON_DEADLINE:
+                needed += [b, *rest]  # out of time: a conflict still, perhaps not minimal
                 break
-        return [labels[str(b)] for b in core]
+            else:
+                needed.append(b)
+        return [labels[str(b)] for b in needed]
 
     def _optimizer(self, enc: Encoder, terms: list, goals: list[z3.BoolRef], atoms: set[Atom]) -> z3.Optimize:
         COUNTERS.bump("solvers_created")
