@@ -34,6 +34,7 @@ questions (limits below), where ISL's median is about a millisecond.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import math
 import os
@@ -151,7 +152,7 @@ class _Worker:
 
 
 _WORKER = _Worker()
-_KEYS = iter(range(1, 1 << 62))
+_KEYS = itertools.count(1)  # domain keys, unique in the process
 _KEYS_LOCK = threading.Lock()
 
 

@@ -661,8 +661,9 @@ class Session:
             # attained only if some valuation meets the constraints: tight once a point is known
             return self._mk_bounds(e, _End(c, w is not None, w), _End(c, w is not None, w), "constant")
         vals = list(self.points.values(e))
+        s = self.focus(e)
         # ISL first where it applies: its answer is exact and cheaper than the interval rules
-        exact = self.focus(e)._presburger_bounds(e, proven or (-INF, INF), vals)
+        exact = s._presburger_bounds(e, proven or (-INF, INF), vals)
         if exact is not None:
             return self._mk_bounds(e, *exact, "presburger")
         lo0, hi0 = self.interval(e)
@@ -672,7 +673,6 @@ class Session:
             (vmin, wmin), (vmax, wmax) = min(vals, key=lambda x: x[0]), max(vals, key=lambda x: x[0])
             if vmin == lo0 and vmax == hi0:
                 return self._mk_bounds(e, _End(vmin, True, wmin), _End(vmax, True, wmax), "points")
-        s = self.focus(e)
         if not vals:
             start = s._check(lambda enc: [], e)
             if start.status != SAT or start.model is None:
