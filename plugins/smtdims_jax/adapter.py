@@ -163,6 +163,8 @@ class _ScopeState:
 
 _STATES_LOCK = threading.Lock()
 _STATE_ATTR = "_smtdims_state"
+# Every attribute smtdims keeps on a JAX object (the scope is the only one: dimensions are slotted).
+_PRIVATE_ATTRS = frozenset({_STATE_ATTR, *exact_stock.SCOPE_ATTRS})
 
 
 def _state(scope: Any) -> _ScopeState:
@@ -171,6 +173,8 @@ def _state(scope: Any) -> _ScopeState:
     Not a WeakKeyDictionary: the caches' keys (JAX term tuples) reference the scope,
     so a weak-keyed table would keep every scope, its session and its Z3 context alive
     forever. As an attribute the references form a cycle that the GC collects with the scope.
+    The attribute is a cache, not meaning: :func:`_scope_getstate` leaves it out of copies
+    and pickles, so a copied scope starts empty and rebuilds it from its constraints.
     """
     st = scope.__dict__.get(_STATE_ATTR)
     if st is None:
@@ -180,6 +184,27 @@ def _state(scope: Any) -> _ScopeState:
                 st = _ScopeState()
                 setattr(scope, _STATE_ATTR, st)
     return st
+
+
+_SCOPE_GETSTATE = SymbolicScope.__dict__.get("__getstate__")  # JAX's own, if a release defines one
+
+
+def _scope_getstate(self: Any) -> Any:
+    """``SymbolicScope.__getstate__`` without smtdims' caches (copy, deepcopy and pickle use it).
+
+    Real clients deep-copy dimensions (``_DimExpr.__deepcopy__`` copies the scope), and a
+    session holds locks and Z3 objects that cannot be copied. Without smtdims attributes the
+    state is exactly what stock JAX copies and pickles (the same dict, so the same bytes).
+    """
+    state = _SCOPE_GETSTATE(self) if _SCOPE_GETSTATE is not None else self.__dict__
+    if isinstance(state, dict) and not _PRIVATE_ATTRS.isdisjoint(state):
+        state = {k: v for k, v in state.items() if k not in _PRIVATE_ATTRS}
+    return state
+
+
+# Installed at import, not by install(): scopes keep their caches after uninstall(), and must
+# still copy. Observable behaviour is stock's (see _scope_getstate).
+SymbolicScope.__getstate__ = _scope_getstate
 
 
 def session_for_scope(scope: Any) -> Session:
@@ -351,7 +376,10 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
         lo, hi = session.sign_bounds(to_ir(e), need, origin=e if scope._initialized else None,
                                      zero_divisors=_as_stock_on_zero_divisor)
     except UnsatisfiableConstraintsError as err:
-        raise ValueError(f"Unsatisfiable constraints in the symbolic scope: {err}") from None
+        # A ValueError, as stock JAX raises for the conflicts it finds, with its message prefix
+        # (handlers match "Unsatisfiable constraint"), and smtdims' minimal conflict.
+        raise UnsatisfiableConstraintsError(
+            err.conflict, f"Unsatisfiable constraints in the symbolic scope: {err}") from None
     except (SmtdimsError, InconclusiveDimensionOperation, RecursionError):
         raise
     except Exception as err:  # never let an internal failure become a wrong answer

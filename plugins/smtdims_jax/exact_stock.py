@@ -75,6 +75,7 @@ def _tick() -> None:
 
 _CACHE_ATTRS = {"_bounds_cache": "_smtdims_exact_bounds_cache",
                 "_decision_initial_state": "_smtdims_exact_decision_state"}
+SCOPE_ATTRS = frozenset(_CACHE_ATTRS.values())  # left out of copies and pickles by the adapter
 
 
 def _floor_div(x: Any, y: Any) -> Any:
