@@ -439,8 +439,8 @@ class Session:
         )
 
     def _decide(self, lhs: Expr, op: str, rhs: Expr) -> Decision:
-        self.check_divisors(lhs, rhs)
         self.ensure_satisfiable()
+        self.check_divisors(lhs, rhs)
         diff = lhs - rhs
         c = diff.as_constant()
         if c is not None:
@@ -498,8 +498,8 @@ class Session:
             return proven
 
     def _proves(self, lhs: Expr, op: str, rhs: Expr) -> bool:
-        self.check_divisors(lhs, rhs)
         self.ensure_satisfiable()
+        self.check_divisors(lhs, rhs)
         diff = lhs - rhs
         c = diff.as_constant()
         if c is not None:
@@ -539,6 +539,12 @@ class Session:
             if red is not e and red != e:
                 lo, hi = _sign_interval(lo, hi, *self.interval(red))
         if sufficient(need, lo, hi) and not self._infeasible_hint:
+            if not self._satisfiable_checked:
+                # The gate, once per session, before any rung answers (a known point proves it
+                # for free): in a scope that no valuation satisfies every bound is vacuous, and
+                # answering would let an export of an impossible specification succeed.
+                with self._question():
+                    self.ensure_satisfiable()
             STATS.answered("interval")
             return (lo, hi)
         key = (e, need)
@@ -572,6 +578,7 @@ class Session:
             return None
 
     def _sign_bounds(self, e: Expr, need: Precision, lo, hi, origin: Any, zero_divisors: Any) -> tuple[Interval, bool]:
+        self.ensure_satisfiable()
         z = self.zero_divisor(e)
         if z is not None:
             if zero_divisors == "raise":
@@ -636,6 +643,7 @@ class Session:
             if hit is not None:
                 STATS.bump("cache_hits")
                 return hit
+            self.ensure_satisfiable()
             self.check_divisors(e)
             b = self._bounds(e)
             if b.deterministic:

@@ -14,10 +14,10 @@ import jax
 import jax.numpy as jnp
 import pytest
 from jax import export, lax
+from smtdims_jax import adapter
 
 import smtdims
 from smtdims.errors import UnsatisfiableConstraintsError
-from smtdims_jax import adapter
 
 
 @pytest.fixture(autouse=True)
