@@ -4,7 +4,7 @@ Run as a script (``python _verify_worker.py JOBDIR``), never imported by the pip
 so that neither ``smtdims`` nor ``smtdims_jax`` is loaded here: a pass proves the
 artifact needs nothing but JAX. It imports only the standard library, NumPy and JAX.
 
-Protocol (all files in JOBDIR, written by :mod:`smtdims_jax.pipeline`):
+Protocol (all files in JOBDIR, written by :mod:`smtdims_jax.pipeline.fresh`):
 - ``artifact.bin``: ``Exported.serialize()`` bytes;
 - ``job.json``: ``{"samples": [{"index": i, "inputs": [LEAF, ...]}], "reject": [{"inputs": [...]}, ...]}``
   where a LEAF is ``{"dtype": name, "shape": [...], "offset": o, "nbytes": n}`` into ``inputs.bin``;

@@ -1,0 +1,43 @@
+"""The tutorial's closing checklist, automated: export -> serialize -> fresh process -> compile -> compare.
+
+:func:`export_and_verify` exports ``jax.jit(fn)`` with smtdims installed, checks that the
+dimensions the user made symbolic stayed symbolic, serializes the artifact, and then
+deserializes, compiles and runs it in a *fresh Python process that never imports
+smtdims* (so a pass also proves the artifact runs on stock JAX). The sample shapes are
+chosen by the solver, not by hand: each variable's minimum, divisibility edges of every
+``mod``/``floordiv``, large values, tight constraint boundaries, maxima. One shape that is
+provably outside the specification must be rejected by JAX's shape checks.
+
+Why a solver picks the shapes: the bugs shape polymorphism hides live at the edges
+(``b == 1`` evaluated as False while tracing, ``mod(b, 3) == 0``, ``a == b`` under
+``a >= b``); hand-picked "two shapes" rarely hit them.
+
+A function that JAX refuses to export is a failed check, not an exception: the report's
+``export`` check fails and :class:`ExportFailure` carries JAX's message, smtdims'
+witnesses (valuations on either side of an inconclusive comparison), and a fix that was
+re-exported to verify it (the constraint smtdims suggests, or for a reshape's "The
+remainder mod(b, -2) should be 0" the spec rewrite ``2*b`` for ``b``). Bad arguments
+(specs, dtypes) still raise. On the command line (:mod:`smtdims_jax.pipeline_cli`): exit status 0
+all checks passed, 1 a check failed (the export included), 2 usage or input error.
+
+The steps, one module each: :mod:`.specs` (argument specs -> one scope), :mod:`.verify`
+(the pipeline), :mod:`.samples` (solver-chosen shapes), :mod:`.compare` (inputs and
+outputs), :mod:`.fresh` (the fresh process; ``_verify_worker.py`` runs there),
+:mod:`.failure` (a failed export's reading and first fix), :mod:`.report` (the report).
+"""
+
+from __future__ import annotations
+
+from .compare import compare_outputs, random_input
+from .failure import describe_export_error
+from .fresh import run_fresh_process
+from .report import FAIL, PASS, SKIP, Check, ExportFailure, RejectionCheck, SampleResult, VerificationReport
+from .samples import MAX_ELEMENTS, SampleChooser
+from .specs import _SPEC_RE, _as_dtype, build_specs, parse_arg_spec  # noqa: F401 - the CLI reads the spec grammar here
+from .verify import export_and_verify
+
+__all__ = [
+    "FAIL", "MAX_ELEMENTS", "PASS", "SKIP", "Check", "ExportFailure", "RejectionCheck", "SampleChooser", "SampleResult",
+    "VerificationReport", "build_specs", "compare_outputs", "describe_export_error", "export_and_verify",
+    "parse_arg_spec", "random_input", "run_fresh_process",
+]

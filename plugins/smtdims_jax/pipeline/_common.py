@@ -1,0 +1,65 @@
+"""Small helpers every step uses: progress messages, platform names, who raised an error."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from jax import export
+
+from smtdims import options
+from smtdims.errors import SmtdimsError
+
+from .. import adapter
+
+Progress = Callable[[str], None]
+
+
+def _progress_fn(progress: bool | Progress | None) -> Progress:
+    if callable(progress):
+        return progress
+    if progress:
+        return lambda msg: print(f"smtdims: {msg}", file=sys.stderr, flush=True)
+    return lambda msg: None
+
+
+def _normalise_platforms(platforms: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    if platforms is None:
+        return None
+    items = platforms.split(",") if isinstance(platforms, str) else list(platforms)
+    out = tuple(p.strip().lower() for p in items if p.strip())
+    return out or None
+
+
+def _local_platform() -> str:
+    return export.default_export_platform()  # "cpu", "cuda", "rocm", "tpu": the names export uses
+
+
+def _fn_name(fn: Callable[..., Any]) -> str:
+    mod = getattr(fn, "__module__", None)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"{mod}:{name}" if mod else name
+
+
+_OWN_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                  for m in (sys.modules["smtdims"], sys.modules["smtdims_jax"]))
+
+
+def _raised_by_smtdims(err: BaseException) -> bool:
+    """Whether ``err`` is a bug in smtdims' code (raised there, not one of JAX's or smtdims' documented errors)."""
+    if isinstance(err, (adapter.AnyInconclusive, SmtdimsError)):
+        return False
+    tb = err.__traceback__
+    last = None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and os.path.abspath(last.tb_frame.f_code.co_filename).startswith(_OWN_DIRS)
+
+
+
+
+def _solver_budget(budget: int | None):
+    return options.scoped(budget=budget)
+

@@ -1,0 +1,150 @@
+"""A failed export: JAX's message, smtdims' witnesses, and one fix re-exported to verify it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+from jax import export
+
+from smtdims.constraints import ConstraintSet
+from smtdims.errors import SmtdimsError
+from smtdims.explain import Fix, suggest_fixes
+from smtdims.expr import MOD, Expr, Op
+from smtdims.parser import parse_expr
+from smtdims.reasoner import Session
+
+from .. import adapter, enabled
+from ._common import _raised_by_smtdims
+from .report import ExportFailure, _first_line
+from .specs import _aval_text, _is_sym
+
+# -- a failed export -----------------------------------------------------------------------------------
+_UNDETERMINED_RE = re.compile(r"undetermined: (.*?) makes (.*) false; (.*?) makes it true\.")
+_VALUATION_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*) = (-?\d+)")
+_REMAINDER_RE = re.compile(r"The remainder (.+?) should be 0")
+
+
+def _valuation(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in _VALUATION_RE.findall(text)}
+
+
+def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tuple[str, ...] | None,
+                          spec_leaves: Sequence[Any], in_tree: Any, scope: Any,
+                          budget: int | None = None) -> ExportFailure:
+    """JAX's message, smtdims' witness lines, and a fix that was re-exported to check it.
+
+    An inconclusive comparison raised with smtdims installed already says (in its
+    ``str()``) where both answers occur and the first fix smtdims verified for that
+    comparison; a reshape's "The remainder mod(b, -2) should be 0" gets the spec rewrite
+    (write ``2*b`` for ``b``) that makes the size divisible for every valuation.
+    """
+    text = str(err)
+    help_msg = getattr(type(err), "_help_msg", None)
+    if isinstance(help_msg, str) and help_msg.strip() and help_msg in text:
+        text = text.replace(help_msg, "")
+    lines = text.rstrip().splitlines()
+    ours = tuple(ln.strip() for ln in lines if ln.strip().startswith("smtdims:"))
+    message = "\n".join(ln for ln in lines if not ln.strip().startswith("smtdims:")).strip()
+    witnesses: tuple[str, ...] = ()
+    valuations: tuple[dict[str, int], ...] = ()
+    location = fix = kind = ""
+    for ln in ours:
+        m = _UNDETERMINED_RE.search(ln)
+        if m:
+            witnesses = (f"{m.group(1)} makes {m.group(2)} false", f"{m.group(3)} makes it true")
+            valuations = (_valuation(m.group(1)), _valuation(m.group(3)))
+        if ln.startswith("smtdims: suggested fix: "):
+            fix = ln[len("smtdims: suggested fix: "):]
+        if ln.startswith("smtdims: the comparison arose at "):
+            location = ln[len("smtdims: the comparison arose at "):]
+    session = adapter.session_for_scope(scope)
+    constraint = variable = new = None
+    m = re.match(r"add the constraint '(.+?)'", fix)
+    if m:
+        kind, constraint = "constraint", m.group(1)
+    m = re.match(r"write '(.+?)' in the shape specification in place of '(\w+)'", fix)
+    if m:
+        kind, new, variable = "spec", m.group(1), m.group(2)
+    rem = _REMAINDER_RE.search(message)
+    if not fix and rem:
+        found = _remainder_fix(session, rem.group(1))
+        if found is not None:
+            kind, new, variable, fix = "spec", found.text, found.variable, str(found)
+    verified: bool | None = None
+    detail = ""
+    fixed_specs: tuple[str, ...] = ()
+    fixed_constraints: tuple[str, ...] = ()
+    if kind:
+        try:
+            rebuilt = _respec(spec_leaves, session.constraints, variable, new, constraint)
+        except Exception as e:  # noqa: BLE001 - the rewritten spec is ours; if JAX will not take it, say so
+            rebuilt, detail = None, f"the rewritten specification did not build ({type(e).__name__}: {_first_line(str(e))})"
+        if rebuilt is not None:
+            leaves, texts = rebuilt
+            fixed_specs = tuple(_aval_text(x) for x in leaves)
+            fixed_constraints = texts
+            try:
+                with enabled(budget=budget):
+                    export.export(jax.jit(fn), platforms=plats)(*jax.tree_util.tree_unflatten(in_tree, leaves))
+                verified = True
+            except Exception as e:  # noqa: BLE001 - any refusal: the fix is not enough
+                if _raised_by_smtdims(e):
+                    raise
+                verified, detail = False, f"{type(e).__name__}: {_first_line(str(e), 200)}"
+        elif not detail:
+            detail = "the constraints could not be rewritten mechanically"
+    return ExportFailure(
+        type=type(err).__name__ if not isinstance(err, adapter.AnyInconclusive)
+        else "InconclusiveDimensionOperation",
+        message=message, smtdims=ours, witnesses=witnesses, valuations=valuations, location=location, fix=fix,
+        fix_kind=kind, fix_verified=verified, fix_detail=detail, fixed_specs=fixed_specs,
+        fixed_constraints=fixed_constraints,
+    )
+
+
+def _remainder_fix(session: Session, remainder: str) -> Fix | None:
+    """``mod(E, k)`` must be 0: the first verified spec rewrite (``v -> m*v``) that makes it so."""
+    try:
+        e = parse_expr(remainder)
+    except SmtdimsError:
+        return None
+    atoms = [a for a in e.atoms() if isinstance(a, Op) and a.op == MOD]
+    if len(atoms) != 1 or e != Expr.atom(atoms[0]):
+        return None
+    k = atoms[0].rhs.as_constant()
+    if k is None or abs(k) < 2:
+        return None
+    target = atoms[0].lhs.mod(abs(k))  # mod(E, -k) == 0 exactly when mod(E, k) == 0
+    try:
+        fixes = suggest_fixes(session, target, "==", Expr.const(0))
+    except SmtdimsError:
+        return None
+    return next((f for f in fixes if f.kind == "spec"), None)
+
+
+def _respec(leaves: Sequence[Any], cs: ConstraintSet, variable: str | None, new: str | None,
+            constraint: str | None) -> tuple[list[Any], tuple[str, ...]] | None:
+    """The spec leaves rebuilt in a fresh scope with a fix applied (None: cannot rewrite it)."""
+    env = {variable: parse_expr(new)} if variable and new else {}
+    texts = []
+    for c in cs:
+        if not env or variable not in c.diff.variables():
+            texts.append(c.text)
+        elif re.fullmatch(r"\d+\*[A-Za-z_]\w*", new or "") and "^" not in c.text:  # 'b >= 3' -> '2*b >= 3'
+            texts.append(re.sub(rf"(?<![\w.]){re.escape(variable)}(?!\w)", new, c.text))
+        elif c.kind == ">=":
+            texts.append(f"{c.diff.substitute(env)} >= 0")
+        else:
+            return None
+    if constraint:
+        texts.append(constraint)
+    scope = export.SymbolicScope(tuple(texts))
+    out = []
+    for x in leaves:
+        dims = [str(adapter.to_ir(d).substitute(env)) if _is_sym(d) else str(int(d)) for d in x.shape]
+        shape = export.symbolic_shape(", ".join(dims), scope=scope) if dims else ()
+        out.append(jax.ShapeDtypeStruct(shape, x.dtype))
+    return out, tuple(texts)

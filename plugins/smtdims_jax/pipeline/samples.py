@@ -1,0 +1,213 @@
+"""Sample shapes chosen by the solver: minima, divisibility edges, large values, tight constraints."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import z3
+
+from smtdims.constraints import ConstraintSet
+from smtdims.errors import format_valuation
+from smtdims.expr import FLOORDIV, MOD, Expr, Op
+from smtdims.reasoner import Session
+from smtdims.smt import SAT, UNSAT, Encoder
+
+MAX_ELEMENTS = 1 << 22  # per sample, all inputs together: keeps "large" samples quick to run
+_LARGE = (61, 53, 47, 43, 41, 37)  # "large" = minimum + one of these primes (no accidental divisibility)
+_CAP_STEP = 64  # first solver attempt keeps every variable within minimum + 64
+
+
+Cond = tuple[Expr, str, int]  # lhs op rhs, evaluated exactly and encoded for Z3
+
+
+def _holds(conds: Sequence[Cond], env: dict[str, int]) -> bool:
+    try:
+        for e, op, k in conds:
+            v = e.evaluate(env)
+            if not {"==": v == k, "!=": v != k, ">=": v >= k, "<=": v <= k, "<": v < k}[op]:
+                return False
+    except (ZeroDivisionError, KeyError):
+        return False
+    return True
+
+
+def _encode(enc: Encoder, conds: Sequence[Cond]) -> list[z3.BoolRef]:
+    out = []
+    for e, op, k in conds:
+        t = enc.expr(e)
+        out.append({"==": t == k, "!=": t != k, ">=": t >= k, "<=": t <= k, "<": t < k}[op])
+    return out
+
+
+class SampleChooser:
+    """Solver-chosen valuations for the input shapes: edges first, all shapes distinct.
+
+    Every chosen valuation is re-checked with exact Python arithmetic against the
+    constraints, so an encoding bug cannot smuggle an out-of-spec shape into the samples.
+    """
+
+    def __init__(self, session: Session, dims: Sequence[Sequence[Expr]], extra_atoms: Sequence[Expr] = ()):
+        self.session = session
+        self.constraints: ConstraintSet = session.constraints
+        self.dims = [tuple(d) for d in dims]
+        self.flat = [d for leaf in self.dims for d in leaf if not d.is_constant]
+        self.vars = sorted(frozenset().union(*(d.variables() for d in self.flat)) | self.constraints.variables())
+        self.shape_vars = sorted(frozenset().union(*(d.variables() for d in self.flat)))
+        atoms: set = set()
+        for e in [*self.flat, *extra_atoms, *(c.diff for c in self.constraints)]:
+            atoms |= {a for a in e.atoms() if isinstance(a, Op) and a.op in (FLOORDIV, MOD)}
+        self.div_atoms = sorted(atoms, key=str)
+        self.lo: dict[str, int] = {}
+        self.hi: dict[str, int | float] = {}
+        for v in self.shape_vars:
+            b = session.bounds(Expr.var(v))
+            self.lo[v] = int(b.lo) if math.isfinite(b.lo) else 1
+            self.hi[v] = b.hi
+
+    def shapes(self, env: dict[str, int]) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(d.evaluate(env) for d in leaf) for leaf in self.dims)
+
+    def _solve(self, session: Session, conds: Sequence[Cond], avoid: Sequence[dict[str, int]]) -> dict[str, int] | None:
+        """A model of constraints & conds & (shape differs from each of ``avoid``); small values first."""
+        caps: list[Cond] = [(Expr.var(v), "<=", self.lo[v] + _CAP_STEP) for v in self.shape_vars]
+        nonneg: list[Cond] = [(d, ">=", 0) for d in self.flat]
+        exprs = [e for e, _, _ in [*conds, *nonneg]] or [Expr.const(0)]
+        linear = all(e.is_linear() for e in exprs)
+
+        def build(enc: Encoder, with_caps: bool) -> list[z3.BoolRef]:
+            fs = _encode(enc, [*conds, *nonneg, *(caps if with_caps else [])])
+            for prev in avoid:
+                differs = [enc.expr(d) != d.evaluate(prev) for d in self.flat]
+                fs.append(z3.Or(differs) if differs else z3.BoolVal(False, enc.ctx))
+            return fs
+
+        for with_caps in (True, False):
+            with session.lock:
+                res = session.solver.check(lambda enc, c=with_caps: build(enc, c), linear=linear and session.solver.linear,
+                                           model_vars=frozenset(self.vars))
+            if res.status == SAT and res.model is not None:
+                env = {v: res.model.get(v, 1) for v in self.vars}
+                ok = session.constraints.holds(env) and _holds([*conds, *nonneg], env)
+                if ok and all(self.shapes(env) != self.shapes(p) for p in avoid):
+                    return env
+        return None
+
+    def goals(self) -> list[tuple[str, list[Cond]]]:
+        """Targets in priority order (a smaller ``samples`` keeps the first ones)."""
+        v_ = Expr.var
+        out: list[tuple[str, list[Cond]]] = []
+        if self.shape_vars:
+            out.append(("minimum", [(v_(v), "==", self.lo[v]) for v in self.shape_vars]))
+        for a in self.div_atoms:
+            k = a.rhs.as_constant()
+            r = a.lhs.mod(a.rhs)
+            out.append((f"{r} == 0", [(r, "==", 0)]))
+            if k is not None and abs(k) > 2:
+                edge = k - 1 if k > 0 else k + 1
+                out.append((f"{r} == {edge}", [(r, "==", edge)]))
+            else:
+                out.append((f"{r} != 0", [(r, "!=", 0)]))
+        # distinct large values per variable, so that e.g. (a, b) is not sampled only on a == b
+        large = {v: int(min(self.hi[v], self.lo[v] + _LARGE[i % len(_LARGE)])) for i, v in enumerate(self.shape_vars)}
+        if self.shape_vars:
+            out.append(("large", [(v_(v), "==", large[v]) for v in self.shape_vars]))
+        for c in self.constraints:
+            if c.kind == ">=":
+                out.append((f"{c.text} tight", [(c.diff, "==", 0)]))
+        for v in self.shape_vars:
+            if math.isfinite(self.hi[v]):
+                out.append((f"max {v}", [(v_(v), "==", int(self.hi[v]))]))
+        if len(self.shape_vars) > 1:
+            for v in self.shape_vars:
+                out.append((f"min {v}, others large",
+                            [(v_(w), "==", self.lo[w] if w == v else large[w]) for w in self.shape_vars]))
+        for v in self.shape_vars:
+            out.append((f"min {v}", [(v_(v), "==", self.lo[v])]))
+            out.append((f"large {v}", [(v_(v), "==", large[v])]))
+        return out
+
+    def choose(self, n: int) -> list[tuple[dict[str, int], list[str]]]:
+        """Up to ``n`` valuations with distinct shapes, each with the goals it covers."""
+        chosen: list[tuple[dict[str, int], list[str]]] = []
+        if not self.flat:
+            return [({v: self.lo.get(v, 1) for v in self.vars}, ["static shapes"])]
+        for label, conds in self.goals():
+            if len(chosen) >= n:
+                break
+            covered = [why for env, why in chosen if _holds(conds, env)]
+            if covered:
+                covered[0].append(label)
+                continue
+            env = self._fit(conds, [e for e, _ in chosen])
+            if env is not None:
+                chosen.append((env, [label]))
+        for k in range(1, 4 * n):  # fill: small spread values first, then anything distinct
+            if len(chosen) >= n:
+                break
+            for spread in ([(Expr.var(v), "==", self.lo[v] + k * (i + 1)) for i, v in enumerate(self.shape_vars)],
+                           [(Expr.var(v), "==", self.lo[v] + k) for v in self.shape_vars]):
+                env = self._fit(spread, [e for e, _ in chosen])
+                if env is not None:
+                    chosen.append((env, ["spread"]))
+                    break
+        while len(chosen) < n:
+            env = self._fit([], [e for e, _ in chosen])
+            if env is None:
+                break  # the specification admits no more distinct shapes
+            chosen.append((env, ["distinct"]))
+        return chosen
+
+    def _fit(self, conds: list[Cond], avoid: list[dict[str, int]]) -> dict[str, int] | None:
+        env = self._solve(self.session, conds, avoid)
+        if env is not None and sum(math.prod(s) for s in self.shapes(env)) > MAX_ELEMENTS:
+            return None
+        return env
+
+    # -- a shape outside the specification ------------------------------------------------------------
+    def is_outside(self, shapes: tuple[tuple[int, ...], ...]) -> bool:
+        """Proven: no valuation meeting the constraints (and every variable >= 1) gives ``shapes``."""
+        conds: list[Cond] = [
+            (d, "==", s) for leaf, sl in zip(self.dims, shapes, strict=True) for d, s in zip(leaf, sl, strict=True)
+        ]
+        if any(e.is_constant and e.as_constant() != s for e, _, s in conds):
+            return True
+        conds = [c for c in conds if not c[0].is_constant]
+        with self.session.lock:
+            res = self.session.solver.check(
+                lambda enc: _encode(enc, conds), linear=self.session.solver.linear and all(e.is_linear() for e, _, _ in conds),
+                model_vars=frozenset(self.vars),
+            )
+        return res.status == UNSAT
+
+    def outside(self, samples: Sequence[dict[str, int]], limit: int = 3) -> list[tuple[tuple[tuple[int, ...], ...], str]]:
+        """Shapes provably outside the spec: one per violated constraint, then one dimension of a sample perturbed."""
+        found: list[tuple[tuple[tuple[int, ...], ...], str]] = []
+        for c in self.constraints:
+            if len(found) >= limit - 1:
+                break
+            others = ConstraintSet(tuple(x for x in self.constraints if x is not c))
+            negated: Cond = (c.diff, "<" if c.kind == ">=" else "!=", 0)
+            env = self._solve(Session(others, self.session.budget), [negated], [])
+            if env is not None and not c.holds(env):
+                shapes = self.shapes(env)
+                if self.is_outside(shapes) and shapes not in [f[0] for f in found]:
+                    found.append((shapes, f"{format_valuation({v: env[v] for v in self.shape_vars})} violates {c.text}"))
+        for env in samples:
+            base = self.shapes(env)
+            for i, leaf in enumerate(self.dims):
+                for j, d in enumerate(leaf):
+                    if d.is_constant and self.flat:
+                        continue
+                    for delta in (1, -1):
+                        new = base[i][j] + delta
+                        if new < 0:
+                            continue
+                        shapes = tuple(
+                            tuple(new if (ii, jj) == (i, j) else s for jj, s in enumerate(sl)) for ii, sl in enumerate(base)
+                        )
+                        if self.is_outside(shapes):
+                            found.append((shapes, f"input {i} dim {j} ({d}) of {base} set to {new}: no valuation gives it"))
+                            return found
+        return found
+

@@ -1,0 +1,185 @@
+"""Argument specifications: ``"int32[b, 4]"``, ``("b, 4", "int32")``, ShapeDtypeStructs -> one symbolic scope."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import export
+
+_SPEC_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[(.*)\]\s*$", re.S)
+
+
+def _as_dtype(x: Any) -> np.dtype:
+    """A dtype from a full name (``"int32"``, ``"bfloat16"``) or a type; shorthands like ``"float"``, ``"i4"`` are refused."""
+    try:
+        d = jnp.dtype(x)
+    except TypeError:
+        d = None
+    if d is None:
+        raise ValueError(f"unknown dtype {x!r}; write a full name such as 'int32', 'float32', 'float64' or 'bfloat16'")
+    if isinstance(x, str) and d.name != x:
+        raise ValueError(f"unknown dtype {x!r} (NumPy shorthand for {d.name}); write the full name, e.g. {d.name!r}")
+    return d
+
+
+def _is_pair_candidate(x: Any) -> bool:
+    """A 2-tuple that reads as ``(shape, dtype)`` rather than as a pytree of two specs."""
+    if not (isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str)):
+        return False
+    second = x[1]
+    if isinstance(second, str):
+        return not _SPEC_RE.match(second)  # ("int32[a]", "int32[b]") is a pytree of two specs
+    if isinstance(second, (list, tuple, dict, jax.ShapeDtypeStruct)):
+        return False
+    return isinstance(second, (type, np.dtype)) or not hasattr(second, "shape")  # arrays are pytree leaves
+
+
+def _pair(x: tuple[Any, Any]) -> _StringSpec:
+    shape, dtype = x
+    try:
+        d = _as_dtype(dtype)
+    except ValueError as err:
+        if isinstance(dtype, str):
+            raise ValueError(
+                f"argument spec {x!r} is ambiguous: as a (shape, dtype) pair, {err}; as two bare shape specs, "
+                f"give them as separate arguments or with their dtypes, e.g. ('float32[{shape}]', 'float32[{dtype}]')"
+            ) from None
+        raise TypeError(f"argument spec {x!r}: the second element of a (shape, dtype) pair must be a dtype; {err}") from None
+    if _SPEC_RE.match(shape):
+        raise ValueError(f"argument spec {x!r}: {shape!r} already names its dtype; write {shape!r} alone, or "
+                         f"({_SPEC_RE.match(shape).group(2)!r}, {d.name!r})")
+    return _StringSpec(shape, d)
+
+
+def _split_top(text: str) -> list[str]:
+    """Split a shape spec on the commas outside parentheses."""
+    text = text.strip()
+    if text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(text):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(text) - 1:
+                break
+        else:
+            text = text[1:-1]
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += ch == "("
+        depth -= ch == ")"
+        cur += ch
+    if cur.strip() or parts:
+        parts.append(cur)
+    return [p.strip() for p in parts]
+
+
+@dataclass
+class _StringSpec:
+    shape: str
+    dtype: np.dtype
+
+
+def parse_arg_spec(spec: Any, default_dtype: Any = "float32") -> Any:
+    """One argument spec as given to :func:`export_and_verify`, before the scope exists.
+
+    ``"int32[b, 4]"``, ``("b, 4", "int32")`` or a bare ``"b, 4"`` (``default_dtype``)
+    become string specs (a ``(str, str)`` tuple whose second element is neither a dtype
+    name nor a spec with a dtype, such as ``("b", "float")``, is refused as ambiguous);
+    ``jax.ShapeDtypeStruct`` and arrays (static shapes) pass through;
+    lists, dicts and other pytrees are converted leaf by leaf.
+    """
+
+    def leaf(x: Any) -> Any:
+        if isinstance(x, str):
+            m = _SPEC_RE.match(x)
+            if m:
+                return _StringSpec(m.group(2), _as_dtype(m.group(1)))
+            return _StringSpec(x, _as_dtype(default_dtype))
+        if _is_pair_candidate(x):
+            return _pair(x)
+        if isinstance(x, jax.ShapeDtypeStruct):
+            return x
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            return jax.ShapeDtypeStruct(tuple(x.shape), x.dtype)  # a concrete array: its shape is static
+        raise TypeError(
+            f"argument spec {x!r}: expected 'int32[b, 4]', ('b, 4', 'int32'), a jax.ShapeDtypeStruct "
+            "(e.g. from jax.export.symbolic_args_specs) or an array"
+        )
+
+    return jax.tree_util.tree_map(
+        leaf, spec, is_leaf=lambda x: isinstance(x, (str, jax.ShapeDtypeStruct)) or _is_pair_candidate(x)
+    )
+
+
+def _is_sym(d: Any) -> bool:
+    return export.is_symbolic_dim(d)
+
+
+def build_specs(arg_specs: Sequence[Any], constraints: Sequence[str] = ()) -> tuple[tuple[Any, ...], Any, list[str]]:
+    """``jax.ShapeDtypeStruct`` pytrees sharing one scope, the scope, and the specialised dims found.
+
+    String specs share one :class:`jax.export.SymbolicScope` built with ``constraints``, or
+    the scope of the ``ShapeDtypeStruct``s given (constraints must then come with that scope).
+    """
+    if isinstance(constraints, str):
+        raise TypeError(f"constraints must be a sequence of strings; write constraints=({constraints!r},)")
+    parsed = [parse_arg_spec(a) for a in arg_specs]
+    is_leaf = lambda x: isinstance(x, (_StringSpec, jax.ShapeDtypeStruct))
+    scopes = {id(d.scope): d.scope for p in parsed for x in jax.tree_util.tree_leaves(p, is_leaf=is_leaf)
+              if isinstance(x, jax.ShapeDtypeStruct) for d in x.shape if _is_sym(d)}
+    if len(scopes) > 1:
+        raise ValueError("Invalid mixing of symbolic scopes: the ShapeDtypeStructs come from different SymbolicScopes; "
+                         "build them with one scope (symbolic_shape(..., scope=...))")
+    if scopes and constraints:
+        raise ValueError("constraints= cannot be added to the scope of ShapeDtypeStructs that already exist; "
+                         "pass them where the scope is made: symbolic_shape(..., constraints=...)")
+    scope = next(iter(scopes.values())) if scopes else export.SymbolicScope(tuple(constraints))
+    specialised: list[str] = []
+
+    def build(path: Any, x: Any) -> Any:
+        if isinstance(x, jax.ShapeDtypeStruct):
+            return x
+        texts = _split_top(x.shape)
+        if any(t in ("...", "_") for t in texts):
+            raise ValueError(f"spec {x.shape!r}: '...' and '_' take their sizes from actual arguments; build the "
+                             "specs with jax.export.symbolic_args_specs(args, spec) and pass those")
+        shape = export.symbolic_shape(x.shape, scope=scope)
+        for j, (text, d) in enumerate(zip(texts, shape, strict=True) if len(texts) == len(shape) else ()):
+            if re.search(r"[A-Za-z_]", text) and not _is_sym(d):
+                specialised.append(f"args{jax.tree_util.keystr(path)}.shape[{j}] written '{text}' came out as the "
+                                   f"constant {d} (an equality constraint fixes it)")
+        return jax.ShapeDtypeStruct(shape, x.dtype)
+
+    specs = tuple(jax.tree_util.tree_map_with_path(build, p, is_leaf=is_leaf) for p in parsed)
+    return specs, scope, specialised
+
+
+
+def _needs_x64(leaves: Sequence[Any]) -> bool:
+    """Whether some input dtype (float64, int64, ...) exists only with ``jax_enable_x64``."""
+    return any(jax.dtypes.canonicalize_dtype(x.dtype) != np.dtype(x.dtype) for x in leaves
+               if not jnp.issubdtype(x.dtype, jax.dtypes.extended))
+
+
+def _aval_text(x: Any) -> str:
+    return f"{np.dtype(x.dtype).name}[{','.join(str(d) for d in x.shape)}]"  # as JAX prints in_avals
+
+
+def _x64_on():
+    """``jax_enable_x64`` for a block: ``jax.enable_x64(True)`` (newer JAX) or ``jax.experimental.enable_x64()``."""
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(True)
+    from jax.experimental import enable_x64
+
+    return enable_x64()
+
