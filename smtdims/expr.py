@@ -9,6 +9,8 @@ detection and a cheap test for the linear (Presburger) fragment.
 
 from __future__ import annotations
 
+import math
+import operator
 import sys
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -193,6 +195,15 @@ class Expr:
 
     __radd__ = __add__
 
+    @staticmethod
+    def sum(parts: Iterable[ExprLike]) -> Expr:
+        """``parts`` added in one pass (repeated ``+`` sorts the whole sum at every step)."""
+        acc: dict[Monomial, int] = {}
+        for p in parts:
+            for m, c in Expr.lift(p).terms:
+                acc[m] = acc.get(m, 0) + c
+        return Expr._from_dict(acc)
+
     def __neg__(self) -> Expr:
         return Expr(tuple((m, -c) for m, c in self.terms))
 
@@ -204,22 +215,109 @@ class Expr:
 
     def __mul__(self, other: ExprLike) -> Expr:
         other = Expr.lift(other)
-        acc: dict[Monomial, int] = {}
-        for m1, c1 in self.terms:
-            for m2, c2 in other.terms:
-                m = _mono_mul(m1, m2)
-                acc[m] = acc.get(m, 0) + c1 * c2
-        return Expr._from_dict(acc)
+        if not self.terms or not other.terms:
+            return Expr(())
+        for x, y in ((self, other), (other, self)):
+            k = y.as_constant()
+            if k is not None:  # scaling keeps the order of the terms
+                return x if k == 1 else Expr(tuple((m, c * k) for m, c in x.terms))
+        work = len(self.terms) * len(other.terms)
+        if work > MAX_PRODUCTS:
+            raise ExpansionTooLarge(_too_large(f"a product of {len(self.terms):,} by {len(other.terms):,} terms",
+                                               f"{work:,} products", f"{MAX_PRODUCTS:,} products"))
+        acc: dict = {}
+        atoms = _few_atoms(self, other)
+        if atoms is not None:  # exponent vectors: a product is a tuple sum, no sorting per monomial
+            xs, ys = _vectors(atoms, self), _vectors(atoms, other)
+            for v, c in xs:
+                for w, d in ys:
+                    key = tuple(map(operator.add, v, w))
+                    acc[key] = acc.get(key, 0) + c * d
+                if len(acc) > MAX_TERMS:
+                    break
+        else:
+            for m1, c1 in self.terms:
+                for m2, c2 in other.terms:
+                    m = _mono_mul(m1, m2)
+                    acc[m] = acc.get(m, 0) + c1 * c2
+                if len(acc) > MAX_TERMS:
+                    break
+        if len(acc) > MAX_TERMS:
+            raise ExpansionTooLarge(_too_large(f"a product of {len(self.terms):,} by {len(other.terms):,} terms",
+                                               f"more than {MAX_TERMS:,} terms", f"{MAX_TERMS:,} terms"))
+        return _from_vectors(atoms, acc) if atoms is not None else Expr._from_dict(acc)
 
     __rmul__ = __mul__
 
     def __pow__(self, exponent: int) -> Expr:
+        """The expanded power, by the multinomial theorem (about one step per term of the result).
+
+        Refused (:class:`ExpansionTooLarge`) before the work when the expansion could have more
+        than :data:`MAX_TERMS` terms (``(a + b + c)^500`` has 125,751) and squaring does not
+        keep it smaller.
+        """
         if isinstance(exponent, bool) or not isinstance(exponent, int) or exponent < 0:
             raise ValueError(f"exponents must be non-negative integers, got {exponent!r}")
-        result = Expr.const(1)
-        for _ in range(exponent):
-            result = result * self
-        return result
+        if exponent == 0:
+            return Expr.const(1)
+        if exponent == 1 or not self.terms:
+            return self
+        n, t = exponent, len(self.terms)
+        if t == 1:
+            (m, c), = self.terms
+            return Expr(((tuple((a, k * n) for a, k in m), c**n),))
+        bound = math.comb(n + t - 1, t - 1)
+        if bound > MAX_TERMS:
+            # the bound counts distinct products of the terms; equal monomials can make the result
+            # smaller ((1 + a + a^2)^200): square and multiply, each product checked as it comes
+            result, base = Expr.const(1), self
+            try:
+                while n:
+                    if n & 1:
+                        result = result * base
+                    n >>= 1
+                    if n:
+                        base = base * base
+            except ExpansionTooLarge:
+                raise ExpansionTooLarge(_too_large(f"the power ^{exponent} of {t} terms", f"up to {bound:,} terms",
+                                                   f"{MAX_TERMS:,} terms")) from None
+            return result
+        acc: dict = {}
+        atoms = _few_atoms(self, self)
+        if atoms is not None:
+            parts: list = _vectors(atoms, self)
+            unit: object = (0,) * len(atoms)
+
+            def scaled(v, k):
+                return tuple(x * k for x in v)
+
+            join = lambda v, w: tuple(map(operator.add, v, w))  # noqa: E731
+        else:
+            parts, unit = list(self.terms), ()
+
+            def scaled(m, k):
+                return tuple((a, e * k) for a, e in m)
+
+            join = _mono_mul
+        pows = []  # pows[j][k] = c_j^k
+        for _, c in parts:
+            row = [1]
+            for _ in range(n):
+                row.append(row[-1] * c)
+            pows.append(row)
+
+        def expand(j: int, left: int, mono, coeff: int) -> None:
+            # the terms whose exponents of parts j.. sum to ``left``: n!/(k1!...kt!) = prod C(left, kj)
+            if j == t - 1:
+                key = join(mono, scaled(parts[j][0], left))
+                acc[key] = acc.get(key, 0) + coeff * pows[j][left]
+                return
+            for k in range(left, -1, -1):
+                expand(j + 1, left - k, join(mono, scaled(parts[j][0], k)) if k else mono,
+                       coeff * math.comb(left, k) * pows[j][k])
+
+        expand(0, n, unit, 1)
+        return _from_vectors(atoms, acc) if atoms is not None else Expr._from_dict(acc)
 
     def floordiv(self, other: ExprLike) -> Expr:
         return _binary(FLOORDIV, self, Expr.lift(other))
@@ -296,6 +394,60 @@ def _mono_mul(m1: Monomial, m2: Monomial) -> Monomial:
     for a, e in m2:
         acc[a] = acc.get(a, 0) + e
     return tuple(sorted(acc.items(), key=lambda ae: ae[0].sort_key()))
+
+
+# Limits on expansion, checked before the work is done. The expanded form is the IR, and every
+# later step (intervals, points, Z3's encoding) costs time in proportion to its terms: 20,000
+# terms expand in about 0.3 s, so a question about them can still be answered in time.
+MAX_TERMS = 20_000  # terms of a product or power
+MAX_PRODUCTS = 200_000  # term-by-term products of one multiplication
+
+
+class ExpansionTooLarge(ValueError):
+    """A product or power whose expansion exceeds :data:`MAX_TERMS` or :data:`MAX_PRODUCTS`."""
+
+
+def _too_large(what: str, size: str, limit: str) -> str:
+    return (f"{what} expands to {size}, more than the limit of {limit}; no dimension expression "
+            "needs one so large (name a factor as a new variable with a constraint instead)")
+
+
+_VECTOR_ATOMS = 8  # up to this many atoms, monomials are multiplied as exponent vectors
+
+
+def _few_atoms(x: Expr, y: Expr) -> list[Atom] | None:
+    """The atoms of ``x`` and ``y`` in sort order, when there are few enough for exponent vectors."""
+    atoms: set[Atom] = set()
+    for e in (x, y):
+        for m, _ in e.terms:
+            for a, _ in m:
+                atoms.add(a)
+        if len(atoms) > _VECTOR_ATOMS:
+            return None
+    return sorted(atoms, key=lambda a: a.sort_key())
+
+
+def _vectors(atoms: list[Atom], x: Expr) -> list[tuple[tuple[int, ...], int]]:
+    """``x``'s terms as exponent vectors over ``atoms`` (which hold every atom of ``x``)."""
+    idx = {a: i for i, a in enumerate(atoms)}
+    out = []
+    for m, c in x.terms:
+        v = [0] * len(atoms)
+        for a, k in m:
+            v[idx[a]] = k
+        out.append((tuple(v), c))
+    return out
+
+
+def _from_vectors(atoms: list[Atom], acc: Mapping[tuple[int, ...], int]) -> Expr:
+    """The normalised expression of exponent vectors over ``atoms`` (in sort order).
+
+    The atoms' ranks order monomials as their sort keys do, so the key below sorts as
+    :func:`_mono_key` would, without building a key per atom.
+    """
+    items = [(v, c) for v, c in acc.items() if c]
+    items.sort(key=lambda vc: (-sum(vc[0]), tuple((i, k) for i, k in enumerate(vc[0]) if k)))
+    return Expr(tuple((tuple((atoms[i], k) for i, k in enumerate(v) if k), c) for v, c in items))
 
 
 def _binary(op: str, lhs: Expr, rhs: Expr) -> Expr:

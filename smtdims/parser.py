@@ -31,10 +31,11 @@ from __future__ import annotations
 import functools
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import ParseError
-from .expr import FLOORDIV, MAX, MOD, OPERATIONS, Expr, deep_recursion
+from .expr import FLOORDIV, MAX, MOD, OPERATIONS, ExpansionTooLarge, Expr, deep_recursion
 
 # Deep enough for any real shape, shallow enough for Python's stack.
 MAX_NESTING = 400
@@ -169,13 +170,13 @@ class _Parser:
         self.nesting += 1
         if self.nesting > MAX_NESTING:
             raise self.error(f"expression nested deeper than {MAX_NESTING} levels")
-        result = self.term()
+        parts = [self.term()]
         while self.at_op("+", "-"):
             op = self.advance().text
             rhs = self.term()
-            result = result + rhs if op == "+" else result - rhs
+            parts.append(rhs if op == "+" else -rhs)
         self.nesting -= 1
-        return result
+        return parts[0] if len(parts) == 1 else Expr.sum(parts)  # one pass: a sum of 1,000 terms in ms
 
     # term := factor (('*'|'//'|'%') factor)*, left-associative as in Python
     def term(self) -> Expr:
@@ -184,7 +185,7 @@ class _Parser:
             op_tok = self.advance()
             rhs = self.factor()
             if op_tok.text == "*":
-                result = result * rhs
+                result = self._expand(lambda x=result, y=rhs: x * y, op_tok)
             else:
                 result = self._divide(FLOORDIV if op_tok.text == "//" else MOD, result, rhs, op_tok)
         return result
@@ -214,8 +215,17 @@ class _Parser:
     def power(self) -> Expr:
         base = self.atom()
         if self.at_op(*_POWER):
-            return base ** self.exponent()
+            op_tok = self.tok
+            n = self.exponent()
+            return self._expand(lambda: base**n, op_tok)
         return base
+
+    def _expand(self, product: Callable[[], Expr], tok: _Tok) -> Expr:
+        """A product or power, or a ParseError at its operator when the expansion is too large."""
+        try:
+            return product()
+        except ExpansionTooLarge as err:
+            raise self.error(str(err), tok) from None
 
     # exponent := INT [('^'|'**') exponent], right-associative: a^2^3 == a^(2^3)
     def exponent(self) -> int:
