@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import sys
 import time
 from collections import OrderedDict
@@ -111,6 +112,10 @@ def _requests(fd: int):
 
 
 def main() -> None:
+    # Ctrl-C at a terminal reaches the whole process group: the caller turns it into
+    # KeyboardInterrupt and kills this worker if a request was in flight; it must not die first
+    # (the caller would count a lost answer as a late one).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import islpy as isl
 
     ctx = isl.Context()

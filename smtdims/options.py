@@ -34,6 +34,14 @@ DEFAULT_DEADLINE = 10.0  # seconds per question: a backstop, not the budget
 REASON_BUDGET = "budget"
 REASON_DEADLINE = "deadline"
 REASON_INCOMPLETE = "incomplete"
+REASON_INTERRUPTED = "interrupted"  # Ctrl-C cut a check and Python's SIGINT handler did not raise
+
+# Why an answer is shaped by a clock (``Deadline.clocked``): such an answer is marked
+# ``deterministic=False``, never cached, and counted (``stats()["clock_shaped_answers"]``).
+CLOCK_DEADLINE = REASON_DEADLINE  # the question's deadline cut a check or a search
+CLOCK_INTERRUPTED = REASON_INTERRUPTED  # SIGINT cut a check
+CLOCK_ISL = "isl-call-limit"  # ISL's answer was abandoned as late (here or earlier in the scope)
+CLOCK_FAST_SOLVER = "fast-solver-timeout"  # the fast linear solver's timeout left an unknown
 
 
 @dataclass(frozen=True)
@@ -136,14 +144,20 @@ CONFIG = _Config()
 
 # -- deadlines -----------------------------------------------------------------------------------------
 class Deadline:
-    """The wall-clock end of one question. ``expired`` is sticky once observed."""
+    """The wall-clock end of one question. ``expired`` is sticky once observed.
 
-    __slots__ = ("end", "seconds", "fired")
+    ``clocked`` names the first clock that shaped the answer (``CLOCK_*``), None while the
+    answer is the one a run without clocks gives. A deadline that passes unobserved shapes
+    nothing: the work finished as it would have anyway.
+    """
+
+    __slots__ = ("end", "seconds", "fired", "clocked")
 
     def __init__(self, seconds: float):
         self.seconds = seconds
         self.end = time.monotonic() + seconds
         self.fired = False
+        self.clocked: str | None = None
 
     def remaining(self) -> float:
         return self.end - time.monotonic()
@@ -151,8 +165,13 @@ class Deadline:
     @property
     def expired(self) -> bool:
         if not self.fired and time.monotonic() >= self.end:
-            self.fired = True
+            self.fire(CLOCK_DEADLINE)
         return self.fired
+
+    def fire(self, why: str = CLOCK_DEADLINE) -> None:
+        """End the question now (the deadline passed, or Ctrl-C cut a check): later checks are skipped."""
+        self.fired = True
+        self.clocked = self.clocked or why
 
 
 _ACTIVE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar("smtdims_deadline", default=None)
@@ -181,6 +200,19 @@ def deadline_passed() -> bool:
     """Whether the current question's deadline has passed (False outside a question)."""
     d = _ACTIVE.get()
     return d is not None and d.expired
+
+
+def mark_clocked(why: str) -> None:
+    """Record that a clock (``CLOCK_*``) shaped the current question's answer."""
+    d = _ACTIVE.get()
+    if d is not None and d.clocked is None:
+        d.clocked = why
+
+
+def clocked() -> str | None:
+    """The clock that shaped the current question's answer so far, or None (also outside a question)."""
+    d = _ACTIVE.get()
+    return None if d is None else d.clocked
 
 
 class Watchdog:

@@ -73,8 +73,26 @@ class _Worker:
         self.buffer = b""
         self.generation = 0  # bumped per start: domains must be sent again
         self.broken = os.name != "posix"  # could not start: the rung stays off in this process
+        self.broken_by_clock = False  # ... because it was slower than START_LIMIT, not because it died
         self.kills = 0
         self.pid = os.getpid()
+
+    def after_fork_in_child(self) -> None:
+        """A forked child: forget the parent's worker (and a lock some thread may have held at the fork).
+
+        The parent's pipes are closed here, not the parent's worker: it is still the parent's.
+        A new worker starts on the child's first call.
+        """
+        self.lock = threading.Lock()
+        proc, self.proc, self.buffer, self.pid = self.proc, None, b"", os.getpid()
+        if proc is not None:
+            for f in (proc.stdin, proc.stdout):
+                if f is not None:
+                    try:
+                        f.close()
+                    except OSError:  # pragma: no cover
+                        pass
+            proc.returncode = 0  # not this process's child: never wait for it here
 
     def _start(self, timeout: float) -> bool:
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_isl_worker.py")
@@ -90,7 +108,9 @@ class _Worker:
         if self._answer(timeout) != {"ready": True}:
             # it died (no islpy there, ...) or did not start within START_LIMIT: the rung stays
             # off in this process; if only the question's deadline was short, the next one retries
-            self.broken = self.proc.poll() is not None or timeout >= START_LIMIT
+            died = self.proc.poll() is not None
+            self.broken = died or timeout >= START_LIMIT
+            self.broken_by_clock = self.broken and not died
             self._kill()
             return False
         return True
@@ -133,18 +153,24 @@ class _Worker:
                 return None, self.generation
             if self.pid != os.getpid():  # a forked child: the parent's worker is not ours to use
                 self.proc, self.buffer, self.pid = None, b"", os.getpid()
-            if (self.proc is None or self.proc.poll() is not None) and not self._start(start_timeout):
-                return None, self.generation
-            assert self.proc is not None and self.proc.stdin is not None
             try:
-                data = (json.dumps(request) + "\n").encode()
-                fd = self.proc.stdin.fileno()
-                while data:
-                    data = data[os.write(fd, data):]
-            except OSError:
+                if (self.proc is None or self.proc.poll() is not None) and not self._start(start_timeout):
+                    return None, self.generation
+                assert self.proc is not None and self.proc.stdin is not None
+                try:
+                    data = (json.dumps(request) + "\n").encode()
+                    fd = self.proc.stdin.fileno()
+                    while data:
+                        data = data[os.write(fd, data):]
+                except OSError:
+                    self._kill()
+                    return None, self.generation
+                answer = self._answer(timeout)
+            except BaseException:
+                # KeyboardInterrupt (or any exception) mid-request: the answer may still come, and
+                # the next request would read it as its own. A worker in that state is killed.
                 self._kill()
-                return None, self.generation
-            answer = self._answer(timeout)
+                raise
             if answer is None:  # late, or the worker died: abandon it, start afresh next time
                 self.kills += 1
                 self._kill()
@@ -154,6 +180,16 @@ class _Worker:
 _WORKER = _Worker()
 _KEYS = itertools.count(1)  # domain keys, unique in the process
 _KEYS_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _KEYS_LOCK
+    _KEYS_LOCK = threading.Lock()
+    _WORKER.after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 _INSTALLED: list[bool] = []  # whether islpy is importable, looked up once (find_spec costs 0.16 ms)
@@ -219,8 +255,9 @@ class Engine:
         self._seen = frozenset(seen)
         self._usable_parts = all(p.diff.is_linear() and _small(p.diff) for p in self.parts)
 
-    def eligible(self, e: Expr) -> bool:
-        if self.disabled or not e.is_linear() or len(self.parts) > MAX_PARTS or not self._usable_parts:
+    def eligible(self, e: Expr, *, ignore_clock: bool = False) -> bool:
+        if (self.disabled and not ignore_clock) or not e.is_linear() or len(self.parts) > MAX_PARTS \
+                or not self._usable_parts:
             return False
         if len(self.constraints.variables() | e.variables()) > MAX_VARS or not _small(e):
             return False
@@ -291,6 +328,17 @@ class Engine:
             return None
         got = self._ask(e, {"op": "sat", "rel": rel})
         return None if got is None else bool(got[0]["sat"])
+
+
+def clock_stopped(engine: Engine | None, constraints: ConstraintSet, e: Expr) -> bool:
+    """Whether a clock kept ISL from answering ``e``, which it takes: its answer was late (in this
+    question or earlier in the scope, after which the scope no longer asks), or the worker was
+    slower than ``START_LIMIT`` to start. The ladder's answer is then the one a run without
+    clocks gives only where it is exact (both ends tight); otherwise it is clock-shaped.
+    """
+    if not _INSTALLED or not _INSTALLED[0] or not (_WORKER.broken_by_clock or (engine and engine.disabled)):
+        return False
+    return (engine or Engine(constraints)).eligible(e, ignore_clock=True)
 
 
 def _end(v: int | str) -> int | float:

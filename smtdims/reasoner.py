@@ -130,7 +130,9 @@ def stats() -> dict[str, Any]:
         "presburger_answers": r["presburger"],
         "presburger_declined": STATS.presburger_declined,
         "solver_answers": r["solver-linear"] + r["solver-nonlinear"] + r["search"],
-        "deadline_answers": STATS.deadline_answers,
+        "deadline_answers": STATS.deadline_answers,  # the old name of clock_shaped_answers
+        "clock_shaped_answers": STATS.deadline_answers,
+        "interrupts": COUNTERS.interrupts,
         "stock_errors": STATS.stock_errors,
         "solver_checks": COUNTERS.solver_checks,
         "solver_unknowns": COUNTERS.solver_unknowns,
@@ -356,8 +358,8 @@ class Session:
             raise UnsatisfiableConstraintsError(core)
         if res.status == SAT:
             self._sat_model = res.model
-        if res.reason != options.REASON_DEADLINE:  # unknown: answers stay sound; do not ask on every question
-            self._satisfiable_checked = True
+        if res.status != "unknown" or options.clocked() is None:  # unknown at the budget: answers stay
+            self._satisfiable_checked = True  # sound; do not ask on every question (a clock's unknown: ask again)
 
     def zero_divisor(self, *exprs: Expr) -> tuple[str, dict[str, int] | None] | None:
         """A symbolic divisor of ``exprs`` that may be 0 (with a valuation where it is), or None."""
@@ -421,13 +423,13 @@ class Session:
                 STATS.bump("cache_hits")
                 return hit
             d = self._decide(lhs, op, rhs)
-            if d.reason != REASON_DEADLINE:  # only deterministic answers are remembered
+            if options.clocked() is None:  # only answers no clock shaped are remembered
                 self._decision_cache[key] = d
             return d
 
     def _decision(self, lhs: Expr, op: str, rhs: Expr, status: str, by: str, **kw) -> Decision:
         STATS.answered(by)
-        if kw.get("reason") == REASON_DEADLINE:
+        if options.clocked() is not None:
             STATS.bump("deadline_answers")
         for k in ("witness_true", "witness_false"):
             if kw.get(k) is not None:
@@ -493,7 +495,7 @@ class Session:
                 STATS.bump("cache_hits")
                 return hit
             proven = self._proves(lhs, op, rhs)
-            if not options.deadline_passed():  # only deterministic answers are remembered
+            if options.clocked() is None:  # only answers no clock shaped are remembered
                 self._proof_cache[key] = proven
             return proven
 
@@ -554,7 +556,7 @@ class Session:
                 STATS.bump("cache_hits")
                 return hit
             result, deterministic = self._sign_bounds(e, need, lo, hi, origin, zero_divisors)
-            if deterministic:
+            if deterministic and options.clocked() is None:
                 self._sign_cache[key] = result
             return result
 
@@ -634,6 +636,8 @@ class Session:
             if res.status == UNSAT:
                 return (lo, min(hi, -1 if strict else 0)), True
             reasons.append(res.reason)
+        if any(reasons) and s._isl_clock_stopped(red):
+            options.mark_clocked(options.CLOCK_ISL)  # an unknown where ISL, late, would have decided
         return (lo, hi), REASON_DEADLINE not in reasons
 
     # -- exact bounds ----------------------------------------------------------------------------------------------
@@ -652,6 +656,9 @@ class Session:
 
     def _mk_bounds(self, e: Expr, lo: _End, hi: _End, by: str, deterministic: bool = True) -> Bounds:
         STATS.answered(by)
+        if by != "presburger" and not (lo.tight and hi.tight) and self.focus(e)._isl_clock_stopped(e):
+            options.mark_clocked(options.CLOCK_ISL)  # ISL, late, would have given the exact ends
+        deterministic = deterministic and options.clocked() is None  # no clock shaped it
         if not deterministic:
             STATS.bump("deadline_answers")
         return Bounds(
@@ -704,6 +711,11 @@ class Session:
                 return None
             self._presburger = presburger.Engine(self.constraints)
         return self._presburger
+
+    def _isl_clock_stopped(self, e: Expr) -> bool:
+        """Whether ISL would have answered ``e`` exactly here but a clock stopped it (:func:`presburger.clock_stopped`)."""
+        return options.current().presburger and self._linear(e) and \
+            presburger.clock_stopped(self._presburger, self.constraints, e)
 
     def _presburger_sign(self, red: Expr, below: bool, above: bool, strict: bool) -> tuple[bool, bool] | None:
         """(``red < 0`` somewhere, ``red >= 0`` (strict) / ``> 0`` somewhere) by ISL, or None.

@@ -23,7 +23,9 @@ deadline passes (see :mod:`smtdims.options`).
 
 from __future__ import annotations
 
+import _signal
 import functools
+import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -34,7 +36,7 @@ import z3
 from . import options
 from .constraints import Constraint, ConstraintSet
 from .expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, int_text, symbolic_divisors
-from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE
+from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
 
@@ -72,6 +74,7 @@ class SolverCounters:
     solver_unknowns: int = 0
     fresh_contexts: int = 0
     deadline_hits: int = 0
+    interrupts: int = 0  # checks cut by Ctrl-C
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def bump(self, name: str, by: int = 1) -> None:
@@ -81,7 +84,7 @@ class SolverCounters:
     def reset(self) -> None:
         with self._lock:
             self.solvers_created = self.solver_checks = self.solver_unknowns = 0
-            self.fresh_contexts = self.deadline_hits = 0
+            self.fresh_contexts = self.deadline_hits = self.interrupts = 0
 
 
 COUNTERS = SolverCounters()
@@ -325,12 +328,64 @@ def unknown_reason(z3_reason: str, interrupted: bool) -> str:
     return REASON_INCOMPLETE
 
 
+# -- Ctrl-C ------------------------------------------------------------------------------------------
+# Z3 handles SIGINT itself while a check runs (its handler replaces Python's for the check and
+# cancels every check that enabled it; Python's handler never runs), so by itself a Ctrl-C
+# only turns the check into "unknown". Measured (z3 4.x/5.4): a Solver then says "interrupted
+# from keyboard" (the cancel's origin, not the tactic's text), an Optimize says "canceled" as
+# it does for an exhausted rlimit, but with an rlimit count below the budget. So:
+# - Z3's handler is enabled only in the main thread (where Python acts on SIGINT) and only
+#   when SIGINT is not ignored: a check in another thread must not swallow the main thread's
+#   Ctrl-C, and an ignored SIGINT must not cut a check;
+# - a check cut by SIGINT ends its question (``Deadline.fire``; the answer is clock-shaped,
+#   never cached) and the signal is delivered again with ``signal.raise_signal`` once Z3 has put
+#   Python's handler back: whatever handler is installed decides (KeyboardInterrupt by default;
+#   asyncio's cancels its task; SIG_DFL ends the process).
+_SIGINT = int(signal.SIGINT)
+_MAIN = threading.main_thread()
+_KEYBOARD = "interrupted from keyboard"
+
+
+def _ctrl_c_wanted() -> bool:
+    return threading.get_ident() == _MAIN.ident and _signal.getsignal(_SIGINT) != signal.SIG_IGN
+
+
+def _arm_ctrl_c(s: z3.Solver | z3.Optimize) -> None:
+    """Z3's SIGINT handling on ``s`` as :func:`_ctrl_c_wanted` says (set only when it changes: ~40 us)."""
+    want = _ctrl_c_wanted()
+    if getattr(s, "_smtdims_ctrl_c", True) is not want:
+        s.set("ctrl_c", want)
+        s._smtdims_ctrl_c = want  # type: ignore[union-attr]
+
+
+def _cut_by_sigint(s: z3.Solver | z3.Optimize, z3_reason: str) -> bool:
+    """Whether an unknown check (not interrupted by the watchdog) was cancelled by Ctrl-C."""
+    if not getattr(s, "_smtdims_ctrl_c", True):
+        return False
+    if z3_reason == _KEYBOARD:
+        return True
+    if isinstance(s, z3.Optimize) and "cancel" in z3_reason:
+        budget = getattr(s, "_smtdims_budget", None)
+        if budget is None:
+            return False
+        st = s.statistics()
+        used = next((st.get_key_value(k) for k in st.keys() if k == "rlimit count"), budget)
+        return used < budget  # an exhausted rlimit reads exactly the budget
+    return False
+
+
 def run_check(s: z3.Solver | z3.Optimize, ctx: z3.Context, assumptions: list | None = None) -> tuple[object, str]:
-    """``s.check(*assumptions)`` under the question's deadline: ``(z3 result, unknown reason or "")``."""
+    """``s.check(*assumptions)`` under the question's deadline: ``(z3 result, unknown reason or "")``.
+
+    A check cut by Ctrl-C re-delivers SIGINT to Python (see above): by default that raises
+    KeyboardInterrupt here; under a handler that does not raise, the question ends as
+    "unknown" with reason ``interrupted``, clock-shaped.
+    """
     d = options.active_deadline()
     if d is not None and d.expired:
         COUNTERS.bump("deadline_hits")
         return z3.unknown, REASON_DEADLINE
+    _arm_ctrl_c(s)
     token = options.WATCHDOG.arm(ctx, d.end) if d is not None else None
     try:
         r = s.check(*(assumptions or ()))
@@ -339,11 +394,18 @@ def run_check(s: z3.Solver | z3.Optimize, ctx: z3.Context, assumptions: list | N
         if interrupted:
             retire_shared(ctx)
     if r == z3.unknown:
-        reason = unknown_reason(s.reason_unknown(), interrupted)
+        z3_reason = s.reason_unknown()
+        if not interrupted and _cut_by_sigint(s, z3_reason):
+            COUNTERS.bump("interrupts")
+            if d is not None:
+                d.fire(options.CLOCK_INTERRUPTED)
+            signal.raise_signal(_SIGINT)  # Python's handler runs now (KeyboardInterrupt by default)
+            return r, REASON_INTERRUPTED
+        reason = unknown_reason(z3_reason, interrupted)
         if reason == REASON_DEADLINE:
             COUNTERS.bump("deadline_hits")
             if d is not None:
-                d.fired = True
+                d.fire(options.CLOCK_DEADLINE)
         return r, reason
     return r, ""
 
@@ -475,9 +537,13 @@ class SolverSession:
                     try:
                         s.add(*extra)
                         r, reason = run_check(s, enc.ctx)
-                        if fast and r == z3.unknown and reason != REASON_DEADLINE:
+                        if fast and r == z3.unknown and reason not in (REASON_DEADLINE, REASON_INTERRUPTED):
                             self._fast_timeouts += 1
                             continue  # past its timeout (or incomplete): the default solver decides
+                        if r == z3.unknown and not fast and self._fast_timeouts:
+                            # sat/unsat is the same fact from either solver; an unknown here is one
+                            # the fast solver, given time, might have settled: clock-shaped
+                            options.mark_clocked(options.CLOCK_FAST_SOLVER)
                         return self._result(s, enc, want_model, model_vars, r, reason)
                     finally:
                         s.pop()
@@ -567,6 +633,7 @@ class SolverSession:
         COUNTERS.bump("solver_checks")
         o = z3.Optimize(ctx=enc.ctx)
         o.set("rlimit", self.budget)
+        o._smtdims_budget = self.budget  # type: ignore[attr-defined]  # tells Ctrl-C from the budget
         o.add(*terms, *enc.axioms_of(atoms), *goals)
         return o
 
