@@ -12,7 +12,13 @@ error:`` line on stderr (with ``--json``, also ``{"error": {"type": ..., "messag
 stdout closed early (``... | head -1``), quietly, as ``smtdims``' other commands.
 
 ``--json``, ``--budget N`` and ``--debug`` work before ``export`` too
-(``smtdims --json export ...``).
+(``smtdims --json export ...``); so does ``--deadline SECONDS``.
+
+``--fix``: a failed export gets its whole fix (:mod:`smtdims_jax.pipeline.fixes`): the
+report (and ``--json``'s ``"fix"``) holds the fixed specification as ``--spec``/``-c``
+arguments and as ready-to-paste ``jax.export`` code, the rounds, and how it compares
+with native runs on a box of small shapes. The exit status stays 1 (the specification
+given failed); the fix says what to change.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ examples:
   smtdims export mymodel:predict --spec "b, 4" --dtype float32
   smtdims export mymodel.py:f --spec "int32[a, b]" -c "a >= b" -c "b >= 16" --platform cpu,cuda
   smtdims export pkg.mod:f --spec "b, 4" --spec "b" --dtype int32 --dtype float32 --out f.bin
+  smtdims export mymodel:predict --spec "b" --fix     # a failed export: its whole fix, verified
 
 A spec may carry its dtype ("int32[b, 4]"); otherwise --dtype applies (once for all
 specs, or once per spec in order; default float32). All specs share one symbolic scope
@@ -69,11 +76,21 @@ def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=6, metavar="N", help="number of sample shapes (default 6)")
     p.add_argument("--out", metavar="PATH", help="write the serialized artifact here")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--fix", action="store_true",
+                   help="a failed export gets its whole fix: fix, re-export and repeat, minimise, verify end to end, "
+                        "and measure it against native runs on a box of small shapes")
+    p.add_argument("--fix-rounds", type=int, default=8, metavar="N", help="at most N fix rounds (default 8)")
+    p.add_argument("--fix-deadline", type=float, default=120.0, metavar="SECONDS",
+                   help="time for the fix rounds and the minimisation (default 120)")
+    p.add_argument("--box", type=int, metavar="N",
+                   help="measure fixes on every variable in 1..N (default 64 for one variable, fewer for several)")
     # SUPPRESS defaults, as smtdims' own options: given before `export` they must survive the subparser
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                    help="print the report as JSON instead of a table")
     p.add_argument("--budget", type=int, metavar="N", default=argparse.SUPPRESS,
                    help="Z3 rlimit per check, for the export and the sample choice (default: smtdims' budget)")
+    p.add_argument("--deadline", type=float, metavar="SECONDS", default=argparse.SUPPRESS,
+                   help="wall-clock limit per solver query (as smtdims' other commands; default: none)")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                    help="show tracebacks (of usage errors and of a failed export)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
@@ -169,24 +186,39 @@ def run_export(args: argparse.Namespace) -> int:
         print(f"smtdims export: {kind}: {msg}{hint}", file=sys.stderr)
         return status
 
+    platforms = [p for group in args.platform for p in group.split(",") if p.strip()] or None
     try:
-        fn = load_target(args.target)
-        arg_specs = _arg_specs(args.spec, args.dtype)
+        from .pipeline.platforms import check_backend, normalise_platforms
+
+        normalise_platforms(platforms)  # a misspelt --platform first, before anything is imported or run
+        check_backend()  # JAX_PLATFORMS=cuda without CUDA: say so, not AssertionError from xla_bridge
         budget = getattr(args, "budget", None)
         if budget is not None and budget <= 0:
             raise ValueError(f"--budget must be a positive integer (a Z3 rlimit), got {budget}")
+        deadline = getattr(args, "deadline", None)
+        if deadline is not None and (not deadline > 0 or deadline == float("inf")):
+            raise ValueError(f"--deadline must be a positive number of seconds, got {deadline}")
+        for flag, value in (("--fix-rounds", args.fix_rounds), ("--box", args.box)):
+            if value is not None and value < 1:
+                raise ValueError(f"{flag} must be a positive integer, got {value}")
+        if not args.fix_deadline > 0:
+            raise ValueError(f"--fix-deadline must be a positive number of seconds, got {args.fix_deadline}")
+        fn = load_target(args.target)
+        arg_specs = _arg_specs(args.spec, args.dtype)
     except Exception as err:
         return error(err)
-    platforms = [p for group in args.platform for p in group.split(",") if p.strip()] or None
+    from smtdims import options
     from smtdims.errors import SmtdimsError
 
     from .pipeline import export_and_verify
 
     try:
-        report = export_and_verify(
-            fn, *arg_specs, constraints=tuple(args.constraint), platforms=platforms, samples=args.samples,
-            out=args.out, seed=args.seed, progress=not args.quiet, budget=budget,
-        )
+        with options.scoped(deadline=deadline):
+            report = export_and_verify(
+                fn, *arg_specs, constraints=tuple(args.constraint), platforms=platforms, samples=args.samples,
+                out=args.out, seed=args.seed, progress=not args.quiet, budget=budget, fix=args.fix,
+                fix_rounds=args.fix_rounds, fix_deadline=args.fix_deadline, box=args.box,
+            )
     except (ValueError, TypeError, OSError, SmtdimsError) as err:  # specs, constraints, --samples, --out
         return error(err)
     except Exception as err:  # a bug in the pipeline: say so, not "usage error"

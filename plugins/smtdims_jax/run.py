@@ -249,6 +249,16 @@ def run_program(target: str, args: Sequence[str] = (), *, module: bool = False, 
     if not module and not os.path.exists(target):
         print(f"smtdims run: can't open file {target!r}: no such file", file=sys.stderr)
         return 2
+    if os.environ.get("JAX_PLATFORMS"):
+        # A JAX_PLATFORMS this machine cannot serve fails every JAX call with stock JAX's internal
+        # `assert _default_backend is not None`; say what is wrong before running (only then: the
+        # check starts a backend, which a program that never touches a device would not pay).
+        from .pipeline.platforms import backend_problem
+
+        problem = backend_problem()
+        if problem is not None:
+            print(f"smtdims run: error: {problem}", file=sys.stderr)
+            return 2
     saved_argv, saved_path0 = sys.argv[:], (sys.path[0] if sys.path else None)
     rec = Recorder()
     name = f"-m {target}" if module else target

@@ -26,11 +26,9 @@ def _progress_fn(progress: bool | Progress | None) -> Progress:
 
 
 def _normalise_platforms(platforms: str | Sequence[str] | None) -> tuple[str, ...] | None:
-    if platforms is None:
-        return None
-    items = platforms.split(",") if isinstance(platforms, str) else list(platforms)
-    out = tuple(p.strip().lower() for p in items if p.strip())
-    return out or None
+    from .platforms import normalise_platforms  # validated: unknown names refused, 'gpu' mapped as JAX maps it
+
+    return normalise_platforms(platforms)
 
 
 def _local_platform() -> str:

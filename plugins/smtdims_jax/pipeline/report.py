@@ -96,6 +96,7 @@ class VerificationReport:
     device: str = ""
     worker_jax: str = ""
     export_error: ExportFailure | None = None  # set when the export failed (then nothing else ran)
+    fix: Any = None  # a FixResult (pipeline.fixes) when the whole fix was asked for (fix=True)
     exported: Any = field(default=None, repr=False, compare=False)  # the jax.export.Exported
     exception: BaseException | None = field(default=None, repr=False, compare=False)  # the export's error
 
@@ -121,9 +122,10 @@ class VerificationReport:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(dataclasses.replace(self, exported=None, exception=None))
+        d = dataclasses.asdict(dataclasses.replace(self, exported=None, exception=None, fix=None))
         d.pop("exported", None)
         d.pop("exception", None)
+        d["fix"] = self.fix.to_dict() if self.fix is not None else None
         d["ok"] = self.ok
         for s in d["samples"]:
             s["shapes"] = [list(x) for x in s["shapes"]]
@@ -154,6 +156,8 @@ class VerificationReport:
         lines += [f"  {k:<12}{v}" for k, v in head]
         if self.export_error is not None:
             lines += ["", *self._error_lines()]
+        if self.fix is not None:
+            lines += ["", *("  " + ln for ln in self.fix.lines())]
         rows = [("#", "valuation", "input shapes", "chosen for", "compile", "run", "result")]
         for s in self.samples:
             shapes = ", ".join(str(x) for x in s.shapes)
@@ -199,6 +203,8 @@ class VerificationReport:
                            + (f"; constraints {', '.join(e.fixed_constraints)}" if e.fixed_constraints else ""))
             elif e.fixed_constraints:
                 out.append(f"         constraints would be {', '.join(e.fixed_constraints)}")
+            if e.fix_verified is False and self.fix is None:
+                out.append("    (smtdims export --fix, or export_and_verify(..., fix=True), iterates to the whole fix)")
         return out
 
 

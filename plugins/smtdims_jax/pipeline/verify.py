@@ -19,7 +19,9 @@ from .. import adapter, enabled
 from ._common import Progress, _fn_name, _local_platform, _normalise_platforms, _progress_fn, _raised_by_smtdims, _solver_budget
 from .compare import compare_outputs, random_input
 from .failure import describe_export_error
+from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, synthesize
 from .fresh import _rejection, run_fresh_process
+from .platforms import check_backend
 from .report import FAIL, PASS, SKIP, Check, SampleResult, VerificationReport, _first_line
 from .samples import SampleChooser
 from .specs import _aval_text, _needs_x64, _x64_on, build_specs
@@ -38,6 +40,10 @@ def export_and_verify(
     atol: float | None = None,
     timeout: float = 900.0,
     budget: int | None = None,
+    fix: bool = False,
+    fix_rounds: int = DEFAULT_ROUNDS,
+    fix_deadline: float = DEFAULT_DEADLINE,
+    box: int | None = None,
 ) -> VerificationReport:
     """Export ``jax.jit(fn)`` with smtdims, then verify the artifact on solver-chosen shapes.
 
@@ -55,21 +61,40 @@ def export_and_verify(
     report has ``ok`` False, the ``export`` check failed, and ``export_error`` carries JAX's
     message, smtdims' witnesses and a fix (re-exported to verify it). Everything after
     the export is reported too.
+
+    ``fix=True``: a failed export gets its whole fix (:mod:`.fixes`, in ``report.fix``):
+    fix, re-export and repeat (at most ``fix_rounds`` rounds, ``fix_deadline`` seconds),
+    minimise, verify the fixed specification with this whole pipeline, and measure it on
+    a box of small shapes (every variable in ``1..box``; default 64 for one variable,
+    fewer for several) against native runs. Off by default because it traces the native
+    function on a few hundred shapes and starts a second fresh process (seconds, where a
+    failed export's report otherwise costs one re-export); ``smtdims export --fix`` turns
+    it on. Without it the first fix is still reported and re-exported.
     """
     if not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
         raise ValueError(f"samples must be a positive int, got {samples!r}")
     if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0):
         raise ValueError(f"budget must be a positive int (a Z3 rlimit), got {budget!r}")
+    if not isinstance(fix_rounds, int) or isinstance(fix_rounds, bool) or fix_rounds < 1:
+        raise ValueError(f"fix_rounds must be a positive int, got {fix_rounds!r}")
+    if not isinstance(fix_deadline, (int, float)) or isinstance(fix_deadline, bool) or not fix_deadline > 0:
+        raise ValueError(f"fix_deadline must be a positive number of seconds, got {fix_deadline!r}")
+    if box is not None and (not isinstance(box, int) or isinstance(box, bool) or box < 1):
+        raise ValueError(f"box must be a positive int (every variable in 1..box), got {box!r}")
+    plats = _normalise_platforms(platforms)  # before the backend: a misspelt name is the first thing to say
+    check_backend()
     specs, scope, specialised = build_specs(arg_specs, constraints)
     x64 = not jax.config.jax_enable_x64 and _needs_x64(jax.tree_util.tree_leaves(specs))
     with _x64_on() if x64 else contextlib.nullcontext(), _solver_budget(budget):
-        return _verify(fn, specs, scope, specialised, _normalise_platforms(platforms), samples, out, seed,
-                       _progress_fn(progress), rtol, atol, timeout, budget, x64)
+        return _verify(fn, specs, scope, specialised, plats, samples, out, seed,
+                       _progress_fn(progress), rtol, atol, timeout, budget, x64,
+                       FixOptions(fix_rounds, float(fix_deadline), box) if fix else None)
 
 
 def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, specialised: list[str],
             plats: tuple[str, ...] | None, samples: int, out: Any, seed: int, say: Progress,
-            rtol: float | None, atol: float | None, timeout: float, budget: int | None, x64: bool) -> VerificationReport:
+            rtol: float | None, atol: float | None, timeout: float, budget: int | None, x64: bool,
+            fix: FixOptions | None = None) -> VerificationReport:
     name = _fn_name(fn)
     spec_leaves, in_tree = jax.tree_util.tree_flatten(specs)
     say(f"exporting {name} for {', '.join(plats) if plats else 'the default platform'} with smtdims installed"
@@ -87,11 +112,19 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
         checks = [Check("export", FAIL, f"{failure.type}: {_first_line(failure.message, 300)}")]
         checks += [Check(c, SKIP, skipped) for c in
                    ("symbolic dims kept", "serialize", "fresh process", "samples", "outside spec rejected")]
+        whole = None
+        if fix is not None:
+            whole = synthesize(
+                fn, spec_leaves, in_tree, scope, plats, budget=budget, rounds=fix.rounds, deadline=fix.deadline,
+                box_side=fix.box, say=say, name=name,
+                verify=lambda s, sc: _verify(fn, s, sc, [], plats, samples, out, seed, say, rtol, atol, timeout,
+                                             budget, x64),
+            )
         return VerificationReport(
             function=name, platforms=plats or (_local_platform(),),
             constraints=tuple(c.text for c in adapter.scope_constraints(scope)),
             in_avals=tuple(_aval_text(x) for x in spec_leaves), out_avals=(), checks=tuple(checks),
-            samples=(), rejections=(), export_error=failure, exception=err,
+            samples=(), rejections=(), export_error=failure, exception=err, fix=whole,
         )
     export_s = time.perf_counter() - t0
     checks = [Check("export", PASS, f"{export_s:.2f}s for {', '.join(exp.platforms)}"

@@ -1,0 +1,484 @@
+"""The whole fix of a failed export: fix, re-export, repeat; minimise; verify end to end.
+
+Each round reads JAX's refusal the way :mod:`.failure` does (an inconclusive comparison,
+whose operands smtdims' hook reports; a reshape's "The remainder ... should be 0"; a
+broadcast of two different dimensions), asks smtdims for every verified fix of it
+(:func:`smtdims.explain.suggest_fixes`: constraints and spec rewrites, each re-decided
+with the fix in place), and keeps the *weakest*: the one whose specification admits the
+most shapes of a box of small shapes where the native function runs (:mod:`.box`), then
+the fewest where it fails. It re-exports with that fix and goes on until the export
+succeeds, no fix is found, or the round or time limit is reached (the result says
+which). Minimising then drops each part in turn and keeps the drop when the export
+still succeeds and no more box shapes that fail natively are admitted. The result is
+verified by the whole pipeline (export, fresh process, samples) and measured on the box.
+
+Why greedy by the box, and why it is sound: every part is verified (the export succeeds
+with the whole fix, by JAX's own checks, and the artifact runs in a stock process), so
+the box only chooses among correct fixes; its counts are reported, never trusted as a
+proof. A fix that excludes shapes that run natively is said so plainly.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+from jax import export
+
+from smtdims.constraints import Constraint, ConstraintSet
+from smtdims.errors import SmtdimsError
+from smtdims.explain import SPEC, _proves, suggest_fixes
+from smtdims.expr import MAX, MIN, MOD, Expr, Op
+from smtdims.parser import parse_expr
+from smtdims.reasoner import Session
+
+from .. import adapter, enabled
+from ._common import Progress, _raised_by_smtdims
+from .box import BoxCount, Dims, NativeBox
+from .report import _first_line
+
+NOT_NEEDED, FIXED, NO_FIX, ROUND_LIMIT, DEADLINE = "not needed", "fixed", "no fix found", "round limit", "deadline"
+DEFAULT_ROUNDS = 8
+DEFAULT_DEADLINE = 120.0  # seconds for the rounds and the minimisation (the final verification runs after)
+_REMAINDER_RE = re.compile(r"The remainder (.+?) should be 0")
+_BROADCAST_RE = re.compile(r"incompatible shapes for broadcasting: (\(.*?\)), (\(.*?\))")
+
+
+@dataclass(frozen=True)
+class FixOptions:
+    """How far the loop may go: rounds, seconds, and the box side (None: by the number of variables)."""
+
+    rounds: int = DEFAULT_ROUNDS
+    deadline: float = DEFAULT_DEADLINE
+    box: int | None = None
+
+
+# -- value objects --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FixPart:
+    """One part of a fix: a constraint (``text``) or a spec rewrite (write ``text`` for ``variable``)."""
+
+    kind: str  # "constraint" | "spec"
+    text: str
+    variable: str | None = None
+    note: str = ""
+
+    def __str__(self) -> str:
+        if self.kind == SPEC:
+            return f"write '{self.text}' in the shape specification in place of '{self.variable}'"
+        return f"add the constraint '{self.text}'"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, "variable": self.variable, "note": self.note}
+
+
+@dataclass(frozen=True)
+class FixRound:
+    """One round: the error, the verified candidates with their box scores, the one chosen."""
+
+    error: str
+    candidates: tuple[tuple[str, int, int], ...]  # (fix, admitted shapes that run natively, admitted that fail)
+    chosen: str
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": self.error, "chosen": self.chosen, "seconds": round(self.seconds, 3),
+                "candidates": [{"fix": f, "admitted_ok": ok, "admitted_failing": bad} for f, ok, bad in self.candidates]}
+
+
+@dataclass(frozen=True)
+class FixResult:
+    """The whole fix of a failed export, as the user would write it, with how it was found and checked.
+
+    ``status``: ``"fixed"`` (the export succeeds with ``parts``), ``"no fix found"``,
+    ``"round limit"``, ``"deadline"`` or ``"not needed"``. ``verified``: the whole
+    pipeline passed with the fixed specification (None: not run). ``box``: the fixed
+    specification measured against native runs on small shapes.
+    """
+
+    status: str
+    detail: str
+    parts: tuple[FixPart, ...]
+    in_avals: tuple[str, ...]
+    shapes: tuple[str, ...]  # the symbolic_shape text of each input
+    constraints: tuple[str, ...]
+    rounds: tuple[FixRound, ...]
+    dropped: tuple[str, ...] = ()  # parts the minimisation removed
+    box: BoxCount | None = None
+    verified: bool | None = None
+    verification: tuple[str, ...] = ()  # the final pipeline's checks, one line each
+    function: str = ""
+    seconds: float = 0.0
+    report: Any = field(default=None, repr=False, compare=False)  # the final VerificationReport
+
+    @property
+    def ok(self) -> bool:
+        return self.status == FIXED and self.verified is True
+
+    def code(self) -> str:
+        """Ready-to-paste ``jax.export`` code for the fixed specification."""
+        name = self.function.split(":")[-1].split(".")[-1] or "f"
+        cons = repr(tuple(self.constraints))
+        lines = ["from jax import export"]
+        if len(self.shapes) == 1:
+            dt = self.in_avals[0].split("[")[0]
+            lines.append(f"spec = jax.ShapeDtypeStruct(export.symbolic_shape({self.shapes[0]!r}, constraints={cons}), "
+                         f"jnp.{dt})")
+            lines.append(f"exp = export.export(jax.jit({name}))(spec)")
+        else:
+            lines.append(f"scope = export.SymbolicScope({cons})")
+            for i, (s, a) in enumerate(zip(self.shapes, self.in_avals, strict=True)):
+                lines.append(f"x{i} = jax.ShapeDtypeStruct(export.symbolic_shape({s!r}, scope=scope), jnp.{a.split('[')[0]})")
+            lines.append(f"exp = export.export(jax.jit({name}))({', '.join(f'x{i}' for i in range(len(self.shapes)))})")
+        lines.append(f"# or: export.symbolic_args_specs(args, {list(self.shapes)!r}, constraints={cons})")
+        return "\n".join(lines)
+
+    def cli(self) -> str:
+        """The same fix as ``smtdims export`` arguments."""
+        return " ".join([*(f'--spec "{a}"' for a in self.in_avals), *(f'-c "{c}"' for c in self.constraints)])
+
+    def lines(self) -> list[str]:
+        out = [f"whole fix: {self.status}" + (f" ({self.detail})" if self.detail else "")
+               + f", {len(self.rounds)} round(s), {self.seconds:.1f}s"]
+        for i, r in enumerate(self.rounds, 1):
+            out.append(f"  round {i}: {_first_line(r.error, 140)}")
+            for f, ok, bad in r.candidates[:4]:
+                mark = "->" if f == r.chosen else "  "
+                failing = f", {bad} native-failing" if bad else ""
+                out.append(f"    {mark} {f}  [admits {ok} native-ok{failing} box shapes]")
+        if self.dropped:
+            out.append(f"  minimised: dropped {'; '.join(self.dropped)}")
+        if self.parts:
+            out.append("  the fix: " + "; ".join(str(p) for p in self.parts))
+            out.append(f"  in_avals {', '.join(self.in_avals)}; constraints {', '.join(self.constraints) or 'none'}")
+            out.append(f"  smtdims export {self.cli()}")
+            out += ["  " + ln for ln in self.code().splitlines()]
+        if self.box is not None:
+            out.append("  " + self.box.sentence(self.function.split(":")[-1]))
+        if self.verified is not None:
+            out.append("  verified end to end (export, fresh process, samples): " + ("yes" if self.verified else "NO"))
+            if not self.verified:
+                out += [f"    {ln}" for ln in self.verification]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status, "detail": self.detail, "ok": self.ok, "parts": [p.to_dict() for p in self.parts],
+            "in_avals": list(self.in_avals), "shapes": list(self.shapes), "constraints": list(self.constraints),
+            "rounds": [r.to_dict() for r in self.rounds], "dropped": list(self.dropped),
+            "box": self.box.to_dict() if self.box is not None else None, "verified": self.verified,
+            "verification": list(self.verification), "code": self.code() if self.parts else "",
+            "cli": self.cli() if self.parts else "", "seconds": round(self.seconds, 3),
+        }
+
+
+# -- a specification as data: dims (IR) and constraint texts ------------------------------------------
+@dataclass(frozen=True)
+class Spec:
+    dims: Dims
+    dtypes: tuple[Any, ...]
+    constraints: tuple[str, ...]
+
+    def apply(self, part: FixPart) -> Spec:
+        if part.kind != SPEC:
+            return Spec(self.dims, self.dtypes, (*self.constraints, normalise_constraint(part.text)))
+        assert part.variable is not None
+        env = {part.variable: parse_expr(part.text)}
+        dims = tuple(tuple(d.substitute(env) for d in leaf) for leaf in self.dims)
+        texts = []
+        for t in self.constraints:
+            c = Constraint.parse(t)
+            texts.append(render_constraint(c.diff.substitute(env), c.kind) if part.variable in c.diff.variables() else t)
+        return Spec(dims, self.dtypes, tuple(texts))
+
+    def constraint_set(self) -> ConstraintSet:
+        return ConstraintSet.of(self.constraints)
+
+    def shape_texts(self) -> tuple[str, ...]:
+        return tuple(", ".join(str(d) for d in leaf) for leaf in self.dims)
+
+    def aval_texts(self) -> tuple[str, ...]:
+        return tuple(f"{np.dtype(t).name}[{', '.join(str(d) for d in leaf)}]"
+                     for leaf, t in zip(self.dims, self.dtypes, strict=True))
+
+    def build(self, in_tree: Any) -> tuple[Any, Any]:
+        """The ``ShapeDtypeStruct`` pytree in one fresh scope, and that scope."""
+        scope = export.SymbolicScope(self.constraints)
+        leaves = []
+        for leaf, t in zip(self.dims, self.dtypes, strict=True):
+            shape = export.symbolic_shape(", ".join(str(d) for d in leaf), scope=scope) if leaf else ()
+            leaves.append(jax.ShapeDtypeStruct(shape, t))
+        return jax.tree_util.tree_unflatten(in_tree, leaves), scope
+
+
+def spec_of(leaves: Sequence[Any], scope: Any) -> Spec:
+    dims = tuple(tuple(adapter.to_ir(d) if export.is_symbolic_dim(d) else Expr.const(int(d)) for d in x.shape) for x in leaves)
+    return Spec(dims, tuple(np.dtype(x.dtype) for x in leaves), tuple(c.text for c in adapter.scope_constraints(scope)))
+
+
+def render_constraint(diff: Expr, kind: str) -> str:
+    """``diff >= 0`` / ``diff == 0`` as a user writes it: positive terms left, the rest right, coefficients
+    divided by their gcd (``2*b - 16 >= 0`` is ``b >= 8``: for an integer X, ``g*X + c >= 0`` iff
+    ``X + floor(c/g) >= 0``; an equality is divided only when ``g`` divides its constant)."""
+    const = diff.constant_part()
+    coeffs = [c for m, c in diff.terms if m]
+    g = math.gcd(*coeffs) if coeffs else 1
+    if g > 1 and (kind == ">=" or const % g == 0):
+        diff = Expr._from_dict({m: c // g for m, c in diff.terms if m}) + (const // g)
+        const = diff.constant_part()
+    pos = Expr._from_dict({m: c for m, c in diff.terms if m and c > 0})
+    neg = Expr._from_dict({m: -c for m, c in diff.terms if m and c < 0})
+    op = ">=" if kind == ">=" else "=="
+    if not pos.terms and neg.terms:  # 1 - b >= 0 is b <= 1
+        return f"{neg} {'<=' if op == '>=' else '=='} {const}"
+    return f"{pos} {op} {neg - const}"
+
+
+def normalise_constraint(text: str) -> str:
+    try:
+        c = Constraint.parse(text)
+    except SmtdimsError:
+        return text
+    return render_constraint(c.diff, c.kind) if c.diff.is_linear() else text
+
+
+# -- one export attempt ----------------------------------------------------------------------------
+@dataclass
+class Attempt:
+    ok: bool
+    error: BaseException | None = None
+    question: tuple[Expr, Expr] | None = None  # JAX asked lhs >= rhs and it stayed inconclusive
+    scope: Any = None
+    seconds: float = 0.0
+
+    @property
+    def message(self) -> str:
+        if self.error is None:
+            return ""
+        text = str(self.error)
+        kind = "InconclusiveDimensionOperation" if isinstance(self.error, adapter.AnyInconclusive) else type(self.error).__name__
+        return f"{kind}: " + "\n".join(
+            ln for ln in text.splitlines() if not ln.strip().startswith("smtdims:")).strip()
+
+
+def attempt(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, ...] | None,
+            budget: int | None) -> Attempt:
+    """Export with ``spec``; the inconclusive comparison that stopped it, if one did."""
+    t0 = time.perf_counter()
+    try:
+        args, scope = spec.build(in_tree)
+    except Exception as err:  # noqa: BLE001 - JAX refused the rewritten specification itself
+        return Attempt(False, err, seconds=time.perf_counter() - t0)
+    seen: list[dict[str, Any]] = []
+    listener = lambda ev: seen.append(ev) if ev.get("answer") == "inconclusive" else None  # noqa: E731
+    try:
+        with enabled(budget=budget):
+            adapter.add_listener(listener)
+            try:
+                export.export(jax.jit(fn), platforms=plats)(*args)
+            finally:
+                adapter.remove_listener(listener)
+    except Exception as err:  # noqa: BLE001 - a refusal is data
+        if _raised_by_smtdims(err):
+            raise
+        ev = next((e for e in reversed(seen) if e.get("error") is err), None)
+        q = None
+        if ev is not None:
+            try:
+                q = (adapter.to_ir(ev["lhs"]), adapter.to_ir(ev["rhs"]))
+            except Exception:  # noqa: BLE001 - an operand smtdims cannot read: no comparison fix
+                q = None
+        return Attempt(False, err, q, scope, time.perf_counter() - t0)
+    return Attempt(True, scope=scope, seconds=time.perf_counter() - t0)
+
+
+# -- candidates ------------------------------------------------------------------------------------
+def candidates(att: Attempt, session: Session) -> list[tuple[FixPart, int]]:
+    """Verified fixes for the refusal, each with a tie-break rank (lower first among equal box scores)."""
+    out: list[tuple[FixPart, int]] = []
+    seen: set[tuple[str, str, str | None]] = set()
+
+    def add(kind: str, text: str, variable: str | None, note: str, rank: int) -> None:
+        key = (kind, text, variable)
+        if key not in seen:
+            seen.add(key)
+            out.append((FixPart(kind, text, variable, note), rank))
+
+    if att.question is not None:
+        lhs, rhs = att.question
+        for op in (">=", "<"):  # settling either direction settles the comparison JAX asked
+            try:
+                fixes = suggest_fixes(session, lhs, op, rhs)
+            except SmtdimsError:
+                fixes = []
+            for f in fixes:
+                # among equal box scores: a plain relation ('the comparison itself'), a bound, a rewrite,
+                # and last a relation that still holds max/min/floordiv/mod (harder to read, same shapes)
+                rank = 0 if f.kind != SPEC and f.variable is None else (1 if f.kind != SPEC else 2)
+                if f.kind != SPEC and not _plain(f.text):
+                    rank = 3
+                add(f.kind, f.text if f.kind == SPEC else normalise_constraint(f.text), f.variable, f.note, rank)
+        return out
+    message = str(att.error) if att.error is not None else ""
+    rem = _REMAINDER_RE.search(message)
+    if rem:
+        try:
+            e = parse_expr(rem.group(1))
+        except SmtdimsError:
+            return out
+        atoms = [a for a in e.atoms() if isinstance(a, Op) and a.op == MOD]
+        if len(atoms) != 1 or e != Expr.atom(atoms[0]) or atoms[0].rhs.as_constant() in (None, 0, 1, -1):
+            return out
+        k = abs(atoms[0].rhs.as_constant() or 0)
+        dividend = atoms[0].lhs
+        target = dividend.mod(k)
+        try:
+            for f in suggest_fixes(session, target, "==", Expr.const(0)):
+                add(f.kind, f.text, f.variable, f.note, 0 if f.kind == SPEC else 1)  # divisibility: a rewrite first
+        except SmtdimsError:
+            pass
+        trials = []
+        for a in sorted(dividend.atoms(), key=lambda a: a.sort_key()):
+            if isinstance(a, Op) and a.op in (MIN, MAX):  # settle min/max on one side: min(a + b, 16) -> a + b >= 16
+                trials += [Constraint.make(a.lhs, ">=", a.rhs), Constraint.make(a.lhs, "<=", a.rhs)]
+        if not any(isinstance(a, Op) and a.op in (MIN, MAX) for a in dividend.atoms()):
+            trials.append(Constraint.make(dividend.mod(k), "==", Expr.const(0)))
+        for c in trials:
+            text = render_constraint(c.diff, c.kind) if c.diff.is_linear() else c.text
+            try:
+                if _proves(session, target, "==", Expr.const(0), [Constraint.parse(text)]):
+                    add("constraint", text, None, f"makes {dividend} a multiple of {k}", 1)
+            except SmtdimsError:
+                continue
+        return out
+    bc = _BROADCAST_RE.search(message)
+    if bc:
+        try:
+            a = [parse_expr(x) for x in bc.group(1).strip("()").split(",") if x.strip()]
+            b = [parse_expr(x) for x in bc.group(2).strip("()").split(",") if x.strip()]
+        except SmtdimsError:
+            return out
+        for x, y in zip(reversed(a), reversed(b), strict=False):  # numpy broadcasting aligns on the right
+            if x == y or x.as_constant() == 1 or y.as_constant() == 1:
+                continue
+            for v, other in ((x.as_var(), y), (y.as_var(), x)):
+                if v is not None and v not in other.variables():
+                    add(SPEC, str(other), v, f"so that {v} equals {other}", 0)
+            add("constraint", render_constraint(x - y, "=="), None, "the two sizes are equal", 1)
+            break
+    return out
+
+
+def _plain(text: str) -> bool:
+    """A constraint over variables only (no max/min/floordiv/mod atoms)."""
+    try:
+        c = Constraint.parse(text)
+    except SmtdimsError:
+        return False
+    return all(not isinstance(a, Op) for a in c.diff.atoms())
+
+
+# -- the loop --------------------------------------------------------------------------------------
+def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, scope: Any,
+               plats: tuple[str, ...] | None, *, budget: int | None = None, rounds: int = DEFAULT_ROUNDS,
+               deadline: float = DEFAULT_DEADLINE, box_side: int | None = None, native: str = "eval_shape",
+               say: Progress = lambda m: None, verify: Callable[[Any, Any], Any] | None = None,
+               name: str = "") -> FixResult:
+    """Find, minimise and verify the whole fix of ``fn``'s export (see the module docstring).
+
+    ``verify(specs, scope)`` runs the whole pipeline on the fixed specification and returns
+    its VerificationReport (None: skip the end-to-end check).
+    """
+    t_start = time.perf_counter()
+    stop = time.monotonic() + deadline
+    original = spec_of(spec_leaves, scope)
+    say(f"fix: measuring the native function on a box of small shapes ({native})")
+    box = NativeBox(fn, original.dims, original.dtypes, in_tree, original.constraint_set(), side=box_side,
+                    native=native, deadline=stop)
+    spec, parts, done_rounds = original, [], []
+    status, detail = ROUND_LIMIT, f"{rounds} rounds"
+    errors_seen: set[str] = set()
+    last: Attempt | None = None
+    for _ in range(rounds + 1):
+        if time.monotonic() > stop:
+            status, detail = DEADLINE, f"{deadline:.0f}s"
+            break
+        t0 = time.perf_counter()
+        last = attempt(fn, spec, in_tree, plats, budget)
+        if last.ok:
+            status, detail = (FIXED, "") if parts else (NOT_NEEDED, "the export succeeds as specified")
+            break
+        if len(done_rounds) >= rounds:
+            break
+        msg = _first_line(last.message, 300)
+        if msg in errors_seen:
+            status, detail = NO_FIX, f"the same refusal came back: {msg}"
+            break
+        errors_seen.add(msg)
+        session = Session(spec.constraint_set(), budget) if last.scope is None else adapter.session_for_scope(last.scope)
+        say(f"fix round {len(done_rounds) + 1}: {msg}")
+        scored = []
+        for part, rank in candidates(last, session):
+            try:
+                trial = spec.apply(part)
+                ok, bad = box.score(trial.dims, trial.constraint_set())
+            except Exception:  # noqa: BLE001 - a rewrite we cannot apply is no candidate
+                continue
+            scored.append(((-ok, -bad, rank), part, ok, -bad))
+        scored.sort(key=lambda x: x[0])
+        if not scored:
+            status, detail = NO_FIX, f"smtdims found no verified fix for: {msg}"
+            done_rounds.append(FixRound(last.message, (), "", time.perf_counter() - t0))
+            break
+        chosen = scored[0][1]
+        parts.append(chosen)
+        spec = spec.apply(chosen)
+        done_rounds.append(FixRound(last.message, tuple((str(p), ok, bad) for _, p, ok, bad in scored),
+                                    str(chosen), time.perf_counter() - t0))
+    dropped: list[str] = []
+    if status == FIXED and len(parts) > 1:
+        base_bad = -box.score(spec.dims, spec.constraint_set())[1]
+        i = len(parts) - 1
+        while i >= 0 and time.monotonic() < stop:
+            trial_parts = parts[:i] + parts[i + 1:]
+            trial = _apply_all(original, trial_parts)
+            if trial is not None and -box.score(trial.dims, trial.constraint_set())[1] <= base_bad:
+                if attempt(fn, trial, in_tree, plats, budget).ok:
+                    say(f"fix: minimised: {parts[i]} is not needed")
+                    dropped.append(str(parts[i]))
+                    parts, spec = trial_parts, trial
+            i -= 1
+    count = box.count(spec.dims, spec.constraint_set()) if parts or status == NOT_NEEDED else None
+    verified: bool | None = None
+    lines: tuple[str, ...] = ()
+    report = None
+    if status == FIXED and verify is not None:
+        say("fix: verifying the fixed specification end to end")
+        args, new_scope = spec.build(in_tree)
+        report = verify(args, new_scope)
+        verified = bool(report.ok)
+        lines = tuple(report.failures)
+    return FixResult(
+        status=status, detail=detail, parts=tuple(parts), in_avals=spec.aval_texts(), shapes=spec.shape_texts(),
+        constraints=spec.constraints, rounds=tuple(done_rounds), dropped=tuple(dropped), box=count, verified=verified,
+        verification=lines, function=name, seconds=time.perf_counter() - t_start, report=report,
+    )
+
+
+def _apply_all(spec: Spec, parts: Sequence[FixPart]) -> Spec | None:
+    try:
+        for p in parts:
+            spec = spec.apply(p)
+    except Exception:  # noqa: BLE001 - a later rewrite no longer applies without an earlier one
+        return None
+    return spec
+
+
+__all__ = ["FixOptions", "FixPart", "FixResult", "FixRound", "Spec", "candidates", "normalise_constraint", "render_constraint",
+           "synthesize"]

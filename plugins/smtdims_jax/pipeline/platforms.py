@@ -1,0 +1,92 @@
+"""Platform names and the local backend, checked before anything is exported.
+
+Why up front: stock JAX reports a misspelt lowering platform late (``--platform cpux``
+exported, then every sample was skipped) and a ``JAX_PLATFORMS`` that names a backend
+this machine lacks as ``assert _default_backend is not None`` from deep inside
+``xla_bridge``. Both are input errors: say which names work and what to change.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Sequence
+
+import jax
+
+KNOWN = ("cpu", "cuda", "rocm", "tpu")  # the lowering platforms jax.export accepts
+GPU = "gpu"  # JAX's alias: the GPU backend installed here (cuda or rocm)
+
+
+class PlatformError(ValueError):
+    """A platform name that jax.export cannot lower for (exit 2 on the command line)."""
+
+
+class BackendUnavailable(RuntimeError):
+    """JAX cannot start any backend here (e.g. ``JAX_PLATFORMS=cuda`` on a machine without CUDA)."""
+
+
+def normalise_platforms(platforms: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """Lower-cased platform names, ``gpu`` mapped as JAX maps it; unknown names refused with the valid ones."""
+    if platforms is None:
+        return None
+    items = platforms.split(",") if isinstance(platforms, str) else list(platforms)
+    out: list[str] = []
+    for raw in items:
+        if not isinstance(raw, str):
+            raise PlatformError(f"platform names are strings such as 'cpu'; got {raw!r}")
+        p = raw.strip().lower()
+        if not p:
+            continue
+        if p == GPU:
+            p = _gpu_platform()
+        elif p not in KNOWN:
+            close = difflib.get_close_matches(p, [*KNOWN, GPU], n=1)
+            raise PlatformError(f"unknown platform {raw.strip()!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                                + f"; jax.export lowers for {', '.join(KNOWN)} (and {GPU!r}, JAX's name for the "
+                                "installed cuda or rocm backend)")
+        if p not in out:
+            out.append(p)
+    return tuple(out) or None
+
+
+def _gpu_platform() -> str:
+    from jax._src import xla_bridge  # the one place JAX maps 'gpu' to 'cuda' or 'rocm'
+
+    try:
+        return xla_bridge.canonicalize_platform(GPU)
+    except (RuntimeError, AssertionError) as err:
+        why = str(err).strip() or "no GPU backend is installed"
+        raise PlatformError(f"platform 'gpu': JAX maps it to the GPU backend installed here, and there is none ({why}). "
+                            "Name the target instead: --platform cuda or --platform rocm (exporting for a GPU works "
+                            "on a machine without one; the samples then run only where that GPU is)") from None
+
+
+def backend_problem() -> str | None:
+    """Why JAX cannot start a backend here (what is wrong and what to do), or None when it can."""
+    try:
+        jax.devices()
+        return None
+    except (AssertionError, RuntimeError) as err:
+        from jax._src import xla_bridge
+
+        env = os.environ.get("JAX_PLATFORMS", "")
+        known = ", ".join(sorted(getattr(xla_bridge, "_backend_factories", {}) or ())) or "none"
+        detail = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        if env:
+            return (f"JAX cannot start a backend: JAX_PLATFORMS={env!r} asks for a platform that is not installed or not "
+                    f"usable on this machine (JAX knows: {known})" + (f"; JAX says: {detail}" if detail else "")
+                    + ". Unset JAX_PLATFORMS or set JAX_PLATFORMS=cpu (to export for a GPU from here, keep the local "
+                    "backend and pass --platform cuda); or install the jaxlib plugin, e.g. pip install 'jax[cuda12]'")
+        return (f"JAX cannot start a backend ({type(err).__name__}{': ' + detail if detail else ''}; JAX knows: {known}). "
+                "Check the jaxlib installation, or set JAX_PLATFORMS=cpu")
+
+
+def check_backend() -> None:
+    """Raise :class:`BackendUnavailable` with :func:`backend_problem`'s advice when JAX has no backend."""
+    problem = backend_problem()
+    if problem is not None:
+        raise BackendUnavailable(problem)
+
+
+__all__ = ["GPU", "KNOWN", "BackendUnavailable", "PlatformError", "backend_problem", "check_backend", "normalise_platforms"]
