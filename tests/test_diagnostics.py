@@ -133,3 +133,75 @@ def test_jax_scope_is_accepted_and_texts_are_as_written():
     with pytest.raises(UnsatisfiableConstraintsError) as info:
         check_constraints(bad)
     assert set(info.value.conflict) == {"a >= 3", "a <= 2"}
+
+
+# -- issue 18.5: a constraint that keeps a divisor nonzero, in either order -----------------------------
+@pytest.mark.parametrize("constraints", [
+    ["floordiv(a, b - 2) >= 1", "b >= 3"],
+    ["b >= 3", "floordiv(a, b - 2) >= 1"],
+])
+def test_a_divisor_guard_is_never_redundant_in_either_order(constraints):
+    r = check_constraints(constraints)  # raised PossibleDivisionByZeroError in the first order
+    assert r.satisfiable is True and r.redundant == ()
+    assert r.ranges["b"] == (3, float("inf"))
+
+
+def test_a_divisor_guard_among_redundant_constraints():
+    # b >= 5 makes b >= 3 redundant (the guard stays, through b >= 5), and mod's divisor is b
+    r = check_constraints(["mod(a, b - 2) == 1", "b >= 3", "b >= 5"])
+    assert [x.text for x in r.redundant] == ["b >= 3"]
+    r = check_constraints(["b >= 5", "mod(a, b - 2) == 1", "b >= 3"])
+    assert [x.text for x in r.redundant] == ["b >= 3"]
+
+
+def test_a_divisor_left_unguarded_by_the_others_raises_in_every_order():
+    for cons in (["floordiv(a, b - 1) >= 1", "a >= 2"], ["a >= 2", "floordiv(a, b - 1) >= 1"]):
+        with pytest.raises(PossibleDivisionByZeroError, match="b = 1"):
+            check_constraints(cons)
+
+
+# -- scale (issue 20): one incremental solver, points and propagation first -----------------------------
+def test_chain_of_200_constraints_scales():
+    """``x{i+1} >= x{i} + 1`` for 200 i: before, a session and a solver per constraint and one
+    bounds question per variable (8.6-50 s); now the points refute every redundancy candidate and
+    propagation gives every range, so almost no solver check runs."""
+    import time
+
+    cons = [f"x{i + 1} >= x{i} + 1" for i in range(200)]
+    smtdims.reset_stats()
+    t0 = time.monotonic()
+    r = check_constraints(cons)
+    elapsed = time.monotonic() - t0
+    st = smtdims.stats()
+    assert r.redundant == () and r.fixed == {} and r.reason == ""
+    assert r.ranges["x0"] == (1, float("inf")) and r.ranges["x200"] == (201, float("inf"))
+    assert st["solver_checks"] <= 10 and st["solvers_created"] <= 5, st
+    assert elapsed < 20, elapsed  # generous: about 0.5 s here, loaded
+
+
+_RANDOM_SETS = [
+    ["a >= b", "b >= 3", "a >= 2", "a <= 40", "mod(a, 4) == 0"],
+    ["max(a, b) <= c + 2", "c <= 9", "a >= 3", "a <= 11"],
+    ["min(a, b) >= 4", "b <= 6", "a + b <= 12", "a >= 2"],
+    ["a + b == 10", "a >= 3", "b >= 2", "a <= 8"],
+    ["mod(a + b, 3) == 1", "a <= 5", "b <= 5", "a >= b"],
+    ["floordiv(a, 2) >= b", "b >= 2", "a <= 17", "a >= 4"],
+    ["a >= 2*b + 1", "b >= c", "c >= 2", "a <= 20", "a >= 5"],
+    ["a == 2*c", "c <= 4", "b >= a", "b <= 8", "a >= 2"],
+]
+
+
+@pytest.mark.parametrize("constraints", _RANDOM_SETS)
+def test_ranges_and_redundancy_agree_with_the_ladder(constraints):
+    """Ranges against bounds() of each variable (the ladder); each redundant constraint is
+    implied by the survivors and each kept one is not implied by the other survivors (decide)."""
+    r = check_constraints(constraints)
+    for v, rng in r.ranges.items():
+        assert rng == tuple(smtdims.bounds(v, constraints)), v
+    kept = list(constraints)
+    for x in r.redundant:
+        kept.remove(x.text)
+    for t in constraints:
+        lhs, op, rhs = smtdims.parse_constraint(t)
+        status = smtdims.decide(lhs, op, rhs, constraints=[k for k in kept if k != t] if t in kept else kept).status
+        assert (status == "true") == (t not in kept), t
