@@ -39,11 +39,13 @@ from smtdims.results import UNDETERMINED, UNKNOWN, unknown_advice
 
 from . import exact_stock
 
-SUPPORTED_JAX = ((0, 7, 0), (0, 10, 2))  # inclusive range, tested in CI
+SUPPORTED_JAX = ((0, 7, 0), (0, 12, 0, 1))  # inclusive range, tested in CI (0.7.2, 0.10.2, 0.12.0.1)
 
 
 def _version_tuple(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+    """The release segment, all of it: 0.12.0.1 and 0.12.0.2 differ; '0.12.1.dev2026' is (0, 12, 1)."""
+    m = re.match(r"\d+(?:\.\d+)*", v)
+    return tuple(int(x) for x in m.group().split(".")) if m else ()
 
 
 def _fmt(v: tuple[int, ...]) -> str:
