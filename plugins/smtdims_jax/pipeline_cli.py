@@ -176,7 +176,10 @@ def run_export(args: argparse.Namespace) -> int:
         if debug:
             traceback.print_exception(err)
         named = "" if type(err) is ValueError else f"{type(err).__name__}: "  # our own messages name the argument
-        msg = " ".join(f"{named}{err}".split())
+        text = str(err)
+        if type(err).__name__ == "ParseError":  # its last two lines draw a caret under the position it names
+            text = text.splitlines()[0] if text.strip() else text
+        msg = " ".join(f"{named}{text}".split())
         hint = "" if debug or status == EXIT_USAGE else " (rerun with --debug for the traceback)"
         if getattr(args, "json", False) and status == EXIT_USAGE:  # like smtdims' other commands: {"error": ...}
             try:

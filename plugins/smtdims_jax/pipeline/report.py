@@ -97,6 +97,7 @@ class VerificationReport:
     worker_jax: str = ""
     export_error: ExportFailure | None = None  # set when the export failed (then nothing else ran)
     fix: Any = None  # a FixResult (pipeline.fixes) when the whole fix was asked for (fix=True)
+    diagnosis: Any = None  # a SampleDiagnosis (pipeline.diagnose) when samples failed
     exported: Any = field(default=None, repr=False, compare=False)  # the jax.export.Exported
     exception: BaseException | None = field(default=None, repr=False, compare=False)  # the export's error
 
@@ -122,7 +123,8 @@ class VerificationReport:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(dataclasses.replace(self, exported=None, exception=None, fix=None))
+        d = dataclasses.asdict(dataclasses.replace(self, exported=None, exception=None, fix=None, diagnosis=None))
+        d["diagnosis"] = self.diagnosis.to_dict() if self.diagnosis is not None else None
         d.pop("exported", None)
         d.pop("exception", None)
         d["fix"] = self.fix.to_dict() if self.fix is not None else None
@@ -181,6 +183,9 @@ class VerificationReport:
         if fails:
             lines.append("  FAILED:")
             lines += [f"    {f}" for f in fails]
+            if self.diagnosis is not None:
+                lines.append("  why:")
+                lines += [f"    {ln}" for ln in self.diagnosis.lines(self.function.split(":")[-1])]
         else:
             n = len(self.samples)
             lines.append(f"  OK: {n}/{n} sample shapes match native {self.function.split(':')[-1]}; "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,6 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import export
+
+from smtdims.constraints import Constraint
+from smtdims.errors import SmtdimsError
+from smtdims.parser import parse_expr
 
 _SPEC_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[(.*)\]\s*$", re.S)
 
@@ -125,6 +130,35 @@ def _is_sym(d: Any) -> bool:
     return export.is_symbolic_dim(d)
 
 
+def check_constraints(constraints: Sequence[str], shapes: Sequence[str]) -> None:
+    """smtdims reads the constraints before JAX does, so that a mistake gets a precise error.
+
+    A typo (``"t >== 64"``) raises smtdims' :class:`~smtdims.errors.ParseError` with its
+    position (JAX reports a mangled fragment of it); a variable found in no argument shape
+    (``bacth`` for ``batch``) raises ``ValueError`` naming it and the closest spelling
+    (JAX either accepts it silently or says only that the variable does not appear).
+    """
+    known: set[str] = set()
+    readable = True
+    for text in shapes:
+        for dim in _split_top(text):
+            try:
+                known |= parse_expr(dim).variables()
+            except SmtdimsError:
+                readable = False  # a dimension smtdims cannot read: JAX will judge it, and the names in it
+    for c in constraints:
+        if not isinstance(c, str):
+            raise TypeError(f"constraints must be strings like 'a >= 16', got {type(c).__name__}: {c!r}")
+        parsed = Constraint.parse(c)  # ParseError (a ValueError) with the position of the mistake
+        unknown = sorted(parsed.diff.variables() - known)
+        if unknown and readable and shapes:
+            v = unknown[0]
+            close = difflib.get_close_matches(v, sorted(known), n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"constraint {c!r} names {v!r}, which appears in no argument shape "
+                             f"(the shapes use {', '.join(sorted(known)) or 'no variables'}){hint}")
+
+
 def build_specs(arg_specs: Sequence[Any], constraints: Sequence[str] = ()) -> tuple[tuple[Any, ...], Any, list[str]]:
     """``jax.ShapeDtypeStruct`` pytrees sharing one scope, the scope, and the specialised dims found.
 
@@ -143,6 +177,8 @@ def build_specs(arg_specs: Sequence[Any], constraints: Sequence[str] = ()) -> tu
     if scopes and constraints:
         raise ValueError("constraints= cannot be added to the scope of ShapeDtypeStructs that already exist; "
                          "pass them where the scope is made: symbolic_shape(..., constraints=...)")
+    check_constraints(constraints, [x.shape for p in parsed for x in jax.tree_util.tree_leaves(p, is_leaf=is_leaf)
+                                    if isinstance(x, _StringSpec)])
     scope = next(iter(scopes.values())) if scopes else export.SymbolicScope(tuple(constraints))
     specialised: list[str] = []
 

@@ -18,6 +18,7 @@ from smtdims.errors import format_valuation
 from .. import adapter, enabled
 from ._common import Progress, _fn_name, _local_platform, _normalise_platforms, _progress_fn, _raised_by_smtdims, _solver_budget
 from .compare import compare_outputs, random_input
+from .diagnose import diagnose
 from .failure import describe_export_error
 from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, synthesize
 from .fresh import _rejection, run_fresh_process
@@ -210,6 +211,19 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
         ))
     checks.append(Check("samples", PASS if results and all(r.status == PASS for r in results) else FAIL,
                         f"{sum(r.status == PASS for r in results)}/{len(results)} match the native function"))
+    diagnosis = None
+    failed = [(r, natives[r.index - 1]) for r in results if r.status == FAIL]
+    if failed:
+        native_fails = [r.valuation for r, n in failed if isinstance(n, str)]
+        say("diagnosing the failed samples" + (" (the native function fails there too)" if native_fails else ""))
+        diagnosis = diagnose(
+            fn, spec_leaves, in_tree, scope, exp, plats, budget, native_fails,
+            next((n for _, n in failed if isinstance(n, str)), ""),
+            [r.valuation for r, n in failed if not isinstance(n, str)],
+            box_side=fix.box if fix is not None else None,
+            verify=(lambda s, sc: _verify(fn, s, sc, [], plats, samples, out, seed, say, rtol, atol, timeout, budget, x64))
+            if fix is not None else None,
+        )
 
     done = worker.get("reject") or []
     rejections = tuple(_rejection(shapes, why, done[k] if k < len(done) else None) for k, (shapes, why) in enumerate(outside))
@@ -233,6 +247,7 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
         artifact_path=str(out) if out is not None else None,
         device=worker.get("device", ""),
         worker_jax=worker.get("jax_version", ""),
+        diagnosis=diagnosis,
         exported=exp,
     )
 

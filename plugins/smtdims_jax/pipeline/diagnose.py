@@ -1,0 +1,189 @@
+"""Failed samples diagnosed: who fails (the artifact, the native function, both), and what to change.
+
+A sample where the native function fails too means the specification admits shapes the
+function does not support (``y.reshape(b*d // 4, 4)`` under ``"b, d"``: the artifact
+stops with "Error refining shapes", numpy with "cannot reshape array of shape (1, 1)
+into shape (0, 4)"). The excluding constraint is searched among the divisibilities the
+exported shapes need (``mod(b*d, 4) == 0`` for a ``floordiv(b*d, 4)``) and the lower
+bounds the failing shapes suggest; each candidate is re-exported, and the one that
+excludes every natively failing shape of the box while keeping the most that run is
+reported, with its box counts (with ``fix=True`` it is also verified end to end).
+
+A sample where only the artifact fails (the native function runs there) points at a
+decision JAX took while tracing: the audit (:mod:`smtdims_jax.audit`) re-traces the
+export and names the lines where JAX's ``==`` answered False without proof (the
+``x.shape[0] == 1`` trap).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+from jax import export
+
+from smtdims.errors import format_valuation
+from smtdims.expr import FLOORDIV, MOD, Expr, Op
+
+from .box import BoxCount, NativeBox
+from .fixes import FixPart, attempt, normalise_constraint, spec_of
+from .report import _first_line
+
+
+@dataclass(frozen=True)
+class SampleDiagnosis:
+    """Why samples failed, and the verified change that excludes the unsupported shapes."""
+
+    native_fails: tuple[dict[str, int], ...]  # failed samples where the native function fails too
+    native_error: str  # the native function's error at the first of them
+    artifact_only: tuple[dict[str, int], ...]  # failed samples where the native function runs
+    constraints: tuple[str, ...] = ()  # the excluding constraint(s), when found and re-exported
+    exported: bool | None = None  # the export succeeds with them
+    box: BoxCount | None = None  # the specification with them, on the box
+    verified: bool | None = None  # the whole pipeline passed with them (fix=True only)
+    audit: tuple[str, ...] = ()  # "<location>: <question>" for each unproven == the audit flags
+    tried: tuple[tuple[str, int, int], ...] = ()  # (constraint, admitted native-ok, admitted native-failing)
+    seconds: float = 0.0
+    report: Any = field(default=None, repr=False, compare=False)
+
+    def lines(self, name: str) -> list[str]:
+        out = []
+        if self.native_fails:
+            out.append(f"{len(self.native_fails)} failed sample(s) fail natively too ({format_valuation(self.native_fails[0])}: "
+                       f"{_first_line(self.native_error, 160)}): the specification admits shapes {name} does not support")
+            if self.constraints:
+                out.append(f"  exclude them: add the constraint(s) {', '.join(repr(c) for c in self.constraints)}"
+                           + (" (re-exported: the export succeeds with it)" if self.exported else " (NOT exportable)"))
+                if self.box is not None:
+                    out.append("  " + self.box.sentence(name))
+                if self.verified is not None:
+                    out.append("  verified end to end (export, fresh process, samples): " + ("yes" if self.verified else "NO"))
+            else:
+                out.append("  no single constraint smtdims tried excludes them (tried: "
+                           + ", ".join(c for c, _, _ in self.tried[:4]) + ")" if self.tried else
+                           "  no candidate constraint was found")
+        if self.artifact_only:
+            out.append(f"{len(self.artifact_only)} failed sample(s) run natively ({format_valuation(self.artifact_only[0])}): "
+                       "the artifact took a different path while tracing")
+            if self.audit:
+                out += [f"  JAX's == answered False without proof at {a}" for a in self.audit]
+            else:
+                out.append("  the audit flags no unproven == in user code")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"native_fails": list(self.native_fails), "native_error": self.native_error,
+                "artifact_only": list(self.artifact_only), "constraints": list(self.constraints),
+                "exported": self.exported, "box": self.box.to_dict() if self.box is not None else None,
+                "verified": self.verified, "audit": list(self.audit),
+                "tried": [{"constraint": c, "admitted_ok": ok, "admitted_failing": bad} for c, ok, bad in self.tried],
+                "seconds": round(self.seconds, 3)}
+
+
+def _divisibilities(exprs: Sequence[Expr]) -> list[str]:
+    """``mod(E, k) == 0`` for each ``floordiv(E, k)`` / ``mod(E, k)`` by a constant ``k >= 2``."""
+    out: list[str] = []
+    for e in exprs:
+        for a in sorted(e.atoms(), key=lambda a: a.sort_key()):
+            if isinstance(a, Op) and a.op in (FLOORDIV, MOD):
+                k = a.rhs.as_constant()
+                if k is not None and abs(k) >= 2:
+                    text = f"mod({a.lhs}, {abs(k)}) == 0"
+                    if text not in out:
+                        out.append(text)
+    return out
+
+
+def _lower_bounds(box: NativeBox) -> list[str]:
+    """``v >= k``: k one above the largest ``v`` of a natively failing box shape, and the smallest ``v`` that runs."""
+    out: list[str] = []
+    for v in box.variables:
+        bad = [box.env[s][v] for s, ok in box.ok.items() if not ok]
+        good = [box.env[s][v] for s, ok in box.ok.items() if ok]
+        for k in ([max(bad) + 1] if bad else []) + ([min(good)] if good else []):
+            if k >= 2 and good and max(good) >= k and f"{v} >= {k}" not in out:
+                out.append(f"{v} >= {k}")
+    return out
+
+
+def diagnose(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, scope: Any, exp: Any,
+             plats: tuple[str, ...] | None, budget: int | None, native_fails: Sequence[dict[str, int]],
+             native_error: str, artifact_only: Sequence[dict[str, int]], *, box_side: int | None = None,
+             verify: Callable[[Any, Any], Any] | None = None, deadline: float = 60.0) -> SampleDiagnosis:
+    """See the module docstring; ``verify(specs, scope)`` (optional) runs the whole pipeline on the fix."""
+    t0 = time.perf_counter()
+    stop = time.monotonic() + deadline
+    audit_lines: tuple[str, ...] = ()
+    if artifact_only:
+        audit_lines = _audit(fn, spec_leaves, in_tree, plats, budget)
+    constraints: tuple[str, ...] = ()
+    exported = verified = None
+    count = None
+    report = None
+    tried: list[tuple[str, int, int]] = []
+    if native_fails:
+        spec = spec_of(spec_leaves, scope)
+        box = NativeBox(fn, spec.dims, spec.dtypes, in_tree, spec.constraint_set(), side=box_side, deadline=stop)
+        exprs = [d for leaf in spec.dims for d in leaf] + [adapter_ir(d) for a in exp.out_avals for d in a.shape]
+        chosen: list[str] = []
+        current = spec
+        for _ in range(3):  # at most three constraints, added greedily while some failing shape stays admitted
+            ok0, bad0 = box.score(current.dims, current.constraint_set())
+            if bad0 == 0 or time.monotonic() > stop:
+                break
+            scored = []
+            for text in [*_divisibilities(exprs), *_lower_bounds(box)]:
+                if text in chosen:
+                    continue
+                try:
+                    text = normalise_constraint(text)
+                    trial = current.apply(FixPart("constraint", text))
+                    ok, bad = box.score(trial.dims, trial.constraint_set())
+                except Exception:  # noqa: BLE001 - a candidate we cannot state is no candidate
+                    continue
+                tried.append((text, ok, -bad))
+                scored.append(((bad, ok), text, trial))
+            if not scored:
+                break
+            scored.sort(key=lambda x: x[0], reverse=True)  # fewest admitted failing first, then most admitted ok
+            (bad, ok), text, trial = scored[0]
+            if -bad >= -bad0:
+                break  # no candidate excludes anything more
+            chosen.append(text)
+            current = trial
+        if chosen:
+            constraints = tuple(chosen)
+            exported = attempt(fn, current, in_tree, plats, budget).ok
+            count = box.count(current.dims, current.constraint_set())
+            if exported and verify is not None:
+                args, new_scope = current.build(in_tree)
+                report = verify(args, new_scope)
+                verified = bool(report.ok)
+    return SampleDiagnosis(tuple(native_fails), native_error, tuple(artifact_only), constraints, exported, count,
+                           verified, audit_lines, tuple(tried), time.perf_counter() - t0, report)
+
+
+def adapter_ir(d: Any) -> Expr:
+    from .. import adapter
+
+    return adapter.to_ir(d) if export.is_symbolic_dim(d) else Expr.const(int(d))
+
+
+def _audit(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, plats: tuple[str, ...] | None,
+           budget: int | None) -> tuple[str, ...]:
+    """The user-code lines where JAX's ``==`` answered False without proof, from a re-traced export."""
+    from ..audit import audit
+
+    try:
+        with audit(budget=budget) as rep:
+            # a fresh callable: jax.jit's trace cache would otherwise replay the first export without a decision
+            export.export(jax.jit(lambda *a: fn(*a)), platforms=plats)(*jax.tree_util.tree_unflatten(in_tree, list(spec_leaves)))
+    except Exception:  # noqa: BLE001 - the export succeeded before; if it does not now, report what was seen
+        pass
+    return tuple(f"{r.location}: {r.question}" for r in rep.flagged if r.flag == "unproven-inequality")
+
+
+__all__ = ["SampleDiagnosis", "diagnose"]
