@@ -122,7 +122,7 @@ def _common() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, metavar="N", default=argparse.SUPPRESS,
                    help=f"Z3 rlimit per check (deterministic; default {CONFIG.budget})")
     p.add_argument("--deadline", type=float, metavar="SECONDS", default=argparse.SUPPRESS,
-                   help="wall-clock limit for the solver (default: none)")
+                   help=f"wall-clock limit per question, a backstop to the budget (default {CONFIG.deadline:g} s)")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     return p
 
@@ -436,13 +436,10 @@ def _bounds_status(b: Bounds) -> int:
     return EXIT_TRUE if b.lo_tight and b.hi_tight else EXIT_UNKNOWN
 
 
-_NOT_TIGHT = "  an end is not proven tight (the solver gave up or ran out of budget; try a larger --budget N)"
-
-
 def _bounds_answer(args: argparse.Namespace, session: Session, cs: ConstraintSet, e: Expr) -> Answer:
     b = session.bounds(e)
     status = _bounds_status(b)
-    text = b.describe() + ("\n" + _NOT_TIGHT if status else "")
+    text = b.describe() + (f"\n  an end is not proven tight: {b.advice}" if status else "")
     script = _bounds_script(cs, e, repr(b), _budget(args)) if _smtlib(args) else None
     return Answer(text, b.to_dict(), script, status)
 
@@ -492,7 +489,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         b = session.bounds(e)
         ex = explain_bounds(b)
         status = _bounds_status(b)
-        out, data = str(ex) + ("\n" + _NOT_TIGHT if status else ""), ex.to_dict()
+        out, data = str(ex), ex.to_dict()  # the explanation says which limit left an end loose
         script = _bounds_script(cs, e, repr(b), _budget(args)) if _smtlib(args) else None
     return _emit(args, [Answer(out, data, script, status)])
 

@@ -108,6 +108,9 @@ class Explanation:
     ends: tuple[BoundEnd, ...] = ()
     answered_by: str = ""
     reason: str = ""
+    budget: int | None = None  # the limits in force for the answer explained (quoted by the advice)
+    deadline: float | None = None
+    deterministic: bool = True
 
     def __str__(self) -> str:
         where = f" under {', '.join(self.constraints)}" if self.constraints else ""
@@ -115,13 +118,15 @@ class Explanation:
             span = ", ".join(_fmt_bound(end.value) for end in self.ends)
             lines = [f"{self.question}{where}: [{span}] ({self.status})"]
             lines += [f"  {end.describe()}" for end in self.ends]
+            if self.reason:
+                lines.append(f"  an end is not proven tight: {unknown_advice(self.reason, self.budget, self.deadline)}")
             return "\n".join(lines)
         lines = [f"{self.question}{where}: {self.status}"]
         if self.status in (TRUE, FALSE):
             lines.append(f"  because: {_support_text(self.support, self.minimal)}")
         else:
             if self.status == UNKNOWN:
-                lines.append(f"  the solver could not decide: {unknown_advice(self.reason)}")
+                lines.append(f"  the solver could not decide: {unknown_advice(self.reason, self.budget, self.deadline)}")
             if self.witness_true is not None:
                 lines.append(f"  true  at {format_valuation(self.witness_true)}")
             if self.witness_false is not None:
@@ -139,7 +144,8 @@ class Explanation:
             "constraints": list(self.constraints), "support": list(self.support), "minimal": self.minimal,
             "witness_true": self.witness_true, "witness_false": self.witness_false,
             "fixes": [f.to_dict() for f in self.fixes], "ends": [e.to_dict() for e in self.ends],
-            "answered_by": self.answered_by, "reason": self.reason,
+            "answered_by": self.answered_by, "reason": self.reason, "deterministic": self.deterministic,
+            "budget": self.budget, "deadline": self.deadline,
         }
 
     def _repr_html_(self) -> str:
@@ -164,7 +170,7 @@ class Explanation:
             rows.append(f"<tr><td>because</td><td>{_support_html(self.support, self.minimal)}</td></tr>")
         else:
             if self.status == UNKNOWN:
-                rows.append(f"<tr><td>unknown</td><td>{esc(unknown_advice(self.reason))}</td></tr>")
+                rows.append(f"<tr><td>unknown</td><td>{esc(unknown_advice(self.reason, self.budget, self.deadline))}</td></tr>")
             for label, w in (("true at", self.witness_true), ("false at", self.witness_false)):
                 if w is not None:
                     rows.append(f"<tr><td>{label}</td><td>{esc(format_valuation(w))}</td></tr>")
@@ -214,7 +220,8 @@ def _explain_decision(decision: Decision) -> Explanation:
     session, lhs, op, rhs = _decision_context(decision)
     d = decision if decision._context is not None else session.decide(lhs, op, rhs)
     base = dict(kind="decision", question=d.question, status=d.status, constraints=d.constraints,
-                answered_by=d.answered_by, reason=d.reason)
+                answered_by=d.answered_by, reason=d.reason, budget=d.budget, deadline=d.deadline,
+                deterministic=d.deterministic)
     diff = lhs - rhs
     if d.status in (TRUE, FALSE):
         # true: constraints AND not(rel) is unsat; false: constraints AND rel is unsat.
@@ -256,6 +263,7 @@ def _explain_bounds(bounds: Bounds) -> Explanation:
     return Explanation(
         kind="bounds", question=f"bounds of {bounds.expr}",
         status=status, constraints=bounds.constraints, ends=tuple(ends), answered_by=bounds.answered_by,
+        reason=bounds.reason, budget=bounds.budget, deadline=bounds.deadline, deterministic=bounds.deterministic,
     )
 
 

@@ -14,19 +14,38 @@ from .render import left_align
 TRUE, FALSE, UNDETERMINED, UNKNOWN = "true", "false", "undetermined", "unknown"
 
 
-def unknown_advice(reason: str) -> str:
-    """What an "unknown" answer means, and how to get a better one (never Z3's raw wording)."""
-    from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, current
+def limits_in_force() -> tuple[int, float]:
+    """``(budget, deadline)`` of the question being answered: the per-call or scoped limits,
+    and the deadline of the outermost question when one is running (answers quote these)."""
+    from .options import active_deadline, current
 
+    d = active_deadline()
+    return current().budget, d.seconds if d is not None else current().deadline
+
+
+def unknown_advice(reason: str, budget: int | None = None, deadline: float | None = None) -> str:
+    """What an "unknown" answer means and how to raise the limit that stopped it (never Z3's raw wording).
+
+    ``budget``/``deadline``: the limits in force for that answer (``Decision.budget``...);
+    the current ones when not given.
+    """
+    from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE
+
+    now_budget, now_deadline = limits_in_force()
+    budget = now_budget if budget is None else budget
+    deadline = now_deadline if deadline is None else deadline
     if reason == REASON_BUDGET:
-        return (f"the solver ran out of budget (Z3 rlimit {current().budget} per check); raise it with "
-                "smtdims.install(budget=N), smtdims.options.scoped(budget=N) or --budget N on the command line")
+        return (f"the solver ran out of budget (Z3 rlimit {budget} per check); raise it with budget=N "
+                "(per call), smtdims.install(budget=N), smtdims.options.scoped(budget=N) "
+                f"or --budget N on the command line, e.g. {budget * 10}")
     if reason == REASON_DEADLINE:
-        return (f"the question hit its deadline ({current().deadline:g} s); raise it with "
-                "smtdims.install(deadline=SECONDS), smtdims.options.scoped(deadline=SECONDS) or --deadline SECONDS")
+        return (f"the question hit its deadline ({deadline:g} s, a wall-clock limit, not the budget); raise it "
+                "with deadline=SECONDS (per call), smtdims.install(deadline=SECONDS), "
+                "smtdims.options.scoped(deadline=SECONDS) or --deadline SECONDS on the command line")
     if reason == REASON_INCOMPLETE or not reason:
-        return ("the solver gave up (integer arithmetic with products of variables is undecidable in general); "
-                "a larger budget (--budget N) or a constraint that bounds the variables may help")
+        return ("the solver gave up (integer arithmetic with products of variables is undecidable in general; "
+                f"Z3 rlimit {budget} per check); a larger budget (budget=N, --budget N) or a constraint that "
+                "bounds the variables may help")
     return reason
 
 
@@ -65,6 +84,9 @@ class Bounds(tuple):
     constraints: tuple[str, ...]
     answered_by: str
     deterministic: bool
+    reason: str
+    budget: int
+    deadline: float
 
     def __new__(
         cls,
@@ -80,12 +102,22 @@ class Bounds(tuple):
         answered_by: str = "",
         context: Any = None,
         deterministic: bool = True,
+        reason: str | None = None,
+        budget: int | None = None,
+        deadline: float | None = None,
     ) -> Bounds:
+        from .options import REASON_DEADLINE, REASON_INCOMPLETE
+
         self = super().__new__(cls, (lo, hi))
         object.__setattr__(self, "_context", context)  # (Session, Expr) for explain(); not data
         # False when the deadline cut the search short: then an end may be looser than the budget allows
         object.__setattr__(self, "deterministic", deterministic)
+        if reason is None:  # why an end is not tight: the deadline (a clock), else the budget / incompleteness
+            reason = "" if lo_tight and hi_tight else REASON_INCOMPLETE if deterministic else REASON_DEADLINE
+        now_budget, now_deadline = limits_in_force()
         fields = dict(
+            reason=reason, budget=now_budget if budget is None else budget,
+            deadline=now_deadline if deadline is None else deadline,
             lo=lo, hi=hi, lo_tight=lo_tight, hi_tight=hi_tight,
             lo_witness=dict(lo_witness) if lo_witness is not None else None,
             hi_witness=dict(hi_witness) if hi_witness is not None else None,
@@ -122,7 +154,16 @@ class Bounds(tuple):
             "lo_witness": self.lo_witness,
             "hi_witness": self.hi_witness,
             "answered_by": self.answered_by,
+            "deterministic": self.deterministic,
+            "reason": self.reason,
+            "budget": self.budget,
+            "deadline": self.deadline,
         }
+
+    @property
+    def advice(self) -> str:
+        """Why an end is not proven tight and how to raise the limit that stopped it ("" when tight)."""
+        return unknown_advice(self.reason, self.budget, self.deadline) if self.reason else ""
 
     def __repr__(self) -> str:
         return f"Bounds({_fmt_bound(self.lo)}, {_fmt_bound(self.hi)})"
@@ -170,6 +211,8 @@ def _rebuild_bounds(d: dict[str, Any]) -> Bounds:
         back(d["lo"]), back(d["hi"]), lo_tight=d["lo_tight"], hi_tight=d["hi_tight"],
         lo_witness=d["lo_witness"], hi_witness=d["hi_witness"], expr=d["expr"],
         constraints=tuple(d["constraints"]), answered_by=d["answered_by"],
+        deterministic=d.get("deterministic", True), reason=d.get("reason"), budget=d.get("budget"),
+        deadline=d.get("deadline"),
     )
 
 
@@ -191,7 +234,23 @@ class Decision:
     constraints: tuple[str, ...] = ()
     answered_by: str = ""
     reason: str = ""
+    budget: int | None = field(default=None, compare=False)  # the limits in force for this answer
+    deadline: float | None = field(default=None, compare=False)
     _context: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        budget, deadline = limits_in_force()
+        if self.budget is None:
+            object.__setattr__(self, "budget", budget)
+        if self.deadline is None:
+            object.__setattr__(self, "deadline", deadline)
+
+    @property
+    def deterministic(self) -> bool:
+        """False when the deadline (a clock) shaped the answer: then it is not cached, and may differ."""
+        from .options import REASON_DEADLINE
+
+        return self.reason != REASON_DEADLINE
 
     @property
     def value(self) -> bool | None:
@@ -218,6 +277,7 @@ class Decision:
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_context"}
         d["constraints"] = list(self.constraints)
         d["value"] = self.value
+        d["deterministic"] = self.deterministic
         return d
 
     def describe(self) -> str:
@@ -229,7 +289,7 @@ class Decision:
                 f"\n  false at {format_valuation(self.witness_false)}"
             )
         elif self.status == UNKNOWN:
-            text += f": {unknown_advice(self.reason)}"
+            text += f": {unknown_advice(self.reason, self.budget, self.deadline)}"
         return text
 
     def __str__(self) -> str:

@@ -236,3 +236,47 @@ def test_queries_assert_only_the_axioms_they_need():
     assert history.bounds(p("mod(a, a + 3)")) == fresh.bounds(p("mod(a, a + 3)"))
     shared = history.solver._shared_atoms
     assert not any(isinstance(x, Op) and not x.rhs.is_constant and x.op in ("mod", "floordiv") for x in shared)
+
+
+# -- issue 20: the limit quoted is the one in force for that call ------------------------------------------
+_HARD = "a*a - 2*a*b + b*b >= 0"
+
+
+def test_a_per_call_budget_is_quoted_not_the_default():
+    d = smtdims.decide(_HARD, budget=50)
+    assert d.status == "unknown" and d.reason == "budget" and d.budget == 50
+    assert "rlimit 50 per check" in d.describe() and "5000000" not in d.describe()
+    assert d.to_dict()["budget"] == 50 and d.to_dict()["deterministic"] is True
+
+
+def test_a_per_call_budget_beats_the_installed_default_in_the_text():
+    old = smtdims.options.current()
+    smtdims.options.set_defaults(budget=20_000_000)
+    try:
+        d = smtdims.decide(_HARD, budget=50)
+        assert "rlimit 50 per check" in d.describe() and "20000000" not in d.describe()
+        assert "rlimit 50 per check" in str(d.explain())
+    finally:
+        smtdims.options.set_defaults(budget=old.budget)
+
+
+_SLOW = ("a*a*b - c*c*d + 7*a*b*c", ("a*b*c <= 1000", "c*d >= 3*a"))
+
+
+def test_a_per_call_deadline_is_quoted_and_named_as_the_deadline():
+    b = smtdims.bounds(_SLOW[0], _SLOW[1], deadline=0.01)
+    assert not b.tight and b.deterministic is False and b.reason == "deadline" and b.deadline == 0.01
+    assert "deadline (0.01 s" in b.advice and "--deadline SECONDS" in b.advice and "run out of budget" not in b.advice
+    d = b.to_dict()
+    assert d["reason"] == "deadline" and d["deterministic"] is False
+    dec = smtdims.decide(_SLOW[0], ">=", "0", _SLOW[1], deadline=0.01)
+    if dec.status == "unknown":  # the deadline may also leave witnesses of both sides: undetermined
+        assert dec.reason == "deadline" and "(0.01 s" in dec.describe() and "(10 s)" not in dec.describe()
+        assert dec.to_dict()["deterministic"] is False
+
+
+def test_a_bound_left_loose_by_the_budget_says_so():
+    b = smtdims.bounds(_SLOW[0], _SLOW[1], budget=50)
+    assert not b.tight and b.deterministic and b.reason == "incomplete" and b.budget == 50
+    assert "rlimit 50 per check" in b.advice and "deadline" not in b.advice
+    assert smtdims.bounds("2*b + 1").reason == "" and smtdims.bounds("2*b + 1").advice == ""

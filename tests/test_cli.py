@@ -531,3 +531,60 @@ def test_version_does_not_import_jax():
     code = "import sys; from smtdims.cli import main; rc = main(['--version']); print('jax' in sys.modules, rc)"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.stdout.splitlines()[-1] == "False 0", res.stdout + res.stderr
+
+
+# -- issue 20: limits and reasons ----------------------------------------------------------------------
+def test_help_gives_the_real_deadline_default(capsys):
+    rc, out, _ = run(capsys, "--help")
+    assert rc == 0 and f"default {smtdims.DEFAULT_DEADLINE:g} s" in " ".join(out.split())
+    assert "(default: none)" not in out
+
+
+def test_bounds_stopped_by_the_deadline_names_the_deadline(capsys):
+    rc, out, _ = run(capsys, "bounds", "a*a*b - c*c*d + 7*a*b*c", "-c", "a*b*c <= 1000", "-c", "c*d >= 3*a",
+                     "--deadline", "0.01")
+    assert rc == cli.EXIT_UNKNOWN
+    assert "deadline (0.01 s" in out and "--deadline SECONDS" in out and "budget; try" not in out
+    rc, out, _ = run(capsys, "bounds", "a*a*b - c*c*d + 7*a*b*c", "-c", "a*b*c <= 1000", "-c", "c*d >= 3*a",
+                     "--deadline", "0.01", "--json")
+    d = json.loads(out)
+    assert d["reason"] == "deadline" and d["deterministic"] is False and d["deadline"] == 0.01
+
+
+def test_bounds_and_decide_json_carry_reason_and_deterministic(capsys):
+    rc, out, _ = run(capsys, "bounds", "2*b + 1", "--json")
+    d = json.loads(out)
+    assert d["reason"] == "" and d["deterministic"] is True
+    rc, out, _ = run(capsys, "decide", "a*a - 2*a*b + b*b >= 0", "--budget", "50", "--json")
+    d = json.loads(out)
+    assert rc == cli.EXIT_UNKNOWN and d["reason"] == "budget" and d["deterministic"] is True and d["budget"] == 50
+    rc, out, _ = run(capsys, "decide", "a*a - 2*a*b + b*b >= 0", "--budget", "50")
+    assert "rlimit 50 per check" in out
+
+
+def _walk(x, key=None):
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from _walk(v, k)
+    elif isinstance(x, list):
+        for v in x:
+            yield from _walk(v, key)
+    else:
+        yield key, x
+
+
+@pytest.mark.parametrize("argv", [
+    ["bounds", "2*b + 1", "b - c"],
+    ["decide", "a >= 1", "b <= a", "a == b + 1"],
+    ["explain", "b >= 16", "-c", "b <= 100"],
+    ["explain", "2*b - c"],
+    ["check-constraints", "-c", "a >= b", "-c", "c == 2"],
+])
+def test_json_types_follow_one_convention(capsys, argv):
+    """Every --json output: booleans are JSON booleans, integers JSON numbers, infinities the strings
+    "inf"/"-inf" (JSON has no infinity), floats only for seconds ("deadline"), never "True"/"False"."""
+    rc, out, _ = run(capsys, *argv, "--json")
+    assert "Infinity" not in out and "NaN" not in out  # json.dumps writes these for floats: not JSON
+    for key, v in _walk(json.loads(out)):
+        assert not isinstance(v, float) or key == "deadline", (argv, key, v)
+        assert v not in ("True", "False", "None"), (argv, key, v)
