@@ -4,7 +4,7 @@
     smtdims decide 'a + 1' '>=' b            (one query: LHS OP RHS as three arguments)
     smtdims decide 'a >= 1' 'b <= a'         (several queries: each argument a comparison)
     smtdims explain 'b >= 16'                (a comparison; or an expression: its bounds)
-    smtdims check-constraints -c 'a >= b' -c 'b >= a + 1'
+    smtdims check-constraints 'a >= b' 'b >= a + 1'   (or -c 'a >= b' -c 'b >= a + 1')
     smtdims run script.py [ARGS...]          (run a program with smtdims installed; also -m MODULE)
     smtdims export ...                       (the export pipeline, when installed)
 
@@ -160,7 +160,10 @@ def build_parser(export: Callable[[Any], Any] | None = None) -> argparse.Argumen
                    help="the arguments are joined into one comparison or expression")
     constraints_arg(p)
     p = subs.add_parser("check-constraints", parents=[common],
+                        usage="smtdims check-constraints [options] [CONSTRAINT ...] [-c CONSTRAINT ...]",
                         help="unsatisfiable subsets, redundant constraints, fixed variables")
+    p.add_argument("positional", nargs="*", metavar="CONSTRAINT",
+                   help="the constraints to check (each one argument; -c CONSTRAINT works too)")
     constraints_arg(p)
     p = subs.add_parser("run", help="run a Python program with smtdims installed, then summarise",
                         usage=RUN_USAGE, add_help=False)
@@ -168,7 +171,8 @@ def build_parser(export: Callable[[Any], Any] | None = None) -> argparse.Argumen
     if export is not None:
         export(subs)
     else:
-        p = subs.add_parser("export", parents=[common], help="export pipeline (needs smtdims_jax.pipeline_cli)")
+        p = subs.add_parser("export", parents=[common],
+                            help="export a JAX function with symbolic shapes, fix and verify (needs JAX)")
         p.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 
@@ -460,6 +464,7 @@ def cmd_bounds(args: argparse.Namespace) -> int:
 def cmd_decide(args: argparse.Namespace) -> int:
     session, cs = _session(args)
     queries = [parse_comparison(text) for text in decide_queries(args.comparison)]
+    _warn(cs, [e for lhs, _, rhs in queries for e in (lhs, rhs)])
     answers = []
     for lhs, op, rhs in queries:
         d = session.decide(lhs, op, rhs)
@@ -469,13 +474,45 @@ def cmd_decide(args: argparse.Namespace) -> int:
     return _emit(args, answers)
 
 
+def _one_explain_query(parts: Sequence[str]) -> str:
+    """``explain``'s arguments joined into one comparison or expression; several comparisons are
+    a usage error that names ``decide``, which takes several."""
+    if len(parts) > 1 and sum(_has_comparison(p) for p in parts) > 1:
+        raise UsageError(
+            f"explain takes one comparison (or one expression), got {len(parts)}: "
+            + ", ".join(repr(p) for p in parts)
+            + "; explain them one at a time, or use 'smtdims decide' to decide several at once")
+    return _comparison_text(parts)
+
+
+def warn_near_misses(cs: ConstraintSet, exprs: Sequence[Expr]) -> list[str]:
+    """Warnings for constraint variables that no question mentions but that look like a typo of one
+    that does (``bacth`` for ``batch``): such a constraint constrains nothing the question asks about."""
+    import difflib
+
+    asked = sorted(frozenset().union(*(e.variables() for e in exprs)))
+    out = []
+    for v in sorted(cs.variables() - set(asked)):
+        close = difflib.get_close_matches(v, asked, n=1, cutoff=0.75)
+        if close:
+            out.append(f"smtdims: warning: the constraints name {v!r}, which no question mentions; "
+                       f"did you mean {close[0]!r}?")
+    return out
+
+
+def _warn(cs: ConstraintSet, exprs: Sequence[Expr]) -> None:
+    for line in warn_near_misses(cs, exprs):
+        print(line, file=sys.stderr)
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     from .explain import explain_bounds, explain_decision
 
     session, cs = _session(args)
-    text = _comparison_text(args.comparison)
+    text = _one_explain_query(args.comparison)
     if _has_comparison(text):
         lhs, op, rhs = parse_comparison(text)
+        _warn(cs, [lhs, rhs])
         d = session.decide(lhs, op, rhs)
         ex = explain_decision(d)
         status = STATUS_EXIT.get(d.status, EXIT_UNKNOWN)
@@ -486,6 +523,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         script = _decision_script(cs, lhs, op, rhs, d.status, _budget(args)) if _smtlib(args) else None
     else:
         e = parse_expr(text)
+        _warn(cs, [e])
         b = session.bounds(e)
         ex = explain_bounds(b)
         status = _bounds_status(b)
@@ -497,7 +535,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_check_constraints(args: argparse.Namespace) -> int:
     from .diagnostics import check_constraints
 
-    cs = _constraints(args.constraint)
+    cs = _constraints([*args.positional, *args.constraint])
     budget = _budget(args)
     try:
         report = check_constraints(cs, budget=budget)

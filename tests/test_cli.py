@@ -588,3 +588,41 @@ def test_json_types_follow_one_convention(capsys, argv):
     for key, v in _walk(json.loads(out)):
         assert not isinstance(v, float) or key == "deadline", (argv, key, v)
         assert v not in ("True", "False", "None"), (argv, key, v)
+
+
+# -- issue 20: CLI messages ---------------------------------------------------------------------------
+def test_explain_with_several_comparisons_names_decide(capsys):
+    rc, out, err = run(capsys, "explain", "a >= 1", "b >= 2")
+    assert rc == cli.EXIT_USAGE
+    assert "explain takes one comparison" in err and "smtdims decide" in err and "position" not in err
+
+
+def test_check_constraints_accepts_positional_constraints(capsys):
+    rc, out, err = run(capsys, "check-constraints", "a >= b", "b >= 16", "-c", "a >= 10")
+    assert rc == 0 and "unrecognized" not in err
+    assert "a >= 10  (implied by: a >= b; b >= 16)" in out
+    rc, out, _ = run(capsys, "check-constraints", "a >= 3", "a <= 2")
+    assert rc == cli.EXIT_FALSE
+
+
+@pytest.mark.parametrize("order", [("floordiv(a, b - 2) >= 1", "b >= 3"), ("b >= 3", "floordiv(a, b - 2) >= 1")])
+def test_check_constraints_divisor_guard_same_status_in_both_orders(capsys, order):
+    rc, out, err = run(capsys, "check-constraints", *order)
+    assert rc == 0 and "no redundant constraints" in out, err
+
+
+def test_help_names_no_internal_module(capsys):
+    rc, out, _ = run(capsys, "--help")
+    assert rc == 0 and "pipeline_cli" not in out and "smtdims_jax" not in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["decide", "batch >= 16", "-c", "bacth >= 16"],
+    ["explain", "batch >= 16", "-c", "bacth >= 16"],
+    ["explain", "2*batch", "-c", "bacth >= 16"],
+])
+def test_a_constraint_variable_that_looks_like_a_typo_warns(capsys, argv):
+    rc, out, err = run(capsys, *argv)
+    assert "'bacth', which no question mentions; did you mean 'batch'?" in err
+    rc, out, err = run(capsys, *[a.replace("bacth", "other") for a in argv])
+    assert "warning" not in err  # a variable that is not a near miss is not flagged
