@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from . import options
 from .constraints import ConstraintSet
 from .expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
 
@@ -42,11 +43,38 @@ def _add(x: Poly, y: Poly, k: int = 1) -> Poly:
     return _norm(out)
 
 
-def _mul(x: Poly, y: Poly) -> Poly | None:
+class _Work:
+    """What one ray search may still spend: coefficient products (deterministic), and the deadline.
+
+    Each product of two coefficients costs one unit. A search that runs out refuses (no
+    certificate: sound); running out is decided by the count, not by a clock, so the same
+    question refuses the same rays. The deadline is watched as well (it marks the answer
+    as clock-shaped through :func:`options.deadline_passed`).
+    """
+
+    __slots__ = ("left",)
+
+    def __init__(self, units: int):
+        self.left = units
+
+    def spend(self, units: int) -> bool:
+        self.left -= units
+        return self.left >= 0 and not options.deadline_passed()
+
+
+_RAY_WORK = 1_000_000  # coefficient products per ray search: about 0.5 s of exact arithmetic
+
+
+def _mul(x: Poly, y: Poly, work: _Work | None = None) -> Poly | None:
     if not x or not y:
         return ()
     if len(x) + len(y) - 2 > _MAX_DEGREE:
         return None
+    if work is not None and not work.spend(len(x) * len(y)):
+        return None
+    if len(x) == 1 or len(y) == 1:
+        k, z = (x[0], y) if len(x) == 1 else (y[0], x)
+        return tuple(k * c for c in z)  # a nonzero constant times a normalised polynomial: normalised
     out = [0] * (len(x) + len(y) - 1)
     for i, a in enumerate(x):
         if a:
@@ -55,15 +83,15 @@ def _mul(x: Poly, y: Poly) -> Poly | None:
     return _norm(out)
 
 
-def _pow(x: Poly, k: int) -> Poly | None:
+def _pow(x: Poly, k: int, work: _Work | None = None) -> Poly | None:
     result: Poly | None = (1,)
     base: Poly | None = x
     while k and result is not None and base is not None:
         if k & 1:
-            result = _mul(result, base)
+            result = _mul(result, base, work)
         k >>= 1
         if k:
-            base = _mul(base, base)
+            base = _mul(base, base, work)
     return result
 
 
@@ -93,24 +121,41 @@ def _eventual_quotient(x: Poly, y: Poly) -> int | None:
 
 
 class _AlongRay:
-    def __init__(self, p: Mapping[str, int], d: Mapping[str, int]):
+    """Exact values of expressions along ``p + t*d`` as polynomials in ``t``, within ``work``."""
+
+    def __init__(self, p: Mapping[str, int], d: Mapping[str, int], work: _Work | None = None):
         self.p, self.d = p, d
+        self.work = work if work is not None else _Work(_RAY_WORK)
         self._memo: dict[Op, Poly | None] = {}
+        self._powers: dict[Var | Op, list[Poly]] = {}  # [a^0, a^1, ...]
 
     def expr(self, e: Expr) -> Poly | None:
         total: Poly = ()
         for m, c in e.terms:
             term: Poly | None = (c,)
             for a, k in m:
-                x = self.atom(a)
-                if x is None:
-                    return None
-                xk = _pow(x, k)
-                term = _mul(term, xk) if term is not None and xk is not None else None
+                xk = self.power(a, k)
+                term = _mul(term, xk, self.work) if term is not None and xk is not None else None
                 if term is None:
                     return None
             total = _add(total, term)
         return total
+
+    def power(self, a: Var | Op, k: int) -> Poly | None:
+        """``a^k`` along the ray. Every power up to ``k`` is kept: an expanded power such as
+        ``(a - b)^300`` asks for all of them, in either order, and each then costs one product."""
+        x = self.atom(a)
+        if x is None or k == 1:
+            return x
+        if len(x) + (len(x) - 1) * (k - 1) > _MAX_DEGREE + 1:
+            return None
+        known = self._powers.setdefault(a, [(1,), x])
+        while len(known) <= k:
+            nxt = _mul(known[-1], x, self.work)
+            if nxt is None:
+                return None
+            known.append(nxt)
+        return known[k]
 
     def atom(self, atom: Var | Op) -> Poly | None:
         if isinstance(atom, Var):
@@ -153,13 +198,16 @@ class _AlongRay:
 
 
 def unbounded_below(e: Expr, constraints: ConstraintSet, p: Mapping[str, int], d: Mapping[str, int],
-                    names: Iterable[str] | None = None) -> bool:
-    """Whether ``p + t*d`` certifies that ``e`` is unbounded below under ``constraints`` (exact)."""
+                    names: Iterable[str] | None = None, work: _Work | None = None) -> bool:
+    """Whether ``p + t*d`` certifies that ``e`` is unbounded below under ``constraints`` (exact).
+
+    False also when ``work`` (default: a fresh :data:`_RAY_WORK`) runs out: no certificate.
+    """
     names = names if names is not None else set(constraints.variables()) | set(e.variables())
     for v in names:
         if d.get(v, 0) < 0 or (d.get(v, 0) == 0 and p.get(v, 1) < 1):
             return False
-    ray = _AlongRay(p, d)
+    ray = _AlongRay(p, d, work)
     f = ray.expr(e)
     if f is None or len(f) < 2 or f[-1] >= 0:
         return False
@@ -205,15 +253,41 @@ def find_ray(e: Expr, constraints: ConstraintSet, bases: Iterable[Mapping[str, i
             if all(x >= 0 for x in diff.values()) and any(diff.values()):
                 g = math.gcd(*diff.values())
                 dirs.append({v: k * x // g for v, x in diff.items()})
+    # costly directions last (all variables at once through an expanded power is quadratic in
+    # the degree per term), and one allowance for the whole search, of which one direction may
+    # take at most half of what is left: a costly one cannot starve the cheap ones after it
+    dirs.sort(key=lambda d: max(_cost(e, d), _COSTLY))
+    work = _Work(_RAY_WORK)
     for base in [*bases, *towards]:  # a far model is itself a good base
         full = {v: base.get(v, 1) for v in names}
         extra = _symbolic_scale(e, constraints, full)  # symbolic divisors that stay constant along a ray
         for d in dirs:
-            if unbounded_below(e, constraints, full, d, names):
-                return True
-            if extra > 1 and unbounded_below(e, constraints, full, {v: x * extra for v, x in d.items()}, names):
-                return True
+            for dd in (d, {v: x * extra for v, x in d.items()}) if extra > 1 else (d,):
+                if work.left <= 0 or options.deadline_passed():
+                    return False
+                allowed = max(1, work.left // 2)
+                share = _Work(allowed)
+                found = unbounded_below(e, constraints, full, dd, names, share)
+                work.left -= allowed - max(share.left, 0)
+                if found:
+                    return True
     return False
+
+
+_COSTLY = 50_000  # directions estimated to cost less keep their order
+
+
+def _cost(e: Expr, d: Mapping[str, int]) -> int:
+    """About the coefficient products of ``e`` along direction ``d`` (degree in ``t`` of each factor)."""
+    total = 0
+    for m, _ in e.terms:
+        deg = 0
+        for a, k in m:
+            g = k if (a.name in d and d[a.name] != 0 if isinstance(a, Var)
+                      else any(d.get(v, 0) for v in Expr.atom(a).variables())) else 0
+            total += (1 + deg) * (1 + g)
+            deg += g
+    return total
 
 
 def _symbolic_scale(e: Expr, constraints: ConstraintSet, at: Mapping[str, int]) -> int:

@@ -698,8 +698,11 @@ class Session:
             except ZeroDivisionError:
                 return self._mk_bounds(e, _End(lo0, False, None), _End(hi0, False, None), "interval")
             (vmin, wmin), (vmax, wmax) = (v0, start.model), (v0, start.model)
-        lo = s._end(e, lo0, vmin, wmin, lower=True)
-        hi = s._end(e, hi0, vmax, wmax, lower=False)
+        # exact ray certificates for both infinite ends first: they need no solver, and a
+        # nonlinear check on one end must not spend the deadline the other end's ray needs
+        rlo, rhi = (is_inf(p) and s._ray(e * sign, [wv]) for p, sign, wv in ((lo0, 1, wmin), (hi0, -1, wmax)))
+        lo = _End(-INF, True, None) if rlo else s._end(e, lo0, vmin, wmin, lower=True, ray_tried=True)
+        hi = _End(INF, True, None) if rhi else s._end(e, hi0, vmax, wmax, lower=False, ray_tried=True)
         return self._mk_bounds(e, lo, hi, "search", deterministic=not options.deadline_passed())
 
     def _isl_engine(self, e: Expr) -> presburger.Engine | None:
@@ -750,7 +753,12 @@ class Session:
             return None
         return _End(lo, True, w_lo), _End(hi, True, w_hi)
 
-    def _end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], *, lower: bool) -> _End:
+    def _ray(self, f: Expr, witnesses: list[dict[str, int]]) -> bool:
+        """Whether an exact ray certifies ``f`` unbounded below, from the known points (no solver)."""
+        return rays.find_ray(f, self.constraints, self.points.base[:4] or witnesses, ())
+
+    def _end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], *, lower: bool,
+             ray_tried: bool = False) -> _End:
         """One end of ``e``: close a proven bound and an attained value in on each other.
 
         Work on ``f = sign*e`` (its lower end). With a proven bound: ask whether it is
@@ -773,7 +781,7 @@ class Session:
 
         if p == a:
             return _End(a * sign, True, w)
-        if is_inf(p) and rays.find_ray(f, self.constraints, self.points.base[:4] or [w], ()):
+        if is_inf(p) and not ray_tried and self._ray(f, [w]):
             return _End(-INF if lower else INF, True, None)  # unbounded: no solver needed
         if is_inf(p) and linear and self._recession_ray(f, [*self.points.base[:4], w]):
             return _End(-INF if lower else INF, True, None)  # one LP proposes the ray, checked exactly

@@ -24,7 +24,9 @@ deadline passes (see :mod:`smtdims.options`).
 from __future__ import annotations
 
 import _signal
+import contextvars
 import functools
+import itertools
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -75,6 +77,7 @@ class SolverCounters:
     fresh_contexts: int = 0
     deadline_hits: int = 0
     interrupts: int = 0  # checks cut by Ctrl-C
+    abandoned_checks: int = 0  # nonlinear checks given up past the deadline (Z3 ignored the interrupt)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def bump(self, name: str, by: int = 1) -> None:
@@ -84,10 +87,19 @@ class SolverCounters:
     def reset(self) -> None:
         with self._lock:
             self.solvers_created = self.solver_checks = self.solver_unknowns = 0
-            self.fresh_contexts = self.deadline_hits = self.interrupts = 0
+            self.fresh_contexts = self.deadline_hits = self.interrupts = self.abandoned_checks = 0
 
 
 COUNTERS = SolverCounters()
+
+
+class DeadlinePassed(Exception):
+    """The question's deadline passed while its formulas were being built (caught by the check)."""
+
+
+# Whether this thread's encoding watches the deadline: only inside SolverSession.check, which
+# catches DeadlinePassed; other users of the Encoder (CLI scripts, diagnostics) never see it.
+_ENCODING = threading.local()
 
 
 class Encoder:
@@ -143,20 +155,24 @@ class Encoder:
         return t
 
     def _expr(self, e: Expr) -> z3.ArithRef:
-        total: z3.ArithRef | None = None
-        for m, c in e.terms:
-            factors: list[z3.ArithRef] = []
+        # one n-ary product per term and one sum (Z3 flattens nested ones to the same terms):
+        # a^300 as 300 binary products cost 11 s in the Python API for (a - b)^300
+        terms: list[z3.ArithRef] = []
+        for i, (m, c) in enumerate(e.terms):
+            if not i & 31 and getattr(_ENCODING, "watch", False) and options.deadline_passed():
+                raise DeadlinePassed  # an encoding as large as the input must not outlive the question
+            factors = [] if c == 1 and m else [self.const(c)]
             for a, k in m:
-                base = self.atom(a)
-                factors.extend([base] * k)
-            if not factors:
-                term = self.const(c)
-            elif c == 1:
-                term = functools.reduce(lambda x, y: x * y, factors)
-            else:
-                term = functools.reduce(lambda x, y: x * y, factors, self.const(c))
-            total = term if total is None else total + term
-        return total if total is not None else self.const(0)
+                factors.extend([self.atom(a)] * k)
+            terms.append(factors[0] if len(factors) == 1 else self._nary(z3.Z3_mk_mul, factors))
+        if not terms:
+            return self.const(0)
+        return terms[0] if len(terms) == 1 else self._nary(z3.Z3_mk_add, terms)
+
+    def _nary(self, mk: Callable, args: list[z3.ArithRef]) -> z3.ArithRef:
+        """One n-ary Z3 term of integer ``args`` (z3.Product/Sum re-check every argument's sort: 1 s for a^300)."""
+        arr = (z3.Ast * len(args))(*(x.as_ast() for x in args))
+        return z3.ArithRef(mk(self.ctx.ref(), len(args), arr), self.ctx)
 
     def atom(self, a: Atom) -> z3.ArithRef:
         if isinstance(a, Var):
@@ -424,6 +440,27 @@ class Fresh:
 
 _QUESTION = threading.local()
 
+# Nonlinear checks that Z3 may not stop at the interrupt run in a thread that the question can
+# give up (SolverSession._abandonable): those whose formula divides by a variable expression.
+ABANDON_GRACE = 0.25  # seconds past the deadline before a check is given up (Z3 usually stops in ms)
+MAX_ORPHANS = 4  # given-up checks still running: past this, checks run in the caller's thread again
+_ORPHANS: set[threading.Thread] = set()
+
+
+def _needs_abandoning(f: Fresh, atoms: Iterable[Atom]) -> bool:
+    """A check with a symbolic divisor, under a deadline, while few given-up checks still run."""
+    if options.active_deadline() is None or len(_ORPHANS) >= MAX_ORPHANS:
+        return False
+    return any(isinstance(a, Op) and a.op in (FLOORDIV, MOD) and not a.rhs.is_constant
+               for a in itertools.chain(f.atoms, atoms))
+
+
+def _forget_fresh(session: SolverSession) -> None:
+    """Drop the question's fresh context of ``session``: a later check of the question makes its own."""
+    contexts = getattr(_QUESTION, "contexts", None)
+    if contexts is not None:
+        contexts.pop(id(session), None)
+
 
 @contextmanager
 def question() -> Iterator[None]:
@@ -521,8 +558,24 @@ class SolverSession:
         want_model: bool = True,
         model_vars: frozenset[str] = frozenset(),
     ) -> CheckResult:
-        """Satisfiability of the constraints AND the formulas ``build`` makes."""
+        """Satisfiability of the constraints AND the formulas ``build`` makes.
+
+        Building the formulas watches the deadline too (:class:`DeadlinePassed`): an input
+        large enough to take seconds to encode is answered "unknown", reason deadline.
+        """
         COUNTERS.bump("solver_checks")
+        outer = getattr(_ENCODING, "watch", False)
+        _ENCODING.watch = True
+        try:
+            return self._check(build, linear, want_model, model_vars)
+        except DeadlinePassed:
+            COUNTERS.bump("deadline_hits")
+            return CheckResult(UNKNOWN, reason=REASON_DEADLINE)
+        finally:
+            _ENCODING.watch = outer
+
+    def _check(self, build: Callable[[Encoder], list[z3.BoolRef]], linear: bool, want_model: bool,
+               model_vars: frozenset[str]) -> CheckResult:
         if linear and self.linear:
             with Z3_LOCK:
                 enc = self.encoder
@@ -547,11 +600,62 @@ class SolverSession:
                         return self._result(s, enc, want_model, model_vars, r, reason)
                     finally:
                         s.pop()
+        if options.deadline_passed():
+            COUNTERS.bump("deadline_hits")
+            return CheckResult(UNKNOWN, reason=REASON_DEADLINE)
         f = self.fresh()
         goals, atoms = f.enc.collect(build, sorted(model_vars))
         s = make_solver(f.ctx, self.budget)
         s.add(*f.terms, *f.enc.axioms_of(f.atoms | atoms), *goals)
+        if _needs_abandoning(f, atoms):
+            return self._abandonable(s, f, goals, want_model, model_vars)
         return self._result(s, f.enc, want_model, model_vars)
+
+    def _abandonable(self, s: z3.Solver, f: Fresh, goals: list, want_model: bool,
+                     model_vars: frozenset[str]) -> CheckResult:
+        """The check in a thread of its own, given up shortly after the deadline if Z3 ignores the interrupt.
+
+        Measured: with a symbolic divisor (``mod(b, b + 2) == 2`` and ``floordiv(3*b + a - 2,
+        2*c - 3) == ...``) ``Z3_solver_check_assumptions`` went on 0.9-8 s after the watchdog's
+        ``ctx.interrupt()``. A given-up check keeps every object of its context alive (the thread
+        holds them) and the question never touches that context again, so nothing of the context
+        is used by two threads at once; the check stops when Z3 next looks at its interrupt flag.
+        Z3 calls release the GIL, so the caller waits without being blocked. Its answer is the
+        one an in-process check gives (the same calls); only a given-up check's answer is new:
+        "unknown", reason deadline (clock-shaped).
+        """
+        d = options.active_deadline()
+        assert d is not None
+        box: list = []
+        run = contextvars.copy_context().run  # the question's deadline and options, in the thread
+
+        def work() -> None:
+            try:
+                box.append(run(self._result, s, f.enc, want_model, model_vars))
+            except BaseException as err:  # noqa: BLE001 - handed to the caller
+                box.append(err)
+            finally:
+                _ORPHANS.discard(t)
+
+        t = threading.Thread(target=work, name="smtdims-check", daemon=True)
+        _ORPHANS.add(t)
+        t.start()
+        try:
+            t.join(max(0.0, d.remaining()) + ABANDON_GRACE)
+        except BaseException:
+            f.ctx.interrupt()  # Ctrl-C while waiting: stop the check, and never use its context again
+            _forget_fresh(self)
+            raise
+        if t.is_alive():
+            COUNTERS.bump("abandoned_checks")
+            d.fire(options.CLOCK_DEADLINE)
+            f.ctx.interrupt()
+            _forget_fresh(self)
+            return CheckResult(UNKNOWN, reason=REASON_DEADLINE)
+        res = box[0]
+        if isinstance(res, BaseException):
+            raise res
+        return res
 
     def _result(self, s: z3.Solver | z3.Optimize, enc: Encoder, want_model: bool, model_vars: frozenset[str],
                 r: object = None, reason: str = "") -> CheckResult:
