@@ -81,6 +81,11 @@ def test_equality_trap_is_caught():
     text = str(report)
     assert "FAILED" in text and "b = 1" in text
     assert json.loads(json.dumps(report.to_dict()))["ok"] is False
+    # the diagnosis: the native function runs there, and the audit names the line of the unproven ==
+    dg = report.diagnosis
+    assert dg is not None and not dg.native_fails and dg.artifact_only == ({"b": 1},)
+    assert any("seed_rows.py:53 in eq_trap: b == 1" in a for a in dg.audit), dg.audit
+    assert "without proof at" in text
 
 
 def test_outside_spec_rejected_repeated_variable_and_constraint():

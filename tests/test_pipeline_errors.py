@@ -136,3 +136,59 @@ def test_cli_closed_stdout_exits_quietly():
     os.close(w)
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
     assert proc.returncode == 141  # 128 + SIGPIPE, as shells report a tool stopped by a closed pipe
+
+
+# -- platforms and backends (issue 17.5) --------------------------------------------------------------
+def test_cli_unknown_platform_is_refused_up_front(capsys):
+    rc = cli.main(["export", f"{FAILING}:double", "--spec", "b", "--platform", "cpux", "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "unknown platform 'cpux'" in err and "did you mean 'cpu'" in err
+    assert all(p in err for p in ("cpu", "cuda", "rocm", "tpu")), err
+    with pytest.raises(ValueError, match="unknown platform 'cpux'"):
+        export_and_verify(lambda x: x, "b", platforms="cpu,cpux")
+
+
+@pytest.mark.skipif(any(d.platform == "gpu" for d in jax.devices()), reason="a GPU is here: gpu maps to it")
+def test_cli_gpu_is_mapped_as_jax_maps_it_and_refused_without_one(capsys):
+    rc = cli.main(["export", f"{FAILING}:double", "--spec", "b", "--platform", "gpu", "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "platform 'gpu'" in err and "--platform cuda" in err, err
+
+
+def test_jax_platforms_without_its_backend_is_a_clear_error(tmp_path):
+    """JAX_PLATFORMS=cuda on a machine without CUDA: stock JAX asserts deep in xla_bridge; we say what to do."""
+    if any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("CUDA is here")
+    prog = tmp_path / "prog.py"
+    prog.write_text("import jax\nprint(jax.devices())\n")
+    env = dict(os.environ, JAX_PLATFORMS="cuda")
+    for argv in (["export", f"{FAILING}:double", "--spec", "b", "-q"], ["run", str(prog)]):
+        proc = subprocess.run([sys.executable, "-m", "smtdims", *argv], capture_output=True, text=True, env=env,
+                              timeout=300)
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert "AssertionError" not in proc.stderr and "JAX_PLATFORMS='cuda'" in proc.stderr, proc.stderr
+        assert "JAX_PLATFORMS=cpu" in proc.stderr
+
+
+# -- inputs checked by smtdims first (issue 19.5) -------------------------------------------------------
+def test_constraint_typo_gets_smtdims_parse_error_with_the_position(capsys):
+    rc = cli.main(["export", f"{FAILING}:double", "--spec", "batch, t", "-c", "t >== 64", "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "ParseError" in err and "position 4" in err and "'t >== 64'" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_constraint_on_a_variable_in_no_shape_names_the_closest_spelling(capsys):
+    rc = cli.main(["export", f"{FAILING}:double", "--spec", "batch, t", "-c", "bacth >= 2", "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "'bacth'" in err and "did you mean 'batch'" in err, err
+    with pytest.raises(ValueError, match="did you mean 'batch'"):
+        build_specs(["batch, t"], ["bacth >= 2"])
+
+
+def test_deadline_is_accepted_after_export(capsys):
+    rc = cli.main(["export", f"{FAILING}:slice16", "--spec", "b", "-q", "--deadline", "30"])
+    assert rc == 1, capsys.readouterr().err  # a failed export (a check), not a usage error
+    capsys.readouterr()
+    assert cli.main(["export", f"{FAILING}:slice16", "--spec", "b", "-q", "--deadline", "0"]) == 2
+    assert "--deadline must be a positive number" in capsys.readouterr().err

@@ -155,7 +155,8 @@ class FixResult:
         if self.dropped:
             out.append(f"  minimised: dropped {'; '.join(self.dropped)}")
         if self.parts:
-            out.append("  the fix: " + "; ".join(str(p) for p in self.parts))
+            label = "the fix" if self.status == FIXED else "partial fix (the export still fails with it)"
+            out.append(f"  {label}: " + "; ".join(str(p) for p in self.parts))
             out.append(f"  in_avals {', '.join(self.in_avals)}; constraints {', '.join(self.constraints) or 'none'}")
             out.append(f"  smtdims export {self.cli()}")
             out += ["  " + ln for ln in self.code().splitlines()]
@@ -305,7 +306,7 @@ def candidates(att: Attempt, session: Session) -> list[tuple[FixPart, int]]:
     seen: set[tuple[str, str, str | None]] = set()
 
     def add(kind: str, text: str, variable: str | None, note: str, rank: int) -> None:
-        key = (kind, text, variable)
+        key = (kind, text, variable if kind == SPEC else None)
         if key not in seen:
             seen.add(key)
             out.append((FixPart(kind, text, variable, note), rank))

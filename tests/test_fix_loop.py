@@ -1,0 +1,181 @@
+"""The whole fix of a failed export (issue 19): each fix checked against native runs on a box of shapes.
+
+The oracle here is independent of the pipeline's own box measure: the native verdict comes
+from ``jax.eval_shape`` on every box shape, and the shapes a fixed specification admits
+are enumerated from its ready-to-paste text (``FixResult.shapes`` / ``constraints``) with
+smtdims' parser. The loop tests run without the fresh process (``verify=None``); one CLI
+test and one diagnosis test run the whole pipeline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+from fixtures_pipeline import needs_fixes as nf
+from jax import export
+from smtdims_jax.pipeline import export_and_verify
+from smtdims_jax.pipeline.fixes import FIXED, normalise_constraint, synthesize
+from smtdims_jax.pipeline.specs import build_specs
+
+from smtdims import cli
+from smtdims.constraints import ConstraintSet
+from smtdims.parser import parse_expr
+
+HERE = os.path.dirname(__file__)
+NEEDS_FIXES = os.path.join(HERE, "fixtures_pipeline", "needs_fixes.py")
+
+
+def _dims(texts):
+    return [tuple(parse_expr(d) for d in t.split(",")) if t.strip() else () for t in texts]
+
+
+def _native_ok(fn, specs, side):
+    """{input shapes: runs natively} over every valuation of the specs' variables in 1..side."""
+    dims = _dims(specs)
+    names = sorted(set().union(*(d.variables() for leaf in dims for d in leaf)))
+    out = {}
+    saved = jax.config.jax_traceback_filtering
+    jax.config.update("jax_traceback_filtering", "off")  # 10x cheaper refusals; the verdict is the same
+    try:
+        for values in itertools.product(range(1, side + 1), repeat=len(names)):
+            env = dict(zip(names, values))
+            shapes = tuple(tuple(d.evaluate(env) for d in leaf) for leaf in dims)
+            try:
+                jax.eval_shape(fn, *[jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes])
+                out[shapes] = True
+            except Exception:
+                out[shapes] = False
+    finally:
+        jax.config.update("jax_traceback_filtering", saved)
+    return out
+
+
+def _admits(shapes_texts, constraints, side):
+    """Every input-shapes tuple the fixed specification gives with its variables in 1..side."""
+    dims = _dims(shapes_texts)
+    cs = ConstraintSet.of(constraints)
+    names = sorted(set().union(*(d.variables() for leaf in dims for d in leaf)) | cs.variables())
+    got = set()
+    for values in itertools.product(range(1, side + 1), repeat=len(names)):
+        env = dict(zip(names, values))
+        if cs.holds(env):
+            got.add(tuple(tuple(d.evaluate(env) for d in leaf) for leaf in dims))
+    return got
+
+
+def _fix(fn, specs):
+    built, scope, _ = build_specs(specs)
+    leaves, tree = jax.tree_util.tree_flatten(built)
+    return synthesize(fn, leaves, tree, scope, None, name=fn.__name__)
+
+
+# (function, specs, expected shapes, expected constraints, box side); None: any equivalent fix
+CASES = [
+    (nf.two, ["b"], ("2*b",), ("b >= 8",), 64),
+    (nf.concat, ["a", "b"], ("2*a", "b"), ("2*a + b >= 16",), 20),
+    (nf.conv, ["1, 1, b"], ("1, 1, 3*b",), ("b >= 4",), 64),
+    (nf.pool, ["b, c"], ("b, c",), ("b >= 5", "c >= 5"), 20),
+    (nf.relate, ["a", "b"], ("a", "b"), ("a >= b", "b >= 4"), 20),
+    (nf.three, ["a", "b"], ("2*a", "b"), ("a >= 8", "2*a >= b"), 20),
+]
+
+
+@pytest.mark.parametrize("fn, specs, shapes, constraints, side", CASES, ids=[c[0].__name__ for c in CASES])
+def test_whole_fix_admits_exactly_the_native_shapes(fn, specs, shapes, constraints, side):
+    result = _fix(fn, specs)
+    assert result.status == FIXED, "\n".join(result.lines())
+    assert len(result.rounds) >= 2 and len(result.parts) >= 2, "each case needs two or three fixes"
+    assert result.shapes == shapes and sorted(result.constraints) == sorted(constraints), "\n".join(result.lines())
+    native = _native_ok(fn, specs, side)
+    admitted = _admits(result.shapes, result.constraints, side)
+    ok = {s for s, good in native.items() if good}
+    assert ok, "the box must hold shapes where the function runs"
+    assert {s for s in native if s in admitted} == ok, "the fix must admit every native shape of the box, and no other"
+    # the pipeline's own measure says the same
+    assert result.box is not None and result.box.weakest and result.box.native_ok == len(ok)
+    # and JAX agrees: the ready-to-paste specification exports
+    scope = export.SymbolicScope(result.constraints)
+    args = [jax.ShapeDtypeStruct(export.symbolic_shape(s, scope=scope), jnp.float32) for s in result.shapes]
+    export.export(jax.jit(fn))(*args)
+
+
+def test_a_fix_that_excludes_native_shapes_says_so():
+    """b == 2*a is the only fix smtdims can state, but b == 1 broadcasts natively: the report must say so."""
+    result = _fix(nf.doubled, ["a", "b"])
+    assert result.status == FIXED and result.shapes == ("a", "2*a")
+    box = result.box
+    assert box is not None and not box.weakest and box.admitted_ok < box.native_ok
+    assert all(v["b"] == 1 for v in box.excluded_ok)
+    assert "EXCLUDES" in box.sentence("doubled")
+
+
+def test_a_relation_beats_a_bound_that_excludes_valid_shapes():
+    result = _fix(nf.concat, ["a", "b"])
+    first = result.rounds[0]
+    assert first.chosen == "add the constraint 'a + b >= 16'"
+    bound = next(c for c in first.candidates if c[0] == "add the constraint 'a >= 15'")
+    assert bound[1] < first.candidates[0][1], "the bound admits fewer native shapes than the relation"
+
+
+def test_round_limit_and_no_fix_are_said():
+    built, scope, _ = build_specs(["a", "b"])
+    leaves, tree = jax.tree_util.tree_flatten(built)
+    result = synthesize(nf.three, leaves, tree, scope, None, rounds=1, name="three")
+    assert result.status == "round limit" and len(result.rounds) == 1
+    built, scope, _ = build_specs(["b"])
+    leaves, tree = jax.tree_util.tree_flatten(built)
+    result = synthesize(lambda x: x.reshape(3, -1) @ jnp.ones((5, 5)), leaves, tree, scope, None)
+    # 3*b settles the reshape; nothing settles a contraction of b with 5: said, with the partial fix
+    assert result.status == "no fix found" and "dot_general" in result.detail
+    assert [p.text for p in result.parts] == ["3*b"] and "partial fix" in "\n".join(result.lines())
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2*b >= 16", "b >= 8"), ("2*b >= 15", "b >= 8"), ("b - 1 <= 0", "b <= 1"), ("4*a == 2*b + 2", "2*a == b + 1"),
+    ("2*a + b >= 16", "2*a + b >= 16"), ("a >= b", "a >= b"),
+])
+def test_constraints_are_written_as_the_user_would(text, expected):
+    assert normalise_constraint(text) == expected
+    # equivalence on a grid: dividing by the gcd keeps exactly the same valuations
+    a, b = ConstraintSet.of([text]), ConstraintSet.of([expected])
+    names = sorted(a.variables())
+    for values in itertools.product(range(1, 12), repeat=len(names)):
+        env = dict(zip(names, values))
+        assert a.holds(env) == b.holds(env), env
+
+
+# -- end to end -----------------------------------------------------------------------------------
+def test_cli_fix_json_end_to_end(capsys):
+    """The issue's example: `smtdims export --fix --json` ends in one verified fix, 2*b with b >= 8."""
+    rc = cli.main(["export", f"{NEEDS_FIXES}:two", "--spec", "b", "--fix", "--json", "-q", "--samples", "3"])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 1, "the specification given still failed"
+    fix = d["fix"]
+    assert fix["status"] == "fixed" and fix["verified"] is True and fix["ok"] is True, fix
+    assert fix["shapes"] == ["2*b"] and fix["constraints"] == ["b >= 8"]
+    assert "export.symbolic_shape('2*b', constraints=('b >= 8',))" in fix["code"]
+    assert fix["cli"] == '--spec "float32[2*b]" -c "b >= 8"'
+    box = fix["box"]
+    assert box["weakest"] and box["native_ok"] == box["admitted_ok"] == 25 and box["shapes"] == 64
+
+
+def test_unsupported_shapes_get_the_excluding_constraint():
+    """Exports, but b*d must be a multiple of 4: the native function fails where the artifact does."""
+    report = export_and_verify(nf.quarters, "float32[b, 2*d]", "float32[b, d]", samples=3)
+    assert not report.ok
+    dg = report.diagnosis
+    assert dg is not None and dg.native_fails and "cannot reshape" in dg.native_error
+    assert dg.constraints == ("mod(b*d, 4) == 0",) and dg.exported is True
+    assert dg.box is not None and dg.box.weakest, dg.box
+    assert "mod(b*d, 4) == 0" in report.table()
+    assert json.loads(json.dumps(report.to_dict()))["diagnosis"]["constraints"] == ["mod(b*d, 4) == 0"]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-q"]))
