@@ -82,6 +82,7 @@ class Expr:
     terms: tuple[tuple[Monomial, int], ...]
     _hash: int | None = field(default=None, compare=False, repr=False)
     _vars: frozenset[str] | None = field(default=None, compare=False, repr=False)  # memoised
+    _size: int | None = field(default=None, compare=False, repr=False)  # memoised
 
     def __hash__(self) -> int:
         h = self._hash
@@ -159,6 +160,20 @@ class Expr:
             v = frozenset(a.name for a in self.atoms() if isinstance(a, Var))
             object.__setattr__(self, "_vars", v)
         return v
+
+    def size(self) -> int:
+        """The cost of one :meth:`evaluate`: terms and factors, each operation's operands counted
+        every time it occurs (evaluation does not share them). May be astronomically large for a
+        deeply shared expression, and is then cheap to compute all the same (memoised)."""
+        n = self._size
+        if n is None:
+            n = 0
+            for m, _ in self.terms:
+                n += 1
+                for a, _ in m:
+                    n += 1 + (a.lhs.size() + a.rhs.size() if isinstance(a, Op) else 0)
+            object.__setattr__(self, "_size", n)
+        return n
 
     def is_linear(self) -> bool:
         """True in the Presburger fragment: degree <= 1 and every divisor a nonzero constant."""
