@@ -107,3 +107,31 @@ def test_typo():
     result = _run(pytester)
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*takes budget= and equality= only*"])
+
+
+def test_failed_exports_get_their_first_fix_round(pytester):
+    """A relation before a bound that excludes more; a failed reshape with its spec rewrite."""
+    pytester.makepyfile(test_fail=TESTS + '''
+def test_concat_slice():
+    a, b = export.symbolic_shape("a, b")
+    f = lambda x, y: lax.slice_in_dim(jnp.concatenate([x, y]), 0, 16)
+    with pytest.raises(Exception, match="inconclusive"):
+        export.export(jax.jit(f))(jax.ShapeDtypeStruct((a,), jnp.int32), jax.ShapeDtypeStruct((b,), jnp.int32))
+
+def test_pairs():
+    c, = export.symbolic_shape("c")
+    export.export(jax.jit(lambda x: x.reshape(-1, 2)))(jax.ShapeDtypeStruct((c,), jnp.int32))
+''')
+    result = _run(pytester, "--smtdims")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "inconclusive comparisons: 2",
+        "*in slice16: 'b' >= '16'*",
+        "    fix: add the constraint 'b >= 16'*",
+        "*'b + a' >= '16'*test_concat_slice*",
+        "    fix: add the constraint 'a + b >= 16'*",
+        "failed exports (reshapes whose sizes may not divide): 1",
+        "  test_fail.py:*The remainder mod(c, - 2) should be 0.*test_pairs*",
+        "    fix: write '2*c' in the shape specification in place of 'c'*",
+        "  (the first fix round only; smtdims export --fix gives the whole fix, verified)",
+    ])

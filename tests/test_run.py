@@ -159,7 +159,8 @@ def test_run_script_end_to_end(tmp_path):
     assert err[i + 6].startswith("    fix: add the constraint 'b >= 16'"), res.stderr
     data = json.loads((tmp_path / "summary.json").read_text())
     assert data["exit_status"] == 3 and data["argv"] == ["prog.py", "3", "--json", "x"]
-    assert data["summary"] == err[i + 1:i + 7]
+    assert err[i + 7] == "  (the first fix round only; smtdims export --fix gives the whole fix, verified)"
+    assert data["summary"] == err[i + 1:i + 8]
     (inc,) = data["inconclusive"]
     assert inc["location"] == "prog.py:8 in slice16" and inc["question"] == "'b' >= '16'" and "b >= 16" in inc["fix"]
     assert data["questions"]["compare"]["total"] >= 1 and set(data["stats"]) >= {"solver_checks", "fast_path_answers"}
@@ -181,3 +182,31 @@ def test_python_m_smtdims_run_module_with_an_uncaught_exception(tmp_path):
     assert tb.count('  File "') == 2 and "prog.py\", line 8, in <module>" in tb
     assert "smtdims was installed for the whole run of -m pkg.prog" in res.stderr
     assert "inconclusive comparisons: 0" in res.stderr
+
+
+def test_failed_exports_get_their_first_fix_round(tmp_path, capsys):
+    """smtdims run: the weakest first fix (a relation, not 'a >= 15'), and a failed reshape's spec rewrite."""
+    from smtdims_jax.run import run_program
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import jax, jax.numpy as jnp\n"
+        "from jax import export, lax\n"
+        "a, b = export.symbolic_shape('a, b')\n"
+        "f = lambda x, y: lax.slice_in_dim(jnp.concatenate([x, y]), 0, 16)\n"
+        "try:\n"
+        "    export.export(jax.jit(f))(jax.ShapeDtypeStruct((a,), jnp.float32), jax.ShapeDtypeStruct((b,), jnp.float32))\n"
+        "except Exception:\n"
+        "    pass\n"
+        "c, = export.symbolic_shape('c')\n"
+        "export.export(jax.jit(lambda x: x.reshape(-1, 2)))(jax.ShapeDtypeStruct((c,), jnp.float32))\n"
+    )
+    json_path = tmp_path / "s.json"
+    assert run_program(str(prog), json_path=str(json_path)) == 1
+    err = capsys.readouterr().err
+    assert "fix: add the constraint 'a + b >= 16'" in err, err
+    assert "failed exports (reshapes whose sizes may not divide): 1" in err
+    assert "prog.py:10 in <lambda>: Cannot divide evenly" in err
+    assert "fix: write '2*c' in the shape specification in place of 'c'" in err
+    d = json.loads(json_path.read_text())
+    assert d["failed_exports"][0]["fix"].startswith("write '2*c'")

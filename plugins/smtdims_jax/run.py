@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import runpy
 import sys
 import traceback
@@ -43,19 +44,40 @@ def library_dirs(extra_modules: Sequence[str] = ()) -> tuple[str, ...]:
 
 
 def _fix_for(lhs: Any, rhs: Any) -> str:
-    """The first verified fix that makes ``lhs >= rhs`` provable (settling either direction settles
-    the comparison JAX asked; ``<``/``>`` are computed as ``not >=``), or ``""``."""
+    """The first round of the export pipeline's fix loop for an inconclusive ``lhs >= rhs``: the
+    weakest verified fix (settling either direction settles the comparison JAX asked; ``<``/``>``
+    are computed as ``not >=``), ranked by the valuations of a small box it admits (a relation
+    beats a bound that excludes more), or ``""``. Without the function there are no native runs
+    and no further rounds: ``smtdims export --fix`` gives the whole fix."""
     from smtdims.reasoner import REGISTRY
 
     from . import scope_constraints, to_ir
+    from .pipeline.fixes import first_round_fix
 
     scope = getattr(lhs, "scope", None) or getattr(rhs, "scope", None)
     if scope is None:
         return ""
     session = REGISTRY.get(scope_constraints(scope))
-    fixes = session.decide(to_ir(lhs), ">=", to_ir(rhs)).explain().fixes
-    return str(fixes[0]) if fixes else ""
+    fix = first_round_fix(session, to_ir(lhs), to_ir(rhs))
+    return str(fix) if fix is not None else ""
 
+
+def _remainder_fix_for(lhs: Any, remainder: str) -> str:
+    """The verified spec rewrite (``v -> m*v``) for a reshape's "The remainder ... should be 0", or ``""``."""
+    from smtdims.reasoner import REGISTRY
+
+    from . import scope_constraints
+    from .pipeline.failure import _remainder_fix
+
+    scope = getattr(lhs, "scope", None)
+    if scope is None:
+        return ""
+    fix = _remainder_fix(REGISTRY.get(scope_constraints(scope)), remainder)
+    return str(fix) if fix is not None else ""
+
+
+_REMAINDER_RE = re.compile(r"The remainder (.+?) should be 0")
+_RECENT_EQ = 32  # the last ``==`` questions kept, to find the scope of a failed reshape
 
 class Recorder:
     """Collects decision events and reasoner counters while listening (:meth:`listen`).
@@ -71,6 +93,8 @@ class Recorder:
         self.stats: Counter[str] = Counter()
         self._label = label
         self._skip_modules = tuple(skip_modules)
+        self.failed: dict[tuple[str, str], dict[str, Any]] = {}  # failed exports other than comparisons
+        self._recent_eq: dict[str, Any] = {}  # text of a recent == operand -> the operand (its scope)
         self._snapshot: dict[str, int] | None = None
         self._skip: tuple[str, ...] | None = None
         self._listening = 0
@@ -81,6 +105,12 @@ class Recorder:
         self.events[(kind, by)] += 1
         if kind == "eq" and event.get("answer") is True and by == "smtdims":
             self.eq_proven += 1
+        if kind == "eq" and event.get("answer") is False and event.get("lhs") is not None:
+            key = str(event["lhs"])
+            self._recent_eq.pop(key, None)
+            self._recent_eq[key] = event["lhs"]
+            while len(self._recent_eq) > _RECENT_EQ:
+                self._recent_eq.pop(next(iter(self._recent_eq)))
         if kind == "compare" and event.get("answer") == "inconclusive":
             where = self.user_location()
             key = (str(event.get("question", "?")), where)
@@ -92,6 +122,28 @@ class Recorder:
             label = self._label() if self._label is not None else ""
             if label and label not in entry["tests"]:
                 entry["tests"].append(label)
+
+    def record_failure(self, err: BaseException, label: str = "", where: str = "") -> None:
+        """A failed export that is not an inconclusive comparison (those are recorded as they happen):
+        a reshape's "The remainder ... should be 0", with the spec rewrite that settles it."""
+        m = _REMAINDER_RE.search(str(err))
+        if m is None:
+            return
+        first = str(err).strip().splitlines()[0]
+        key = (first, where)
+        entry = self.failed.get(key)
+        if entry is None:
+            fix = ""
+            try:
+                lhs = self._recent_eq.get(m.group(1))
+                if lhs is not None:
+                    fix = _remainder_fix_for(lhs, m.group(1))
+            except Exception:  # the summary must never fail because a fix could not be computed
+                fix = ""
+            entry = self.failed[key] = {"count": 0, "tests": [], "fix": fix}
+        entry["count"] += 1
+        if label and label not in entry["tests"]:
+            entry["tests"].append(label)
 
     def user_location(self) -> str:
         if self._skip is None:
@@ -156,6 +208,7 @@ class Recorder:
             "eq_proven": self.eq_proven,
             "stats": {k: int(self.stats.get(k, 0)) for k in STATS_KEYS},
             "inconclusive": [[q, w, e["count"], e["tests"], e["fix"] or ""] for (q, w), e in self.inconclusive.items()],
+            "failed": [[q, w, e["count"], e["tests"], e["fix"]] for (q, w), e in self.failed.items()],
         }
 
     def merge(self, d: dict[str, Any]) -> None:
@@ -170,6 +223,11 @@ class Recorder:
             entry["tests"] += [t for t in tests if t not in entry["tests"]]
             if fix and fix[0] and not entry["fix"]:
                 entry["fix"] = fix[0]
+        for q, w, n, tests, fix in d.get("failed", []):
+            entry = self.failed.setdefault((q, w), {"count": 0, "tests": [], "fix": ""})
+            entry["count"] += n
+            entry["tests"] += [t for t in tests if t not in entry["tests"]]
+            entry["fix"] = entry["fix"] or fix
 
     def count(self, kind: str, by: str | None = None) -> int:
         return sum(n for (k, b), n in self.events.items() if k == kind and (by is None or b == by))
@@ -194,6 +252,16 @@ class Recorder:
             lines.append(f"  {where}: {q}{times}{tests}")
             if e["fix"]:
                 lines.append(f"    fix: {e['fix']}")
+        if self.failed:
+            lines.append(f"failed exports (reshapes whose sizes may not divide): {sum(e['count'] for e in self.failed.values())}")
+            for (q, where), e in sorted(self.failed.items()):
+                times = f" (x{e['count']})" if e["count"] > 1 else ""
+                tests = f" [{', '.join(e['tests'][:3])}{', ...' if len(e['tests']) > 3 else ''}]" if e["tests"] else ""
+                lines.append(f"  {where + ': ' if where else ''}{q}{times}{tests}")
+                if e["fix"]:
+                    lines.append(f"    fix: {e['fix']}")
+        if self.inconclusive or self.failed:
+            lines.append("  (the first fix round only; smtdims export --fix gives the whole fix, verified)")
         return lines
 
     def summary_dict(self, scope: str) -> dict[str, Any]:
@@ -208,6 +276,8 @@ class Recorder:
             "inconclusive": [{"question": q, "location": w, "count": e["count"], "tests": list(e["tests"]),
                               "fix": e["fix"] or None}
                              for (q, w), e in sorted(self.inconclusive.items(), key=lambda kv: kv[0][1])],
+            "failed_exports": [{"error": q, "location": w, "count": e["count"], "tests": list(e["tests"]),
+                                "fix": e["fix"] or None} for (q, w), e in sorted(self.failed.items())],
             "summary": lines,
         }
 
@@ -237,6 +307,20 @@ def _print_user_traceback(err: BaseException) -> None:
                               or os.path.abspath(tb.tb_frame.f_code.co_filename) in ours):
         tb = tb.tb_next
     traceback.print_exception(type(err), err, tb, file=sys.stderr)
+
+
+def _raise_site(err: BaseException) -> str:
+    """``file:line in fn`` of the innermost frame of the program (not JAX, smtdims or the stdlib)."""
+    skip = library_dirs()
+    site = ""
+    tb = err.__traceback__
+    while tb is not None:
+        path = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if not path.startswith(skip) and not path.startswith("<") and path != os.path.abspath(__file__):
+            rel = os.path.relpath(path)
+            site = f"{rel if not rel.startswith('..') else path}:{tb.tb_lineno} in {tb.tb_frame.f_code.co_name}"
+        tb = tb.tb_next
+    return site
 
 
 def run_program(target: str, args: Sequence[str] = (), *, module: bool = False, budget: int | None = None,
@@ -284,6 +368,7 @@ def run_program(target: str, args: Sequence[str] = (), *, module: bool = False, 
             status = 130
         except BaseException as err:  # what Python does with an uncaught exception
             _print_user_traceback(err)
+            rec.record_failure(err, where=_raise_site(err))
             status = 1
         finally:
             sys.argv = saved_argv

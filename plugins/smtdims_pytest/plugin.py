@@ -6,7 +6,10 @@ it for one test (``@pytest.mark.smtdims(budget=..., equality=...)``). At the end
 terminal summary says who answered JAX's dimension questions (stock JAX / smtdims), how
 the reasoner answered (fast path / solver / unknowns) and every comparison that stayed
 inconclusive, with the user code line that asked it and the first fix the solver
-verified: those are the places where a constraint or a different spec is needed.
+verified (the first round of ``smtdims export --fix``: the weakest verified fix, a relation
+before a bound that excludes more), and every test that failed on a reshape whose size may
+not divide, with the spec rewrite (``2*b``) that settles it: those are the places where a
+constraint or a different spec is needed.
 ``smtdims run script.py`` prints the same summary (:mod:`smtdims_jax.run`).
 
 JAX and smtdims are imported only once the option or the marker is used, so the plugin
@@ -151,6 +154,21 @@ def _smtdims_install(request: pytest.FixtureRequest) -> Iterator[None]:
         raise pytest.UsageError(f"@pytest.mark.smtdims takes budget= and equality= only; got {marker.args} {marker.kwargs}")
     with rec.for_test(**marker.kwargs):
         yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A test that failed on a reshape's "The remainder ... should be 0" gets that failure and its
+    spec fix in the summary (inconclusive comparisons are recorded as they are asked)."""
+    yield
+    rec = item.config.stash.get(_KEY, None)
+    exc = call.excinfo.value if call.excinfo is not None else None
+    if rec is None or rec._core is None or exc is None or "should be 0" not in str(exc):
+        return
+    try:
+        rec.core.record_failure(exc, label=item.nodeid, where=f"{item.location[0]}:{item.location[1] + 1}")
+    except Exception:  # the summary must never break a test run
+        pass
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -20,6 +20,7 @@ proof. A fix that excludes shapes that run natively is said so plainly.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import time
@@ -385,6 +386,57 @@ def _plain(text: str) -> bool:
     return all(not isinstance(a, Op) for a in c.diff.atoms())
 
 
+# -- the first round alone (no function to run: smtdims run, pytest --smtdims) ---------------------------
+def first_round_fix(session: Session, lhs: Expr, rhs: Expr, side: int | None = None) -> Any:
+    """The weakest verified fix of an inconclusive ``lhs >= rhs``: the one whose constraints admit the
+    most valuations of a box (every variable in ``1..side``); None if smtdims has none.
+
+    Without the function there are no native runs, so the box counts valuations, not working
+    shapes: a relation (``a + b >= 16``) still beats a bound that excludes more (``a >= 15``).
+    The ``>=`` direction is tried first (JAX asked whether it holds), ``<`` only if it has none.
+    """
+    from .box import box_side
+
+    fixes: list[Any] = []
+    for op in (">=", "<"):
+        try:
+            fixes = suggest_fixes(session, lhs, op, rhs)
+        except SmtdimsError:
+            fixes = []
+        if fixes:
+            break
+    if len(fixes) < 2:
+        return fixes[0] if fixes else None
+    names = sorted(lhs.variables() | rhs.variables() | session.constraints.variables())
+    n = side if side is not None else box_side(len(names))
+    base = list(session.constraints.constraints)
+
+    def admits(f: Any) -> int:
+        if f.kind == SPEC:  # v -> v + k is v >= k + 1; v -> m*v is mod(v, m) == 0: the valuations it keeps
+            new = parse_expr(f.text)
+            k = (new - Expr.var(f.variable)).as_constant()
+            extra = (Constraint.parse(f"{f.variable} >= {k + 1}") if k is not None else
+                     Constraint.make(Expr.var(f.variable).mod(new.terms[0][1]), "==", Expr.const(0)))
+        else:
+            extra = Constraint.parse(f.text)
+        cs = ConstraintSet(tuple(base) + (extra,))
+        count = 0
+        for values in itertools.product(range(1, n + 1), repeat=len(names)):
+            try:
+                count += cs.holds(dict(zip(names, values, strict=True)))
+            except (ZeroDivisionError, KeyError):
+                continue
+        return count
+
+    scored = []
+    for i, f in enumerate(fixes):
+        try:
+            scored.append((admits(f), -i, f))
+        except Exception:  # noqa: BLE001 - a fix we cannot count keeps its place, last
+            scored.append((-1, -i, f))
+    return max(scored, key=lambda x: (x[0], x[1]))[2]
+
+
 # -- the loop --------------------------------------------------------------------------------------
 def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, scope: Any,
                plats: tuple[str, ...] | None, *, budget: int | None = None, rounds: int = DEFAULT_ROUNDS,
@@ -481,5 +533,7 @@ def _apply_all(spec: Spec, parts: Sequence[FixPart]) -> Spec | None:
     return spec
 
 
-__all__ = ["FixOptions", "FixPart", "FixResult", "FixRound", "Spec", "candidates", "normalise_constraint", "render_constraint",
-           "synthesize"]
+__all__ = [
+    "FixOptions", "FixPart", "FixResult", "FixRound", "Spec", "candidates", "first_round_fix", "normalise_constraint",
+    "render_constraint", "synthesize",
+]
