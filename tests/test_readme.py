@@ -56,3 +56,15 @@ def test_a_stale_block_is_reported_and_rewritten(tmp_path):
     rt.main(["--write", str(readme)])
     assert "$ echo hello\nhello\n$ echo $?\n0\n" in readme.read_text() and "```\n2\n```" in readme.read_text()
     assert rt.main([str(readme)]) == 0
+
+
+def test_install_lines_for_an_index_and_a_clone_with_supported_versions():
+    import re
+    import tomllib
+
+    text = rt.README.read_text()
+    assert 'pip install "smtdims[isl]"' in text and 'pip install ".[isl]"' in text
+    requires = tomllib.loads((rt.ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    low = re.search(r">=\s*(3\.\d+)", requires).group(1)
+    assert f"Python >= {low}" in text, (requires, "the README's install section names another Python")
+    assert re.search(r"jax 0\.7\.x to 0\.10\.x", text) and "jax 0.12" in text
