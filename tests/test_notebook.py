@@ -101,6 +101,48 @@ def _check_outputs(nb) -> None:
     assert [o for o in cells["plot-fixed"].outputs if "image/png" in o.get("data", {})]
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+_DURATION = re.compile(r"\b\d+(\.\d+)? ?(ms|s)\b")
+
+
+def visible_outputs(nb) -> list[tuple[str, str, str]]:
+    """``(cell id, kind, text)`` of everything the code cells show, normalised for comparison.
+
+    Normalisation (documented in README, Notebook): pictures (``image/*``) are left out, since
+    their bytes depend on the matplotlib and freetype builds, not on smtdims; object addresses
+    (``at 0x7f...``) and durations (``0.52 s``, ``13 ms``) are masked; consecutive stream chunks
+    are joined (the kernel may split one print). Everything else must match exactly.
+    """
+    out: list[tuple[str, str, str]] = []
+    for c in nb.cells:
+        if c.cell_type != "code":
+            continue
+        for o in c.outputs:
+            if o.output_type == "stream":
+                if out and out[-1][0] == c.id and out[-1][1] == o.name:
+                    out[-1] = (c.id, o.name, out[-1][2] + o.text)
+                else:
+                    out.append((c.id, o.name, o.text))
+            elif o.output_type in ("display_data", "execute_result"):
+                for k, v in sorted(o.data.items()):
+                    if not k.startswith("image/"):
+                        out.append((c.id, k, v if isinstance(v, str) else "".join(v)))
+            elif o.output_type == "error":
+                out.append((c.id, "error", o.ename))
+    return [(cid, kind, _DURATION.sub("<t>", _ADDRESS.sub(" at 0x", text))) for cid, kind, text in out]
+
+
+def stale_outputs(committed, executed) -> str:
+    """A diff of what the committed notebook shows against a fresh execution ("" when current)."""
+    import difflib
+
+    a, b = visible_outputs(committed), visible_outputs(executed)
+    if a == b:
+        return ""
+    flat = lambda xs: [f"[{cid} {kind}] {line}" for cid, kind, text in xs for line in text.splitlines()]  # noqa: E731
+    return "\n".join(difflib.unified_diff(flat(a), flat(b), "committed", "executed now", lineterm="", n=1))
+
+
 def test_notebook_is_committed_with_its_outputs():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbformat.validate(nb)
@@ -160,6 +202,35 @@ def test_notebook_executes(kernel_from_this_interpreter, tmp_path):
     client.execute()  # raises CellExecutionError on the first failing cell
     _check_outputs(nb)
     assert hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest() == before
+    stale = stale_outputs(nbformat.read(NOTEBOOK, as_version=4), nb)
+    assert not stale, f"the committed outputs are stale: regenerate with bash scripts/notebook.sh\n{stale[:6000]}"
+
+
+def test_stale_outputs_are_detected():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    fresh = nbformat.read(NOTEBOOK, as_version=4)
+    assert stale_outputs(nb, fresh) == ""
+    cell = next(c for c in fresh.cells if c.id == "undetermined-decide")
+    out = next(o for o in cell.outputs if o.output_type == "execute_result")
+    out.data["text/plain"] = out.data["text/plain"].replace("answered_by='points'", "answered_by='presburger'")
+    assert "answered_by='presburger'" in stale_outputs(nb, fresh)
+    plain = nbformat.v4.new_output("stream", name="stdout", text="took 0.52 s, object at 0x7f00aa\n")
+    other = nbformat.v4.new_output("stream", name="stdout", text="took 13 ms, object at 0x1234\n")
+    cell.outputs.append(plain)
+    nb_cell = next(c for c in nb.cells if c.id == "undetermined-decide")
+    nb_cell.outputs.append(other)
+    out.data["text/plain"] = out.data["text/plain"].replace("answered_by='presburger'", "answered_by='points'")
+    assert stale_outputs(nb, fresh) == ""  # durations and addresses are masked
+
+
+def test_the_introduction_counts_the_sections_and_uses_the_public_api():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    sections = [c for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
+    words = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
+    assert f"takes {words[len(sections)]} of them" in nb.cells[0].source, len(sections)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert not re.search(r"from smtdims\.(diagnostics|explain) import", code)
+    assert "from smtdims import check_constraints, explain" in code
 
 
 def test_the_notebooks_claims():
