@@ -284,3 +284,30 @@ def test_cli_errors_exit_2(capsys):
     from smtdims_jax.pipeline_cli import load_target
 
     assert load_target("fixtures_pipeline.seed_rows:concat") is seed_rows.concat
+
+
+# -- samples that cover the space (issue 19.6) --------------------------------------------------------
+def test_spread_samples_vary_independent_variables_independently():
+    ch = _chooser([["b", "2*d"], ["b", "d"]])
+    spread = [env for env, why in ch.choose(24) if why == ["spread"]]
+    assert len(spread) >= 10
+    ratios = {(env["b"] - ch.lo["b"]) / max(1, env["d"] - ch.lo["d"]) for env in spread}
+    assert len(ratios) > len(spread) // 2, "the spread samples must not lie on one line"
+    assert len({env["b"] for env in spread}) >= 8 and len({env["d"] for env in spread}) >= 8
+
+
+def test_every_residue_of_a_divisor_is_sampled():
+    ch = SampleChooser(Session(ConstraintSet(())), [(parse_expr("b"), parse_expr("d"))], [parse_expr("floordiv(b*d, 4)")])
+    assert {env["b"] * env["d"] % 4 for env, _ in ch.choose(8)} == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("out_dims, limit", [((), 1 << 20), ([("b", "b")], 1 << 20)])
+def test_largest_sample_fills_the_memory_budget(out_dims, limit):
+    dims = [(parse_expr("b"), parse_expr("4"))]
+    ch = SampleChooser(Session(ConstraintSet(())), dims, out_dims=[tuple(parse_expr(d) for d in o) for o in out_dims],
+                       max_bytes=limit)
+    chosen = ch.choose(6)
+    assert all(ch.nbytes(env) <= limit for env, _ in chosen)
+    big = [env for env, why in chosen if any(w.startswith("largest within 1 MiB") for w in why)]
+    assert big and ch.nbytes(big[0]) > 0.9 * limit, [(e, w, ch.nbytes(e)) for e, w in chosen]
+    assert big[0]["b"] % 2 and big[0]["b"] % 3 and big[0]["b"] % 5, "no accidental divisibility"

@@ -75,6 +75,8 @@ def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="lowering platforms, comma-separated, e.g. cpu,cuda (default: the local platform)")
     p.add_argument("--samples", type=int, default=6, metavar="N", help="number of sample shapes (default 6)")
     p.add_argument("--out", metavar="PATH", help="write the serialized artifact here")
+    p.add_argument("--sample-mb", type=float, default=4.0, metavar="MB",
+                   help="memory budget of one sample, inputs and outputs (default 4); the largest sample fills it")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--fix", action="store_true",
                    help="a failed export gets its whole fix: fix, re-export and repeat, minimise, verify end to end, "
@@ -204,6 +206,8 @@ def run_export(args: argparse.Namespace) -> int:
         for flag, value in (("--fix-rounds", args.fix_rounds), ("--box", args.box)):
             if value is not None and value < 1:
                 raise ValueError(f"{flag} must be a positive integer, got {value}")
+        if not args.sample_mb > 0:
+            raise ValueError(f"--sample-mb must be a positive number, got {args.sample_mb}")
         if not args.fix_deadline > 0:
             raise ValueError(f"--fix-deadline must be a positive number of seconds, got {args.fix_deadline}")
         fn = load_target(args.target)
@@ -221,6 +225,7 @@ def run_export(args: argparse.Namespace) -> int:
                 fn, *arg_specs, constraints=tuple(args.constraint), platforms=platforms, samples=args.samples,
                 out=args.out, seed=args.seed, progress=not args.quiet, budget=budget, fix=args.fix,
                 fix_rounds=args.fix_rounds, fix_deadline=args.fix_deadline, box=args.box,
+                sample_bytes=max(1, int(args.sample_mb * (1 << 20))),
             )
     except (ValueError, TypeError, OSError, SmtdimsError) as err:  # specs, constraints, --samples, --out
         return error(err)

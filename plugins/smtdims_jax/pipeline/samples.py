@@ -14,6 +14,8 @@ from smtdims.reasoner import Session
 from smtdims.smt import SAT, UNSAT, Encoder
 
 MAX_ELEMENTS = 1 << 22  # per sample, all inputs together: keeps "large" samples quick to run
+SAMPLE_BYTES = 4 << 20  # default memory budget of one sample (inputs and outputs): what "largest" fills
+_HALTON = (2, 3, 5, 7, 11, 13, 17, 19)  # one base per variable: spread samples vary them independently
 _LARGE = (61, 53, 47, 43, 41, 37)  # "large" = minimum + one of these primes (no accidental divisibility)
 _CAP_STEP = 64  # first solver attempt keeps every variable within minimum + 64
 
@@ -47,8 +49,14 @@ class SampleChooser:
     constraints, so an encoding bug cannot smuggle an out-of-spec shape into the samples.
     """
 
-    def __init__(self, session: Session, dims: Sequence[Sequence[Expr]], extra_atoms: Sequence[Expr] = ()):
+    def __init__(self, session: Session, dims: Sequence[Sequence[Expr]], extra_atoms: Sequence[Expr] = (), *,
+                 itemsizes: Sequence[int] | None = None, out_dims: Sequence[Sequence[Expr]] = (),
+                 out_itemsizes: Sequence[int] | None = None, max_bytes: int = SAMPLE_BYTES):
         self.session = session
+        self.max_bytes = max_bytes
+        self.itemsizes = list(itemsizes) if itemsizes is not None else [4] * len(dims)
+        self.out_dims = [tuple(d) for d in out_dims]
+        self.out_itemsizes = list(out_itemsizes) if out_itemsizes is not None else [4] * len(self.out_dims)
         self.constraints: ConstraintSet = session.constraints
         self.dims = [tuple(d) for d in dims]
         self.flat = [d for leaf in self.dims for d in leaf if not d.is_constant]
@@ -67,6 +75,47 @@ class SampleChooser:
 
     def shapes(self, env: dict[str, int]) -> tuple[tuple[int, ...], ...]:
         return tuple(tuple(d.evaluate(env) for d in leaf) for leaf in self.dims)
+
+    def nbytes(self, env: dict[str, int]) -> int:
+        """Bytes of the inputs and outputs at ``env`` (what one sample holds at least)."""
+        total = 0
+        for leaves, sizes in ((self.dims, self.itemsizes), (self.out_dims, self.out_itemsizes)):
+            for leaf, size in zip(leaves, sizes, strict=True):
+                try:
+                    total += math.prod(max(0, d.evaluate(env)) for d in leaf) * size
+                except (ZeroDivisionError, KeyError):
+                    continue
+        return total
+
+    def largest(self) -> dict[str, int] | None:
+        """The valuation that fills the memory budget: every variable scaled up together (each by its own
+        weight, so that they stay distinct), values not divisible by 2, 3 or 5 (no accidental divisibility),
+        within the variables' proven maxima. None if even the minimum does not fit."""
+        vs = self.shape_vars
+        if not vs:
+            return None
+        weights = {v: 1.0 + 0.37 * i for i, v in enumerate(vs)}
+
+        def at(t: int) -> dict[str, int]:
+            env = {}
+            for v in vs:
+                x = self.lo[v] + int(t * weights[v])
+                if math.isfinite(self.hi[v]):
+                    x = min(x, int(self.hi[v]))
+                while x > self.lo[v] and math.gcd(x, 30) != 1:
+                    x -= 1
+                env[v] = x
+            return env
+
+        if self.nbytes(at(0)) > self.max_bytes:
+            return None
+        lo, hi = 0, 1
+        while self.nbytes(at(hi)) <= self.max_bytes and hi < 1 << 40:
+            lo, hi = hi, hi * 2
+        while hi - lo > 1:  # bytes grow with t (dimensions grow with their variables): bisect
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.nbytes(at(mid)) <= self.max_bytes else (lo, mid)
+        return at(lo) if lo > 0 else None
 
     def _solve(self, session: Session, conds: Sequence[Cond], avoid: Sequence[dict[str, int]]) -> dict[str, int] | None:
         """A model of constraints & conds & (shape differs from each of ``avoid``); small values first."""
@@ -112,6 +161,9 @@ class SampleChooser:
         large = {v: int(min(self.hi[v], self.lo[v] + _LARGE[i % len(_LARGE)])) for i, v in enumerate(self.shape_vars)}
         if self.shape_vars:
             out.append(("large", [(v_(v), "==", large[v]) for v in self.shape_vars]))
+        biggest = self.largest()
+        if biggest is not None:
+            out.append((f"largest within {_mib(self.max_bytes)}", [(v_(v), "==", biggest[v]) for v in self.shape_vars]))
         for c in self.constraints:
             if c.kind == ">=":
                 out.append((f"{c.text} tight", [(c.diff, "==", 0)]))
@@ -125,6 +177,12 @@ class SampleChooser:
         for v in self.shape_vars:
             out.append((f"min {v}", [(v_(v), "==", self.lo[v])]))
             out.append((f"large {v}", [(v_(v), "==", large[v])]))
+        for a in self.div_atoms:  # the residues between the edges: mod(E, k) == 1 .. k - 2
+            k = a.rhs.as_constant()
+            if k is not None and 3 < abs(k) <= 8:
+                r = a.lhs.mod(a.rhs)
+                for res in range(1, abs(k) - 1):
+                    out.append((f"{r} == {res if k > 0 else -res}", [(r, "==", res if k > 0 else -res)]))
         return out
 
     def choose(self, n: int) -> list[tuple[dict[str, int], list[str]]]:
@@ -142,11 +200,10 @@ class SampleChooser:
             env = self._fit(conds, [e for e, _ in chosen])
             if env is not None:
                 chosen.append((env, [label]))
-        for k in range(1, 4 * n):  # fill: small spread values first, then anything distinct
+        for k in range(1, 4 * n):  # fill: spread over the region, then anything distinct
             if len(chosen) >= n:
                 break
-            for spread in ([(Expr.var(v), "==", self.lo[v] + k * (i + 1)) for i, v in enumerate(self.shape_vars)],
-                           [(Expr.var(v), "==", self.lo[v] + k) for v in self.shape_vars]):
+            for spread in (self._spread(k), [(Expr.var(v), "==", self.lo[v] + k) for v in self.shape_vars]):
                 env = self._fit(spread, [e for e, _ in chosen])
                 if env is not None:
                     chosen.append((env, ["spread"]))
@@ -158,9 +215,23 @@ class SampleChooser:
             chosen.append((env, ["distinct"]))
         return chosen
 
+    def _spread(self, k: int) -> list[Cond]:
+        """The k-th point of a Halton sequence over ``lo .. lo + 64`` (capped by each maximum): each variable
+        has its own base, so the points fill the box instead of a line, and their residues vary."""
+        out: list[Cond] = []
+        for i, v in enumerate(self.shape_vars):
+            base, f, x, j = _HALTON[i % len(_HALTON)], 1.0, 0.0, k
+            while j > 0:
+                f /= base
+                x += f * (j % base)
+                j //= base
+            span = _CAP_STEP if not math.isfinite(self.hi[v]) else max(0, min(_CAP_STEP, int(self.hi[v]) - self.lo[v]))
+            out.append((Expr.var(v), "==", self.lo[v] + int(x * (span + 1))))
+        return out
+
     def _fit(self, conds: list[Cond], avoid: list[dict[str, int]]) -> dict[str, int] | None:
         env = self._solve(self.session, conds, avoid)
-        if env is not None and sum(math.prod(s) for s in self.shapes(env)) > MAX_ELEMENTS:
+        if env is not None and self.nbytes(env) > self.max_bytes:
             return None
         return env
 
@@ -211,3 +282,7 @@ class SampleChooser:
                             return found
         return found
 
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n / 1024:g} KiB"

@@ -24,7 +24,7 @@ from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, synthesize
 from .fresh import _rejection, run_fresh_process
 from .platforms import check_backend
 from .report import FAIL, PASS, SKIP, Check, SampleResult, VerificationReport, _first_line
-from .samples import SampleChooser
+from .samples import SAMPLE_BYTES, SampleChooser
 from .specs import _aval_text, _needs_x64, _x64_on, build_specs
 
 
@@ -45,6 +45,7 @@ def export_and_verify(
     fix_rounds: int = DEFAULT_ROUNDS,
     fix_deadline: float = DEFAULT_DEADLINE,
     box: int | None = None,
+    sample_bytes: int = SAMPLE_BYTES,
 ) -> VerificationReport:
     """Export ``jax.jit(fn)`` with smtdims, then verify the artifact on solver-chosen shapes.
 
@@ -63,6 +64,9 @@ def export_and_verify(
     message, smtdims' witnesses and a fix (re-exported to verify it). Everything after
     the export is reported too.
 
+    ``sample_bytes``: the memory budget of one sample (inputs and outputs together); the
+    "largest" sample fills it, every sample stays within it (default 4 MiB).
+
     ``fix=True``: a failed export gets its whole fix (:mod:`.fixes`, in ``report.fix``):
     fix, re-export and repeat (at most ``fix_rounds`` rounds, ``fix_deadline`` seconds),
     minimise, verify the fixed specification with this whole pipeline, and measure it on
@@ -80,6 +84,8 @@ def export_and_verify(
         raise ValueError(f"fix_rounds must be a positive int, got {fix_rounds!r}")
     if not isinstance(fix_deadline, (int, float)) or isinstance(fix_deadline, bool) or not fix_deadline > 0:
         raise ValueError(f"fix_deadline must be a positive number of seconds, got {fix_deadline!r}")
+    if not isinstance(sample_bytes, int) or isinstance(sample_bytes, bool) or sample_bytes < 1:
+        raise ValueError(f"sample_bytes must be a positive int, got {sample_bytes!r}")
     if box is not None and (not isinstance(box, int) or isinstance(box, bool) or box < 1):
         raise ValueError(f"box must be a positive int (every variable in 1..box), got {box!r}")
     plats = _normalise_platforms(platforms)  # before the backend: a misspelt name is the first thing to say
@@ -89,13 +95,13 @@ def export_and_verify(
     with _x64_on() if x64 else contextlib.nullcontext(), _solver_budget(budget):
         return _verify(fn, specs, scope, specialised, plats, samples, out, seed,
                        _progress_fn(progress), rtol, atol, timeout, budget, x64,
-                       FixOptions(fix_rounds, float(fix_deadline), box) if fix else None)
+                       FixOptions(fix_rounds, float(fix_deadline), box) if fix else None, sample_bytes)
 
 
 def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, specialised: list[str],
             plats: tuple[str, ...] | None, samples: int, out: Any, seed: int, say: Progress,
             rtol: float | None, atol: float | None, timeout: float, budget: int | None, x64: bool,
-            fix: FixOptions | None = None) -> VerificationReport:
+            fix: FixOptions | None = None, sample_bytes: int = SAMPLE_BYTES) -> VerificationReport:
     name = _fn_name(fn)
     spec_leaves, in_tree = jax.tree_util.tree_flatten(specs)
     say(f"exporting {name} for {', '.join(plats) if plats else 'the default platform'} with smtdims installed"
@@ -119,7 +125,7 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
                 fn, spec_leaves, in_tree, scope, plats, budget=budget, rounds=fix.rounds, deadline=fix.deadline,
                 box_side=fix.box, say=say, name=name,
                 verify=lambda s, sc: _verify(fn, s, sc, [], plats, samples, out, seed, say, rtol, atol, timeout,
-                                             budget, x64),
+                                             budget, x64, None, sample_bytes),
             )
         return VerificationReport(
             function=name, platforms=plats or (_local_platform(),),
@@ -145,7 +151,9 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
     dims = [tuple(adapter.to_ir(d) for d in s.shape) for s in spec_leaves]
     out_dims = [tuple(adapter.to_ir(d) for d in a.shape) for a in exp.out_avals]
     say(f"choosing {samples} sample shapes with the solver")
-    chooser = SampleChooser(session, dims, [e for leaf in out_dims for e in leaf])
+    chooser = SampleChooser(session, dims, [e for leaf in out_dims for e in leaf],
+                            itemsizes=[np.dtype(x.dtype).itemsize for x in spec_leaves], out_dims=out_dims,
+                            out_itemsizes=[np.dtype(a.dtype).itemsize for a in exp.out_avals], max_bytes=sample_bytes)
     chosen = chooser.choose(samples)
     outside = chooser.outside([env for env, _ in chosen])
 
@@ -221,7 +229,8 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
             next((n for _, n in failed if isinstance(n, str)), ""),
             [r.valuation for r, n in failed if not isinstance(n, str)],
             box_side=fix.box if fix is not None else None,
-            verify=(lambda s, sc: _verify(fn, s, sc, [], plats, samples, out, seed, say, rtol, atol, timeout, budget, x64))
+            verify=(lambda s, sc: _verify(fn, s, sc, [], plats, samples, out, seed, say, rtol, atol, timeout, budget, x64,
+                                          None, sample_bytes))
             if fix is not None else None,
         )
 
