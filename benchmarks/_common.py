@@ -121,6 +121,34 @@ STAT_KEYS = ("fast_path_answers", "stock_answers", "solver_answers", "solver_che
 
 
 # -- reporting ------------------------------------------------------------------------------------
+# -- load ----------------------------------------------------------------------------------------
+CALIBRATION_REFERENCE_MS = 48.0  # best of 30 runs of calibration_loop() on the development container
+
+
+def calibration_loop() -> float:
+    """Milliseconds of a fixed pure-Python loop: the same work every time, so its time is the load."""
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(300_000):
+        x += i * i % 7
+    return (time.perf_counter() - t0) * 1e3
+
+
+def load() -> dict[str, Any]:
+    """How busy the machine is now: the calibration loop (best of 3) against its reference time,
+    and the 1-minute load average per CPU. A ratio of 2 means timings here are about twice what
+    the same code takes on a quiet machine like the reference one."""
+    ms = min(calibration_loop() for _ in range(3))
+    avg = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return {"calibration_ms": round(ms, 1), "calibration_ratio": round(ms / CALIBRATION_REFERENCE_MS, 2),
+            "loadavg_1min": round(avg, 2), "cpus": os.cpu_count()}
+
+
+def load_text(d: dict[str, Any]) -> str:
+    return (f"load: calibration loop {d['calibration_ms']} ms = {d['calibration_ratio']}x its reference "
+            f"{CALIBRATION_REFERENCE_MS:g} ms; 1-min load average {d['loadavg_1min']} on {d['cpus']} CPUs")
+
+
 def machine() -> dict[str, Any]:
     import jax
     import z3

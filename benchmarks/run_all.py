@@ -18,7 +18,11 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import machine, table, write_json  # noqa: E402
+from benchmarks._common import load, load_text, machine, table, write_json  # noqa: E402
+
+QUICK_NOTE = ("quick mode is a smoke test: small sizes, one pass each, to show every benchmark runs; its times "
+              "are not measurements of the library (a missed target here says little, the more so under load); "
+              "for numbers run without --quick on a quiet machine")
 
 BENCHMARKS = {
     "queries": "benchmarks.bench_queries",  # 1 + 2
@@ -43,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
     t_all = time.perf_counter()
+    load_before = load()
+    if args.quick:
+        print(QUICK_NOTE)
+    print(load_text(load_before), flush=True)
     results, targets, failed = {}, [], []
     for name in names:
         mod = importlib.import_module(BENCHMARKS[name])
@@ -57,15 +65,22 @@ def main(argv: list[str] | None = None) -> int:
             continue
         data["wall_s"] = round(time.perf_counter() - t0, 2)
         data["quick"] = args.quick
+        data["load"] = load()
         print(mod.render(data))
-        print(f"[{name}: {data['wall_s']} s]", flush=True)
+        print(f"[{name}: {data['wall_s']} s; calibration ratio {data['load']['calibration_ratio']}x]", flush=True)
         write_json(mod.__name__.rsplit(".", 1)[-1], {**data, "machine": machine()}, args.out)
         results[name] = data
         targets += data.get("targets", [])
+    load_after = load()
+    worst = max(load_before["calibration_ratio"], load_after["calibration_ratio"],
+                *(r["load"]["calibration_ratio"] for r in results.values() if "load" in r))
     for t in targets:
         t["result"] = "skipped" if t.get("skipped") else "met" if t["met"] else f"gap: {_gap(t)}"
+        if not t["met"] and not t.get("skipped") and args.quick:
+            t["result"] += " (quick mode)"
     info = machine()
     summary = {"machine": info, "quick": args.quick, "wall_s": round(time.perf_counter() - t_all, 2),
+               "load": {"before": load_before, "after": load_after, "worst_calibration_ratio": worst},
                "targets": targets, "failed": failed, "results": results}
     path = write_json("all", summary, args.out)
     print("\n=== summary ===")
@@ -76,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     skipped = sum(bool(t.get("skipped")) for t in targets)
     print(f"{met}/{len(targets) - skipped} targets met ({skipped} skipped); {len(failed)} benchmark(s) failed "
           f"{failed or ''}; {summary['wall_s']} s; JSON: {path}")
+    print(f"{load_text(load_after)}; worst calibration ratio during the run {worst}x"
+          + (" (timings inflated by about that factor)" if worst >= 1.5 else ""))
+    if args.quick:
+        print(QUICK_NOTE)
     return 1 if failed else 0
 
 
