@@ -67,6 +67,23 @@ def _json_bound(v: int | float) -> int | str:
 _JSON_INT = 10**4000
 
 
+def json_answer(text: str) -> Any:
+    """An answer recorded as text, in the JSON convention of every ``--json`` output.
+
+    ``"True"``/``"False"`` become JSON booleans, ``"[lo, hi]"`` a list of two bounds (ints, or
+    ``"inf"``/``"-inf"``: JSON has no infinity); anything else (``"inconclusive"``) stays text.
+    """
+    if text in ("True", "False"):
+        return text == "True"
+    if text.startswith("[") and text.endswith("]") and text.count(",") == 1:
+        ends = [x.strip() for x in text[1:-1].split(",")]
+        try:
+            return [x if x in ("inf", "-inf") else int(x) for x in ends]
+        except ValueError:
+            return text
+    return text
+
+
 class Bounds(tuple):
     """``(lo, hi)`` of an expression, with tightness and a witness for each end.
 

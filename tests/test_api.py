@@ -280,3 +280,22 @@ def test_a_bound_left_loose_by_the_budget_says_so():
     assert not b.tight and b.deterministic and b.reason == "incomplete" and b.budget == 50
     assert "rlimit 50 per check" in b.advice and "deadline" not in b.advice
     assert smtdims.bounds("2*b + 1").reason == "" and smtdims.bounds("2*b + 1").advice == ""
+
+
+def test_audit_json_uses_booleans_and_the_infinity_convention():
+    """The audit JSON had "answer": "False" (a string) and "[16, inf]" (issue 20): JSON booleans,
+    and bounds as [lo, hi] with "inf"/"-inf", as every --json output writes them."""
+    import json
+
+    from smtdims.results import json_answer
+
+    assert json_answer("False") is False and json_answer("True") is True
+    assert json_answer("[16, inf]") == [16, "inf"] and json_answer("[-inf, 3]") == ["-inf", 3]
+    assert json_answer("inconclusive") == "inconclusive"
+    b, = export.symbolic_shape("b")
+    with smtdims.enabled(), smtdims.audit(show_internal=True) as report:
+        export.export(jax.jit(lambda x: x if x.shape[0] == 1 else x + 1))(jax.ShapeDtypeStruct((b,), jnp.int32))
+        export.export(jax.jit(lambda x: lax.slice_in_dim(x, 0, x.shape[0] % 3)))(jax.ShapeDtypeStruct((b,), jnp.int32))
+    answers = [r["answer"] for r in json.loads(report.to_json())]
+    assert False in answers and "False" not in answers and "True" not in answers
+    assert all(not isinstance(a, str) or a == "inconclusive" for a in answers), answers
