@@ -24,7 +24,7 @@ from .heuristic import INF, IntervalEvaluator, is_inf
 from .options import REASON_DEADLINE
 from .reasoner import Session
 from .render import left_align
-from .results import _fmt_bound, _json_bound, unknown_advice
+from .results import _fmt_bound, _json_bound, limits_in_force, unknown_advice
 from .smt import COUNTERS, SAT, UNSAT, Encoder, make_solver, model_int, run_check
 
 
@@ -59,6 +59,8 @@ class ConstraintReport:
     fixed: dict[str, int]
     ranges: dict[str, tuple[int | float, int | float]]
     reason: str = ""
+    budget: int | None = None  # the limits in force for the check (quoted when one stopped it)
+    deadline: float | None = None
 
     @property
     def clean(self) -> bool:
@@ -71,9 +73,9 @@ class ConstraintReport:
             lines.append(f"  satisfiable, e.g. {format_valuation(self.example)}")
             if self.reason:
                 lines.append("  incomplete (redundancy and ranges found so far; each one listed holds): "
-                             + unknown_advice(self.reason))
+                             + unknown_advice(self.reason, self.budget, self.deadline))
         else:
-            lines.append(f"  satisfiability unknown: {unknown_advice(self.reason)}")
+            lines.append(f"  satisfiability unknown: {unknown_advice(self.reason, self.budget, self.deadline)}")
         if self.redundant:
             lines.append("  redundant (can all be removed together):")
             lines += [f"    - {r}" for r in self.redundant]
@@ -92,7 +94,8 @@ class ConstraintReport:
             "redundant": [{"text": r.text, "implied_by": list(r.implied_by)} for r in self.redundant],
             "fixed": dict(self.fixed),
             "ranges": {v: [_json_bound(lo), _json_bound(hi)] for v, (lo, hi) in self.ranges.items()},
-            "reason": self.reason, "clean": self.clean,
+            "reason": self.reason, "deterministic": self.reason != REASON_DEADLINE, "budget": self.budget,
+            "deadline": self.deadline, "clean": self.clean,
         }
 
     def _repr_html_(self) -> str:
@@ -137,7 +140,7 @@ def check_constraints(constraints: Any, *, budget: int | None = None, deadline: 
 
 
 def _check_constraints(cs: ConstraintSet) -> ConstraintReport:
-    budget = options.current().budget
+    budget, deadline = limits_in_force()
     session = Session(cs, budget)
     imp = _Implications(cs, budget) if cs.constraints else None
     unguarded = imp.unguarded_divisor() if imp is not None else None
@@ -150,12 +153,14 @@ def _check_constraints(cs: ConstraintSet) -> ConstraintReport:
         core = conflict(cs, budget) or list(texts)
         raise UnsatisfiableConstraintsError(core)
     if res.status != SAT or not cs.holds(res.model or {}):
-        return ConstraintReport(texts, None, None, (), {}, {}, reason=res.reason or "model failed re-evaluation")
+        return ConstraintReport(texts, None, None, (), {}, {}, reason=res.reason or "model failed re-evaluation",
+                                budget=budget, deadline=deadline)
     redundant, complete = _redundant(imp, [*session.points.base, res.model or {}]) if imp else ((), True)
     ranges = _ranges(session, imp, res.model or {})
     fixed = {v: int(lo) for v, (lo, hi) in ranges.items() if lo == hi and not is_inf(lo)}
     return ConstraintReport(texts, True, dict(res.model or {}), redundant, fixed, ranges,
-                            reason="" if complete and not options.deadline_passed() else REASON_DEADLINE)
+                            reason="" if complete and not options.deadline_passed() else REASON_DEADLINE,
+                            budget=budget, deadline=deadline)
 
 
 _WITNESS_POINTS = 4

@@ -205,3 +205,28 @@ def test_ranges_and_redundancy_agree_with_the_ladder(constraints):
         lhs, op, rhs = smtdims.parse_constraint(t)
         status = smtdims.decide(lhs, op, rhs, constraints=[k for k in kept if k != t] if t in kept else kept).status
         assert (status == "true") == (t not in kept), t
+
+
+def test_a_check_stopped_by_its_deadline_says_so_and_quotes_it():
+    """At 200 variables / 500 constraints the whole check takes longer than 0.5 s: the report is
+    sound but incomplete, says which limit stopped it, and quotes the per-call deadline."""
+    import sys
+    import time
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.corpus import scale_constraints
+
+    _, cons, _ = scale_constraints(200, 500)
+    t0 = time.monotonic()
+    r = check_constraints(cons, deadline=0.5)
+    assert time.monotonic() - t0 < 0.5 + 3  # within the deadline, generously
+    assert r.reason == "deadline" and r.deadline == 0.5
+    text = str(r)
+    assert ("incomplete" if r.satisfiable else "satisfiability unknown") in text  # a slow machine may stop sooner
+    assert "deadline (0.5 s" in text and "(10 s" not in text
+    assert r.to_dict()["deterministic"] is False
+    kept = [c for c in cons if c not in {x.text for x in r.redundant}]
+    for x in r.redundant[:3]:  # what it did report is true
+        lhs, op, rhs = smtdims.parse_constraint(x.text)
+        assert smtdims.decide(lhs, op, rhs, constraints=kept).status == "true", x
