@@ -126,7 +126,7 @@ class FixResult:
         """Ready-to-paste ``jax.export`` code for the fixed specification."""
         name = self.function.split(":")[-1].split(".")[-1] or "f"
         cons = repr(tuple(self.constraints))
-        lines = ["from jax import export"]
+        lines = ["import jax", "import jax.numpy as jnp", "from jax import export"]
         if len(self.shapes) == 1:
             dt = self.in_avals[0].split("[")[0]
             lines.append(f"spec = jax.ShapeDtypeStruct(export.symbolic_shape({self.shapes[0]!r}, constraints={cons}), "

@@ -183,6 +183,8 @@ class VerificationReport:
         if fails:
             lines.append("  FAILED:")
             lines += [f"    {f}" for f in fails]
+            if self.fix is not None and self.fix.ok:
+                lines.append(f"  FIXED: with {self.fix.cli()} every check passes (the whole fix above)")
             if self.diagnosis is not None:
                 lines.append("  why:")
                 lines += [f"    {ln}" for ln in self.diagnosis.lines(self.function.split(":")[-1])]
