@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
+import os
 import sys
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -541,6 +542,17 @@ def all_variables(exprs: Iterable[Expr]) -> frozenset[str]:
 
 _RECURSION = {"users": 0, "saved": 0}
 _RECURSION_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """Other threads' deep calls did not survive a fork (one may have held the lock): start over."""
+    global _RECURSION_LOCK
+    _RECURSION_LOCK = threading.Lock()
+    _RECURSION["users"] = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextmanager

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import contextvars
 import math
+import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -142,6 +144,30 @@ class _Config:
 CONFIG = _Config()
 
 
+# -- fork ----------------------------------------------------------------------------------------------
+# ``fork()`` copies only the calling thread: a lock that another thread held at that moment stays
+# held in the child forever (multiprocessing's default start method on Linux, data loaders and
+# servers fork). Every lock smtdims keeps is registered here and reinitialised in the child
+# (``_at_fork_reinit``, what the standard library does for its own locks); modules with more
+# state (the ISL worker, the shared Z3 context, the watchdog) register hooks of their own.
+_FORK_LOCKS: weakref.WeakSet = weakref.WeakSet()
+
+
+def fork_safe(lock: Any) -> Any:
+    """``lock`` (a Lock, RLock or Condition), reinitialised (unheld) in a forked child."""
+    _FORK_LOCKS.add(lock)
+    return lock
+
+
+def _reinit_locks_in_child() -> None:
+    for lock in list(_FORK_LOCKS):
+        lock._at_fork_reinit()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_locks_in_child)
+
+
 # -- deadlines -----------------------------------------------------------------------------------------
 class Deadline:
     """The wall-clock end of one question. ``expired`` is sticky once observed.
@@ -233,6 +259,14 @@ class Watchdog:
         self._thread: threading.Thread | None = None
         self.interrupts = 0
 
+    def after_fork_in_child(self) -> None:
+        """A forked child has no watchdog thread, and the armed checks were other threads': forget them."""
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._armed.clear()
+        self._fired.clear()
+        self._thread = None
+
     def arm(self, ctx: Any, end: float) -> int:
         with self._lock:
             self._next += 1
@@ -276,3 +310,5 @@ class Watchdog:
 
 
 WATCHDOG = Watchdog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=WATCHDOG.after_fork_in_child)

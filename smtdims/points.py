@@ -42,7 +42,7 @@ class Points:
     def __init__(self, constraints: ConstraintSet, ranges: Mapping[str, Interval]):
         self.constraints = constraints
         self.names = sorted(constraints.variables())
-        self._lock = threading.Lock()
+        self._lock = options.fork_safe(threading.Lock())
         self._base: list[dict[str, int]] = []
         for guess in self._guesses(ranges):
             self._keep(guess)

@@ -91,7 +91,7 @@ def sufficient(need: Any, lo: float, hi: float) -> bool:
 # -- counters ------------------------------------------------------------------------------------------
 class _Stats:
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = options.fork_safe(threading.Lock())
         self._last = threading.local()
         self.reset()
 
@@ -246,7 +246,7 @@ class Session:
         self.constraints = constraints
         self.budget = budget if budget is not None else options.current().budget
         self.solver = SolverSession(constraints, self.budget)
-        self.lock = threading.RLock()
+        self.lock = options.fork_safe(threading.RLock())  # a fork while another thread holds it: unheld in the child
         self._parent = parent
         self._evaluator: IntervalEvaluator | None = None
         self._points: Points | None = None
@@ -885,7 +885,7 @@ class SessionRegistry:
 
     def __init__(self, capacity: int = 256):
         self.capacity = capacity
-        self._lock = threading.Lock()
+        self._lock = options.fork_safe(threading.Lock())
         self._sessions: OrderedDict[tuple[ConstraintSet, int], Session] = OrderedDict()
 
     def get(self, constraints: ConstraintSet, budget: int | None = None) -> Session:

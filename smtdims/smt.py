@@ -27,6 +27,7 @@ import _signal
 import contextvars
 import functools
 import itertools
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -78,7 +79,7 @@ class SolverCounters:
     deadline_hits: int = 0
     interrupts: int = 0  # checks cut by Ctrl-C
     abandoned_checks: int = 0  # nonlinear checks given up past the deadline (Z3 ignored the interrupt)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _lock: threading.Lock = field(default_factory=lambda: options.fork_safe(threading.Lock()), repr=False)
 
     def bump(self, name: str, by: int = 1) -> None:
         with self._lock:
@@ -119,6 +120,7 @@ class Encoder:
         self._divisions: dict[tuple[Expr, Expr], tuple[z3.ArithRef, z3.ArithRef, list[z3.BoolRef]]] = {}
         self._exprs: dict[Expr, tuple[z3.ArithRef, frozenset[Atom]]] = {}  # whole expressions, memoised
         self._touched: set[Atom] | None = None
+        self.max_degree = 0  # of any monomial encoded here (SolverSession._abandonable)
 
     def var(self, name: str) -> z3.ArithRef:
         v = self.vars.get(name)
@@ -164,6 +166,7 @@ class Encoder:
             factors = [] if c == 1 and m else [self.const(c)]
             for a, k in m:
                 factors.extend([self.atom(a)] * k)
+            self.max_degree = max(self.max_degree, len(factors) - (c != 1 or not m))
             terms.append(factors[0] if len(factors) == 1 else self._nary(z3.Z3_mk_mul, factors))
         if not terms:
             return self.const(0)
@@ -271,8 +274,19 @@ class Encoder:
 # One shared Z3 context for the linear solvers of every scope: a context costs memory and
 # milliseconds, and a scope needs only a solver. Z3 contexts are not thread-safe, so all
 # work in it holds Z3_LOCK.
-Z3_LOCK = threading.RLock()
+Z3_LOCK = options.fork_safe(threading.RLock())
 _CONTEXT: list[z3.Context] = []
+
+
+def _after_fork_in_child() -> None:
+    """A forked child gets a shared context of its own on first use: a thread of the parent may have
+    been inside a check in the old one (a solver pushed, never popped), and sessions rebuild their
+    solvers in a new context by themselves (see :func:`retire_shared`)."""
+    _CONTEXT.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def shared_context() -> z3.Context:
@@ -409,6 +423,11 @@ def run_check(s: z3.Solver | z3.Optimize, ctx: z3.Context, assumptions: list | N
         interrupted = options.WATCHDOG.disarm(token) if token is not None else False
         if interrupted:
             retire_shared(ctx)
+    if interrupted and r != z3.unknown:
+        # the deadline fired between the check's end and disarm: the context's cancel flag is
+        # set and evaluating the model raises ("canceled"; seen in a fork stress run). The
+        # question is over anyway: the check counts as cut by the deadline.
+        r = z3.unknown
     if r == z3.unknown:
         z3_reason = s.reason_unknown()
         if not interrupted and _cut_by_sigint(s, z3_reason):
@@ -441,17 +460,20 @@ class Fresh:
 _QUESTION = threading.local()
 
 # Nonlinear checks that Z3 may not stop at the interrupt run in a thread that the question can
-# give up (SolverSession._abandonable): those whose formula divides by a variable expression.
+# give up (SolverSession._abandonable): those whose formula divides by a variable expression or
+# has a monomial of high degree ((-2*b + 3*c)^346 + c >= 1: the check ran 14 s past a 1 s
+# deadline). Others stay in the caller's thread (Z3's own Ctrl-C handling works there).
+ABANDON_DEGREE = 12
 ABANDON_GRACE = 0.25  # seconds past the deadline before a check is given up (Z3 usually stops in ms)
 MAX_ORPHANS = 4  # given-up checks still running: past this, checks run in the caller's thread again
 _ORPHANS: set[threading.Thread] = set()
 
 
 def _needs_abandoning(f: Fresh, atoms: Iterable[Atom]) -> bool:
-    """A check with a symbolic divisor, under a deadline, while few given-up checks still run."""
+    """A check with a symbolic divisor or a high degree, under a deadline, while few given-up checks run."""
     if options.active_deadline() is None or len(_ORPHANS) >= MAX_ORPHANS:
         return False
-    return any(isinstance(a, Op) and a.op in (FLOORDIV, MOD) and not a.rhs.is_constant
+    return f.enc.max_degree > ABANDON_DEGREE or any(isinstance(a, Op) and a.op in (FLOORDIV, MOD) and not a.rhs.is_constant
                for a in itertools.chain(f.atoms, atoms))
 
 
@@ -615,9 +637,9 @@ class SolverSession:
                      model_vars: frozenset[str]) -> CheckResult:
         """The check in a thread of its own, given up shortly after the deadline if Z3 ignores the interrupt.
 
-        Measured: with a symbolic divisor (``mod(b, b + 2) == 2`` and ``floordiv(3*b + a - 2,
-        2*c - 3) == ...``) ``Z3_solver_check_assumptions`` went on 0.9-8 s after the watchdog's
-        ``ctx.interrupt()``. A given-up check keeps every object of its context alive (the thread
+        Measured: ``Z3_solver_check_assumptions`` went on 14 s past the watchdog's
+        ``ctx.interrupt()`` at degree 346, and 0.9-8 s with a symbolic divisor
+        (``mod(b, b + 2) == 2`` and ``floordiv(3*b + a - 2, 2*c - 3) == ...``). A given-up check keeps every object of its context alive (the thread
         holds them) and the question never touches that context again, so nothing of the context
         is used by two threads at once; the check stops when Z3 next looks at its interrupt flag.
         Z3 calls release the GIL, so the caller waits without being blocked. Its answer is the

@@ -163,7 +163,7 @@ class _ScopeState:
     linear: bool | None = None  # the scope's constraints are in the Presburger fragment
 
 
-_STATES_LOCK = threading.Lock()
+_STATES_LOCK = options.fork_safe(threading.Lock())  # unheld in a forked child (see smtdims.options)
 _STATE_ATTR = "_smtdims_state"
 # Every attribute smtdims keeps on a JAX object (the scope is the only one: dimensions are slotted).
 _PRIVATE_ATTRS = frozenset({_STATE_ATTR, *exact_stock.SCOPE_ATTRS})
@@ -309,7 +309,7 @@ class _JaxHost:
 _host.register(_JaxHost())
 
 
-_INSTALL_LOCK = threading.RLock()
+_INSTALL_LOCK = options.fork_safe(threading.RLock())
 
 
 # -- observers (audit mode, the pytest plugin) ------------------------------------------------

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from types import CodeType, FrameType
 from typing import Any
 
+from smtdims import options
 from smtdims.errors import format_valuation
 from smtdims.expr import Expr
 from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, Session, sufficient
@@ -244,7 +245,7 @@ class AuditReport:
     """
 
     def __init__(self, *, show_internal: bool = False) -> None:
-        self._lock = threading.RLock()
+        self._lock = options.fork_safe(threading.RLock())
         self._local = threading.local()  # per thread: who answered the last bounds question; analysing?
         self._raw: dict[tuple, _Raw] = {}
         self._records: list[AuditRecord] | None = None
