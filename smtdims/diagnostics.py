@@ -133,7 +133,10 @@ def check_constraints(constraints: Any, *, budget: int | None = None, deadline: 
 
     Raises :class:`~smtdims.errors.UnsatisfiableConstraintsError` naming a minimal
     conflicting subset (texts as written) when no valuation satisfies them, and
-    :class:`~smtdims.errors.PossibleDivisionByZeroError` for a divisor that can be 0.
+    :class:`~smtdims.errors.PossibleDivisionByZeroError` for a divisor that the constraints
+    not dividing by it allow to be 0 (in any order). A constraint that keeps another one's
+    divisor nonzero is never reported redundant. ``budget``/``deadline`` bound the whole check;
+    when the deadline stops it, the report says so (``reason``) and what it lists still holds.
     """
     with options.scoped(budget=budget, deadline=deadline), options.question():
         return _check_constraints(_as_constraint_set(constraints))
