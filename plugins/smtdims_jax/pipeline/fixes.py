@@ -124,7 +124,8 @@ class FixResult:
 
     def code(self) -> str:
         """Ready-to-paste ``jax.export`` code for the fixed specification."""
-        name = self.function.split(":")[-1].split(".")[-1] or "f"
+        name = self.function.split(":")[-1].split(".")[-1]
+        name = name if name.isidentifier() else "f"  # a lambda: name it
         cons = repr(tuple(self.constraints))
         lines = ["import jax", "import jax.numpy as jnp", "from jax import export"]
         if len(self.shapes) == 1:
