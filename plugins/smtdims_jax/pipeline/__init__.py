@@ -20,24 +20,35 @@ remainder mod(b, -2) should be 0" the spec rewrite ``2*b`` for ``b``). Bad argum
 (specs, dtypes) still raise. On the command line (:mod:`smtdims_jax.pipeline_cli`): exit status 0
 all checks passed, 1 a check failed (the export included), 2 usage or input error.
 
-The steps, one module each: :mod:`.specs` (argument specs -> one scope), :mod:`.verify`
+With ``fix=True`` a failed export gets its whole fix (:mod:`.fixes`): fix, re-export,
+repeat, minimise, verify end to end, measured against native runs on a box of small
+shapes (:mod:`.box`). Failed samples are diagnosed (:mod:`.diagnose`).
+
+The steps, one module each: :mod:`.specs` (argument specs -> one scope, checked by
+smtdims first), :mod:`.platforms` (platform names, the local backend), :mod:`.verify`
 (the pipeline), :mod:`.samples` (solver-chosen shapes), :mod:`.compare` (inputs and
 outputs), :mod:`.fresh` (the fresh process; ``_verify_worker.py`` runs there),
-:mod:`.failure` (a failed export's reading and first fix), :mod:`.report` (the report).
+:mod:`.failure` (a failed export's reading and first fix), :mod:`.fixes` (the whole fix),
+:mod:`.box` (native runs on small shapes), :mod:`.diagnose` (failed samples),
+:mod:`.report` (the report).
 """
 
 from __future__ import annotations
 
 from .compare import compare_outputs, random_input
+from .diagnose import SampleDiagnosis
 from .failure import describe_export_error
+from .fixes import FixPart, FixResult, FixRound
 from .fresh import run_fresh_process
+from .platforms import BackendUnavailable, PlatformError
 from .report import FAIL, PASS, SKIP, Check, ExportFailure, RejectionCheck, SampleResult, VerificationReport
-from .samples import MAX_ELEMENTS, SampleChooser
+from .samples import MAX_ELEMENTS, SAMPLE_BYTES, SampleChooser
 from .specs import _SPEC_RE, _as_dtype, build_specs, parse_arg_spec  # noqa: F401 - the CLI reads the spec grammar here
 from .verify import export_and_verify
 
 __all__ = [
-    "FAIL", "MAX_ELEMENTS", "PASS", "SKIP", "Check", "ExportFailure", "RejectionCheck", "SampleChooser", "SampleResult",
+    "FAIL", "MAX_ELEMENTS", "PASS", "SAMPLE_BYTES", "SKIP", "BackendUnavailable", "Check", "ExportFailure", "FixPart",
+    "FixResult", "FixRound", "PlatformError", "RejectionCheck", "SampleChooser", "SampleDiagnosis", "SampleResult",
     "VerificationReport", "build_specs", "compare_outputs", "describe_export_error", "export_and_verify",
     "parse_arg_spec", "random_input", "run_fresh_process",
 ]
