@@ -177,5 +177,18 @@ def test_unsupported_shapes_get_the_excluding_constraint():
     assert json.loads(json.dumps(report.to_dict()))["diagnosis"]["constraints"] == ["mod(b*d, 4) == 0"]
 
 
+def test_user_constraints_follow_a_rewrite_and_implied_ones_go():
+    """'b >= 3', 'b <= 200' under b := 2*b become 'b >= 2', 'b <= 100'; 'b >= 2' is implied by 'b >= 8'."""
+    built, scope, _ = build_specs(["b"], ["b >= 3", "b <= 200"])
+    leaves, tree = jax.tree_util.tree_flatten(built)
+    result = synthesize(nf.two, leaves, tree, scope, None, name="two")
+    assert result.status == FIXED and result.shapes == ("2*b",)
+    assert sorted(result.constraints) == ["b <= 100", "b >= 8"]
+    native = _native_ok(nf.two, ["b"], 64)
+    cs = ConstraintSet.of(["b >= 3", "b <= 200"])
+    admitted = _admits(result.shapes, result.constraints, 64)
+    assert {s for s, ok in native.items() if ok and cs.holds({"b": s[0][0]})} == {s for s in native if s in admitted}
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))

@@ -508,6 +508,8 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
                     dropped.append(str(parts[i]))
                     parts, spec = trial_parts, trial
             i -= 1
+    if status == FIXED:
+        spec = _without_implied(spec, budget)
     count = box.count(spec.dims, spec.constraint_set()) if parts or status == NOT_NEEDED else None
     verified: bool | None = None
     lines: tuple[str, ...] = ()
@@ -523,6 +525,24 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         constraints=spec.constraints, rounds=tuple(done_rounds), dropped=tuple(dropped), box=count, verified=verified,
         verification=lines, function=name, seconds=time.perf_counter() - t_start, report=report,
     )
+
+
+def _without_implied(spec: Spec, budget: int | None) -> Spec:
+    """Drop each constraint the others prove (``b >= 2`` beside ``b >= 8``): the same valuations, fewer words.
+
+    Sound: a constraint implied by the rest excludes nothing the rest admits, so the set is equivalent.
+    """
+    kept = list(spec.constraints)
+    for text in reversed(spec.constraints):
+        rest = [t for t in kept if t != text]
+        try:
+            c = Constraint.parse(text)
+            if rest and Session(ConstraintSet.of(rest), budget).proves(c.diff, ">=" if c.kind == ">=" else "==",
+                                                                        Expr.const(0)):
+                kept = rest
+        except SmtdimsError:
+            continue
+    return Spec(spec.dims, spec.dtypes, tuple(kept))
 
 
 def _apply_all(spec: Spec, parts: Sequence[FixPart]) -> Spec | None:
