@@ -11,8 +11,9 @@ point costs microseconds and proves things a solver would otherwise be asked:
   (guess, then verify with one solver check per end).
 
 Points come from the all-ones valuation, the ends of the ranges that interval
-propagation derived, a spread above the low ends, and models of earlier solver
-checks. Variables of a question that no constraint mentions are free: they are
+propagation derived and a spread above the low ends: from the constraints alone, never
+from models of earlier questions' checks, so that an answer does not depend on which
+questions came before. Variables of a question that no constraint mentions are free: they are
 filled with a few patterns (all 1, all 2, ascending, one large, ...).
 """
 
@@ -55,11 +56,6 @@ class Points:
     def satisfiable(self) -> bool:
         """True when some known point meets the constraints (proof of satisfiability, no solver)."""
         return bool(self._base) or not self.constraints.constraints
-
-    def remember(self, model: Mapping[str, int] | None) -> None:
-        """Keep a solver model (re-checked exactly) as a point for later questions."""
-        if model is not None:
-            self._keep({n: model[n] for n in self.names if n in model} if self.names else {})
 
     def _keep(self, env: dict[str, int]) -> None:
         if any(n not in env for n in self.names) or not self.constraints.holds(env):

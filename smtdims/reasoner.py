@@ -312,7 +312,9 @@ class Session:
             if res.model is None or not self.constraints.holds(res.model):
                 # witnesses are re-checked with exact Python arithmetic: an encoding bug cannot pass
                 return CheckResult("unknown", reason="solver model failed exact re-evaluation")
-            self.points.remember(res.model)
+            # Not kept as a point for later questions: a later answer would then depend on which
+            # questions came before (issue 18.3: "unknown" fresh, "undetermined" after another
+            # question). Points come from the constraints alone; a model serves its own question.
         return res
 
     def _readable(self, env: dict[str, int], ok: Callable[[dict[str, int]], bool]) -> dict[str, int]:
@@ -811,6 +813,10 @@ class Session:
                 return _End(-INF if lower else INF, True, None)
         gap, probes, step = max(1, abs(a)), 0, 2
         steps = _SEARCH_STEPS_LINEAR if linear else _SEARCH_STEPS
+        if linear and not is_inf(p):
+            # galloping (at most log2 of the distance) then bisection (log2 of the range): a fixed
+            # cap would leave wide ranges open (10**60-sized coefficients: 340 bits, ~680 checks)
+            steps = max(steps, 2 * (a - p).bit_length() + 8)
         for _ in range(steps):
             if p == a or options.deadline_passed():
                 break
@@ -838,7 +844,7 @@ class Session:
             return _End(a * sign, True, w)
         if is_inf(p) and rays.find_ray(f, self.constraints, self.points.base[:4], far[-3:]):
             return _End(-INF if lower else INF, True, None)
-        if is_inf(p) and linear and not options.deadline_passed():
+        if linear and p != a and not options.deadline_passed():
             # last resort: Z3's optimiser proves a linear end infinite (or finds it) where no ray
             # was found; probes first, as they settle a finite end much sooner (50 variables /
             # 100 constraints: 38 ms of probes and bisection against 525 ms in the optimiser)

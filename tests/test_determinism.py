@@ -64,3 +64,94 @@ def test_reshape_exports_inside_audit(fn, spec, shapes):
         _export(fn, spec)
         _export(fn, spec)
     assert not [r for r in report.records if r.flag == "inconclusive"]
+
+
+# -- issue 18: answers are a function of the question ------------------------------------------------
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import textwrap  # noqa: E402
+
+from smtdims import presburger  # noqa: E402
+
+L18 = "(min(-3*a, b - 2*c + a + 5) - max(-3*c - 2*b + 2, -2*b - c - 3*a - 1)) * (2*c + 1)"
+C18 = ("mod(a + b, 7) == 3", "a >= 32")
+
+
+def _fresh(code: str) -> dict:
+    """Run ``code`` (which prints one JSON line) in a fresh interpreter."""
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_decision_does_not_depend_on_an_earlier_question():
+    """18.3: "unknown" fresh, "undetermined" after ``2*b == 58``: models of earlier checks were kept as points."""
+    ask = f"""
+        import json, smtdims
+        {{prior}}
+        d = smtdims.decide({L18!r}, "<", "2", constraints={C18!r}, budget=300_000)
+        print(json.dumps([d.status, d.reason]))
+    """
+    fresh = _fresh(ask.format(prior=""))
+    warm = _fresh(ask.format(prior=f'smtdims.decide("2*b", "==", "58", constraints={C18!r}, budget=300_000)'))
+    assert fresh == warm
+
+
+def test_models_of_checks_are_not_kept_as_points():
+    from smtdims.api import _session  # noqa: PLC0415
+
+    s = _session(C18, None, [])
+    before = s.points.base
+    smtdims.decide("2*b", "==", "58", constraints=C18)  # a solver check with a model
+    smtdims.bounds("b - a", constraints=C18)
+    assert s.points.base == before
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "inside Z3: at a small budget a nonlinear check's outcome depends on the process's memory layout, "
+    "even in a context of its own: one unrelated z3.Context() created first turns hi_tight False into "
+    "True here, a prior linear question and a new shared context turn (249318, inf) into (-inf, inf). "
+    "Sound either way (README, Guarantees: what stays deterministic)"))
+def test_nonlinear_bound_does_not_depend_on_an_earlier_question():
+    ask = """
+        import json, smtdims, z3
+        {prior}
+        b = smtdims.bounds("(5*a + 13) * (a + b - 5)^4", constraints=("13*a == 5*b + 20",), budget=300_000)
+        print(json.dumps([str(b.lo), str(b.hi), b.lo_tight, b.hi_tight]))
+    """
+    fresh = _fresh(ask.format(prior=""))
+    assert fresh == _fresh(ask.format(prior="keep = z3.Context()"))
+    assert fresh == _fresh(ask.format(prior=(
+        'smtdims.decide("a + b + 28", "<=", "39", constraints=("13*a == 5*b + 20",), budget=300_000)')))
+
+
+C60 = (f"-a >= 2*a - {10**60 + 1}", "2*b + 2147483649*a >= -b + 12157665459056928800")
+E60 = (f"b + 9007199254740991*a + 9223372036854775806 + floordiv(-{10**60 + 2}*a + {10**30 - 2}*b, "
+       f"{10**18 - 2})")
+LO60 = -333333333333333333999999996997600249753003000000000002666667000000000005333333999990779640029564804524
+
+
+@pytest.mark.parametrize("isl", [False, True], ids=["z3", "isl-or-z3"])
+def test_presburger_bound_with_huge_coefficients_is_exact(isl):
+    """18.2: ISL's 1 s call limit dropped the answer and Z3's search stopped at 400 steps, not tight,
+    marked deterministic. The search is now logarithmic in the range (galloping, bisection, optimiser)."""
+    with options.scoped(presburger=isl):
+        b = smtdims.bounds(E60, constraints=C60)
+    assert (b.lo, b.hi, b.lo_tight, b.hi_tight) == (LO60, float("inf"), True, True)
+    assert b.deterministic  # exact: the answer ISL, given all the time it wants, gives (checked by hand)
+
+
+def test_late_isl_answer_leaves_an_exact_answer_or_a_clock_shaped_one(monkeypatch):
+    """A late ISL answer is dropped: the ladder's answer must be the exact one, or marked not deterministic."""
+    if not presburger.available():
+        pytest.skip("islpy not installed")
+    exprs = [f"3*a - b + {i}*c + floordiv(a + {i}, 3)" for i in range(6)]
+    cons = ("a <= 9", "b <= a", "c <= 5 + b")
+    with options.scoped(presburger=False):
+        exact = [tuple(smtdims.bounds(e, constraints=cons)) for e in exprs]
+    smtdims.reasoner.REGISTRY.clear()
+    monkeypatch.setattr(presburger, "CALL_LIMIT", 1e-9)  # every ISL answer late
+    for e, want in zip(exprs, exact, strict=True):
+        b = smtdims.bounds(e, constraints=cons)
+        assert tuple(b) == want or not b.deterministic, (e, b, want)
