@@ -639,11 +639,12 @@ class SolverSession:
 
         Measured: ``Z3_solver_check_assumptions`` went on 14 s past the watchdog's
         ``ctx.interrupt()`` at degree 346, and 0.9-8 s with a symbolic divisor
-        (``mod(b, b + 2) == 2`` and ``floordiv(3*b + a - 2, 2*c - 3) == ...``). A given-up check keeps every object of its context alive (the thread
-        holds them) and the question never touches that context again, so nothing of the context
-        is used by two threads at once; the check stops when Z3 next looks at its interrupt flag.
-        Z3 calls release the GIL, so the caller waits without being blocked. Its answer is the
-        one an in-process check gives (the same calls); only a given-up check's answer is new:
+        (``mod(b, b + 2) == 2`` and ``floordiv(3*b + a - 2, 2*c - 3) == ...``).
+        A given-up check keeps every object of its context alive (the thread holds them) and
+        the question never touches that context again, so nothing of the context is used by
+        two threads at once; the check stops when Z3 next looks at its interrupt flag. Z3 calls
+        release the GIL, so the caller waits without being blocked. Its answer is the one an
+        in-process check gives (the same calls); only a given-up check's answer is new:
         "unknown", reason deadline (clock-shaped).
         """
         d = options.active_deadline()

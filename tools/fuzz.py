@@ -664,6 +664,211 @@ def seam_big(n: int, seed: int, deadline: float) -> dict:
     return out
 
 
+# -- large inputs under a short deadline (issue 18.1) ----------------------------------------------------
+# Every public call must return within its deadline + 1 s however large the input: powers up to
+# 500, sums of 1,000 variables, 500 constraints, nested divisions, nonlinear checks that Z3 does
+# not stop at the interrupt. The answers are judged too, at a few satisfying points.
+LARGE_KINDS = ("power", "sum", "constraints", "divisions", "nonlinear")
+LARGE_SLACK = 1.0  # seconds past the deadline that count as "within it"
+
+
+def large_case(rng: random.Random, kind: str | None = None) -> dict:
+    """One large question: ``{"kind", "expr", "constraints"}`` (texts in jax.export syntax)."""
+    kind = kind or rng.choice(LARGE_KINDS)
+    cons: list[str] = []
+    if kind == "power":
+        names = rng.sample(["a", "b", "c"], rng.choice((1, 2, 2, 2, 3)))
+        parts = [f"{rng.choice(('', '-'))}{rng.choice(('', '2*', '3*'))}{v}" for v in names]
+        if rng.random() < 0.5:
+            parts.append(str(rng.randint(-5, 5)))
+        base = " + ".join(parts).replace("+ -", "- ")
+        # t terms expand to C(n + t - 1, t - 1) terms: kept under the expansion limit of 20,000
+        n = rng.randint(2, {1: 500, 2: 500, 3: 190, 4: 45}[len(parts)])
+        tail = rng.choice(("", " + c", " - c*a", " + a*b*c", " - 3*d"))
+        e = f"({base})^{n}{tail}"
+        if rng.random() < 0.3:
+            cons = [f"a <= {rng.randint(1, 50)}"]
+    elif kind == "sum":
+        n = rng.choice((100, 500, 1000, 1000))
+        e = "".join((" - " if i % 2 else (" + " if i else "")) + f"x{i}" for i in range(n))
+        if rng.random() < 0.5:
+            e += " - 3*y"
+        if rng.random() < 0.6:
+            cons = [f"x0 <= {rng.randint(1, 9)}"]
+        if rng.random() < 0.2:
+            cons += [f"x{i} >= x{i + 1}" for i in range(0, n - 1, max(1, n // 50))]
+    elif kind == "constraints":
+        n = rng.choice((100, 300, 500))
+        cons = []
+        for i in range(n):
+            r = rng.random()
+            if r < 0.5:
+                cons.append(f"v{i + 1} >= v{i} + {rng.randint(0, 3)}")
+            elif r < 0.7:
+                cons.append(f"v{i} <= {rng.randint(5, 10**6)}")
+            elif r < 0.85:
+                cons.append(f"mod(v{i} + v{i + 1}, {rng.randint(2, 7)}) == {rng.randint(0, 1)}")
+            else:
+                cons.append(f"2*v{i} + 3*v{rng.randint(0, n)} >= {rng.randint(1, 50)}")
+        e = " + ".join(f"{rng.randint(-5, 5) or 1}*v{rng.randint(0, n)}" for _ in range(rng.randint(1, 8)))
+    elif kind == "divisions":
+        depth = rng.randint(3, 40)
+        e = rng.choice(("a", "b", "a + b"))
+        for _ in range(depth):
+            op = rng.choice(("floordiv", "mod", "max", "min"))
+            d = rng.choice((str(rng.randint(2, 9)), f"b + {rng.randint(0, 3)}", f"a + c + {rng.randint(0, 3)}"))
+            e = f"{op}({e} + {rng.choice(('a', 'c', '1', '2*b'))}, {d})"
+        if rng.random() < 0.5:
+            cons = [f"floordiv(a + b, c + 1) >= {rng.randint(0, 3)}"]
+    else:  # nonlinear: checks Z3 may run past its interrupt
+        cons = rng.choice((
+            ["mod(b, b + 2) == 2", "floordiv(3*b + a - 2, 2*c - 3) == 3*a - 2*c - 4"],
+            ["a*b >= c*c + 1", f"floordiv(a*c, b + 1) <= {rng.randint(3, 30)}"],
+            [f"mod(a*b, c + 2) == {rng.randint(0, 1)}", "a <= b"],
+        ))
+        e = rng.choice(("floordiv(a - 3, a - 2)", "a*b - c^2", "(a^3 + b^3 - c^3)^2", "mod(a*b*c, b + 5)",
+                        "floordiv(a*b, c + 1) - a"))
+    return {"kind": kind, "expr": e, "constraints": cons}
+
+
+def large_questions(case: dict) -> list[tuple[str, object]]:
+    """The public calls asked about one large case: (name, thunk)."""
+    import smtdims
+
+    e, cons = case["expr"], case["constraints"]
+    return [
+        ("bounds", lambda: smtdims.bounds(e, constraints=cons)),
+        ("decide", lambda: smtdims.decide(e, ">=", "1", constraints=cons)),
+        ("explain", lambda: smtdims.explain(e, "<=", "7", constraints=cons)),
+        ("check_constraints", lambda: smtdims.check_constraints(cons) if cons else None),
+    ]
+
+
+def large_jax_questions(case: dict) -> list[tuple[str, object]]:
+    """The answers JAX gets at the seam (smtdims installed): ``>=`` and bounds of a symbolic dimension.
+
+    JAX builds the dimension itself (its own expansion, not timed); a power past 60 is left out:
+    JAX's polynomial arithmetic takes seconds there before smtdims is asked anything.
+    """
+    from jax import export
+    from smtdims_jax import adapter
+
+    if case["kind"] == "power" and int(case["expr"].split("^")[1].split()[0]) > 60:
+        return []
+    scope = export.SymbolicScope(tuple(case["constraints"]))
+    d, = export.symbolic_shape(case["expr"], scope=scope)
+    return [("jax >=", lambda: d >= 1), ("jax bounds", lambda: adapter.jax_bounds(d))]
+
+
+def _points_of(case: dict, rng: random.Random, tries: int = 200) -> list[dict[str, int]]:
+    from smtdims.constraints import ConstraintSet
+    from smtdims.parser import parse_expr
+
+    cs = ConstraintSet.of(case["constraints"])
+    names = sorted(set(cs.variables()) | parse_expr(case["expr"]).variables())
+    out = []
+    for _ in range(tries):
+        p = {v: rng.choice((1, 1, 2, 3, rng.randint(1, 40))) for v in names}
+        try:
+            if cs.holds(p):
+                out.append(p)
+        except ZeroDivisionError:
+            continue
+        if len(out) >= 8:
+            break
+    return out
+
+
+def large_run(n: int, seed: int, deadline: float, jax: bool, time_limit: float = 0) -> dict:
+    """Ask every public call about ``n`` large cases under ``deadline``; count calls past deadline + 1 s.
+
+    An answer is also judged at a few satisfying points found by sampling (bounds contain the
+    value, a True/False decision holds there): no wrong answer is allowed under any deadline.
+    """
+    import smtdims
+    from smtdims import options
+    from smtdims.parser import parse_expr
+
+    options.set_defaults(deadline=deadline)
+    if jax:
+        smtdims.install()
+    rng = random.Random(f"large-{seed}")
+    out: dict = {"cases": 0, "queries": 0, "past_deadline": 0, "max_seconds": 0.0, "unsound": 0, "crashes": 0,
+                 "refused": 0, "by_kind": {}, "examples": {}}
+    start = time.monotonic()
+
+    def note(kind: str, case: dict, msg: str) -> None:
+        out[kind] += 1
+        ex = out["examples"].setdefault(kind, [])
+        if len(ex) < 10:
+            ex.append(f"[{case['kind']}] {case['expr'][:120]} | {case['constraints'][:4]}: {msg}")
+
+    try:
+        for _ in range(n):
+            if time_limit and time.monotonic() - start > time_limit:
+                break
+            case = large_case(rng)
+            out["cases"] += 1
+            k = out["by_kind"].setdefault(case["kind"], {"queries": 0, "past_deadline": 0, "max_seconds": 0.0})
+            try:
+                e = parse_expr(case["expr"])
+            except smtdims.ParseError as err:  # an expansion past the limit: a clear refusal
+                out["refused"] += 1
+                if "expands to" not in str(err):
+                    note("crashes", case, f"parse: {err}")
+                continue
+            pts = _points_of(case, rng)
+            values = []
+            for p in pts:
+                try:
+                    values.append(e.evaluate(p))
+                except (ZeroDivisionError, KeyError):
+                    pass
+            qs = large_questions(case)
+            if jax:
+                try:
+                    qs += large_jax_questions(case)
+                except Exception as err:  # JAX refuses the scope or the text
+                    note("crashes", case, f"jax building: {type(err).__name__}: {err}")
+            for name, ask in qs:
+                out["queries"] += 1
+                k["queries"] += 1
+                t = time.monotonic()
+                try:
+                    ans = ask()
+                except (smtdims.PossibleDivisionByZeroError, smtdims.UnsatisfiableConstraintsError):
+                    ans = None
+                except Exception as err:
+                    if type(err).__name__ == "InconclusiveDimensionOperation":
+                        ans = None
+                    else:
+                        note("crashes", case, f"{name}: {type(err).__name__}: {str(err)[:300]}")
+                        continue
+                finally:
+                    took = time.monotonic() - t
+                    out["max_seconds"] = max(out["max_seconds"], round(took, 2))
+                    k["max_seconds"] = max(k["max_seconds"], round(took, 2))
+                    if took > deadline + LARGE_SLACK:
+                        k["past_deadline"] += 1
+                        note("past_deadline", case, f"{name}: {took:.2f} s")
+                if ans is None or not values:
+                    continue
+                if name in ("bounds", "jax bounds"):
+                    lo, hi = (ans.lo, ans.hi) if name == "bounds" else ans
+                    if not all(lo <= v <= hi for v in values):
+                        note("unsound", case, f"{name} {lo}..{hi} misses {min(values)}..{max(values)}")
+                elif name == "decide" and ans.status in ("true", "false"):
+                    if any((v >= 1) != (ans.status == "true") for v in values):
+                        note("unsound", case, f"decide >= 1 said {ans.status}; values {min(values)}..{max(values)}")
+                elif name == "jax >=" and isinstance(ans, bool):
+                    if any((v >= 1) != ans for v in values):
+                        note("unsound", case, f"jax >= 1 said {ans}; values {min(values)}..{max(values)}")
+    finally:
+        if jax:
+            smtdims.uninstall()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--queries", type=int, default=1000, help="stop after this many checked queries")
@@ -689,7 +894,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seam-big", type=int, default=200, metavar="N",
                    help="also N cases at JAX's seam with constants near 2**31, 2**32 and 2**53 and "
                         "products of variables, checked on a grid around the constants (0: none)")
+    p.add_argument("--large", type=int, default=0, metavar="N",
+                   help="only N large cases (powers to 500, 1,000-variable sums, 500 constraints, nested and "
+                        "nonlinear divisions) under --large-deadline; counts every call past it + 1 s")
+    p.add_argument("--large-deadline", type=float, default=1.0)
     args = p.parse_args(argv)
+    if args.large:
+        report = {"mode": "large", "deadline": args.large_deadline,
+                  **large_run(args.large, args.seed, args.large_deadline, jax=not args.no_jax, time_limit=args.time_limit)}
+        print(json.dumps(report, indent=1, default=str))
+        if args.report:
+            Path(args.report).write_text(json.dumps(report, indent=1, default=str) + "\n")
+        return 1 if report["unsound"] or report["crashes"] or report["past_deadline"] else 0
     report = run(args)
     text = json.dumps(report, indent=1, default=str)
     print(text)
