@@ -404,6 +404,53 @@ def _cut_by_sigint(s: z3.Solver | z3.Optimize, z3_reason: str) -> bool:
     return False
 
 
+# -- fork gate -----------------------------------------------------------------------------------------
+# A fork while another thread is inside a Z3 check can copy a mutex Z3 holds inside (measured: 1-2
+# of 20 children hung in Z3_solver_check_assumptions although every Python lock was reset). So a
+# fork waits, up to FORK_WAIT seconds, until no check is running, and no check starts until it is
+# done. Checks are short (the budget, the deadline); past FORK_WAIT the fork goes ahead anyway.
+FORK_WAIT = 2.0
+_GATE = threading.Condition(threading.Lock())
+_GATE_STATE = {"running": 0, "forking": False}
+
+
+def _gate_enter() -> None:
+    with _GATE:
+        while _GATE_STATE["forking"]:
+            _GATE.wait()
+        _GATE_STATE["running"] += 1
+
+
+def _gate_leave() -> None:
+    with _GATE:
+        _GATE_STATE["running"] -= 1
+        if not _GATE_STATE["running"]:
+            _GATE.notify_all()
+
+
+def _before_fork() -> None:
+    with _GATE:
+        _GATE_STATE["forking"] = True
+        _GATE.wait_for(lambda: not _GATE_STATE["running"], timeout=FORK_WAIT)
+
+
+def _after_fork_in_parent() -> None:
+    with _GATE:
+        _GATE_STATE["forking"] = False
+        _GATE.notify_all()
+
+
+def _after_fork_gate_in_child() -> None:
+    global _GATE
+    _GATE = threading.Condition(threading.Lock())
+    _GATE_STATE.update(running=0, forking=False)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_gate_in_child)
+
+
 def run_check(s: z3.Solver | z3.Optimize, ctx: z3.Context, assumptions: list | None = None) -> tuple[object, str]:
     """``s.check(*assumptions)`` under the question's deadline: ``(z3 result, unknown reason or "")``.
 
@@ -417,9 +464,11 @@ def run_check(s: z3.Solver | z3.Optimize, ctx: z3.Context, assumptions: list | N
         return z3.unknown, REASON_DEADLINE
     _arm_ctrl_c(s)
     token = options.WATCHDOG.arm(ctx, d.end) if d is not None else None
+    _gate_enter()
     try:
         r = s.check(*(assumptions or ()))
     finally:
+        _gate_leave()
         interrupted = options.WATCHDOG.disarm(token) if token is not None else False
         if interrupted:
             retire_shared(ctx)
