@@ -35,6 +35,7 @@ _MAX_SINGLE_FILLS = 8  # free variables that get a fill of their own (one large,
 # limit is a count, so the same question evaluates the same points. 1,000 free variables gave
 # 12,000 valuations of a 1,000-term sum before (2.4-14.5 s).
 _POINT_WORK = 200_000
+_MAX_SHRUNK = 32  # variables of a witness that shrink tries to make smaller (1,000 took 1-2 s)
 
 
 class Points:
@@ -133,7 +134,9 @@ def shrink(env: Mapping[str, int], ok, constraints: ConstraintSet, keep: frozens
     checked exactly, so the result is as valid a witness as ``env``.
     """
     env = dict(env)
-    for v in sorted(env):
+    for v in sorted(env)[:_MAX_SHRUNK]:  # each variable costs up to 10 evaluations of everything
+        if options.deadline_passed():
+            break
         cur = env[v]
         if cur <= 1 or v in keep:
             continue

@@ -62,7 +62,7 @@ class _Work:
         return self.left >= 0 and not options.deadline_passed()
 
 
-_RAY_WORK = 1_000_000  # coefficient products per ray search: about 0.5 s of exact arithmetic
+RAY_WORK = 1_000_000  # coefficient products per ray search: about 0.5 s of exact arithmetic
 
 
 def _mul(x: Poly, y: Poly, work: _Work | None = None) -> Poly | None:
@@ -125,7 +125,7 @@ class _AlongRay:
 
     def __init__(self, p: Mapping[str, int], d: Mapping[str, int], work: _Work | None = None):
         self.p, self.d = p, d
-        self.work = work if work is not None else _Work(_RAY_WORK)
+        self.work = work if work is not None else _Work(RAY_WORK)
         self._memo: dict[Op, Poly | None] = {}
         self._powers: dict[Var | Op, list[Poly]] = {}  # [a^0, a^1, ...]
 
@@ -201,7 +201,7 @@ def unbounded_below(e: Expr, constraints: ConstraintSet, p: Mapping[str, int], d
                     names: Iterable[str] | None = None, work: _Work | None = None) -> bool:
     """Whether ``p + t*d`` certifies that ``e`` is unbounded below under ``constraints`` (exact).
 
-    False also when ``work`` (default: a fresh :data:`_RAY_WORK`) runs out: no certificate.
+    False also when ``work`` (default: a fresh :data:`RAY_WORK`) runs out: no certificate.
     """
     names = names if names is not None else set(constraints.variables()) | set(e.variables())
     for v in names:
@@ -236,8 +236,11 @@ def scale(e: Expr, constraints: ConstraintSet) -> int:
 
 
 def find_ray(e: Expr, constraints: ConstraintSet, bases: Iterable[Mapping[str, int]],
-             towards: Iterable[Mapping[str, int]] = ()) -> bool:
-    """Try a few rays from known points: along each variable, along all of them, and towards far models."""
+             towards: Iterable[Mapping[str, int]] = (), work: int = RAY_WORK) -> bool:
+    """Try a few rays from known points: along each variable, along all of them, and towards far models.
+
+    ``work``: coefficient products the search may spend (see :class:`_Work`).
+    """
     names = sorted(set(constraints.variables()) | set(e.variables()))
     if not names:
         return False
@@ -257,18 +260,18 @@ def find_ray(e: Expr, constraints: ConstraintSet, bases: Iterable[Mapping[str, i
     # the degree per term), and one allowance for the whole search, of which one direction may
     # take at most half of what is left: a costly one cannot starve the cheap ones after it
     dirs.sort(key=lambda d: max(_cost(e, d), _COSTLY))
-    work = _Work(_RAY_WORK)
+    allowance = _Work(work)
     for base in [*bases, *towards]:  # a far model is itself a good base
         full = {v: base.get(v, 1) for v in names}
         extra = _symbolic_scale(e, constraints, full)  # symbolic divisors that stay constant along a ray
         for d in dirs:
             for dd in (d, {v: x * extra for v, x in d.items()}) if extra > 1 else (d,):
-                if work.left <= 0 or options.deadline_passed():
+                if allowance.left <= 0 or options.deadline_passed():
                     return False
-                allowed = max(1, work.left // 2)
+                allowed = max(1, allowance.left // 2)
                 share = _Work(allowed)
                 found = unbounded_below(e, constraints, full, dd, names, share)
-                work.left -= allowed - max(share.left, 0)
+                allowance.left -= allowed - max(share.left, 0)
                 if found:
                     return True
     return False

@@ -702,7 +702,11 @@ class Session:
             (vmin, wmin), (vmax, wmax) = (v0, start.model), (v0, start.model)
         # exact ray certificates for both infinite ends first: they need no solver, and a
         # nonlinear check on one end must not spend the deadline the other end's ray needs
-        rlo, rhi = (is_inf(p) and s._ray(e * sign, [wv]) for p, sign, wv in ((lo0, 1, wmin), (hi0, -1, wmax)))
+        # (a small allowance for both first: one end with no ray must not spend the deadline
+        # the other end's cheap ray needs)
+        ends = ((lo0, 1, wmin), (hi0, -1, wmax))
+        rlo, rhi = (is_inf(p) and s._ray(e * sign, [wv], rays.RAY_WORK // 8) for p, sign, wv in ends)
+        rlo, rhi = (r or (is_inf(p) and s._ray(e * sign, [wv])) for r, (p, sign, wv) in zip((rlo, rhi), ends, strict=True))
         lo = _End(-INF, True, None) if rlo else s._end(e, lo0, vmin, wmin, lower=True, ray_tried=True)
         hi = _End(INF, True, None) if rhi else s._end(e, hi0, vmax, wmax, lower=False, ray_tried=True)
         return self._mk_bounds(e, lo, hi, "search", deterministic=not options.deadline_passed())
@@ -755,9 +759,9 @@ class Session:
             return None
         return _End(lo, True, w_lo), _End(hi, True, w_hi)
 
-    def _ray(self, f: Expr, witnesses: list[dict[str, int]]) -> bool:
+    def _ray(self, f: Expr, witnesses: list[dict[str, int]], work: int = rays.RAY_WORK) -> bool:
         """Whether an exact ray certifies ``f`` unbounded below, from the known points (no solver)."""
-        return rays.find_ray(f, self.constraints, self.points.base[:4] or witnesses, ())
+        return rays.find_ray(f, self.constraints, self.points.base[:4] or witnesses, (), work)
 
     def _end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], *, lower: bool,
              ray_tried: bool = False) -> _End:
