@@ -60,12 +60,34 @@ class Op:
     def __str__(self) -> str:
         t = self._text
         if t is None:
-            t = f"{self.op}({self.lhs}, {self.rhs})"
-            object.__setattr__(self, "_text", t)
-        return t
+            _fill_texts(self)
+            t = self._text
+        return t  # type: ignore[return-value]
 
     def sort_key(self) -> tuple:
         return (1, str(self))
+
+
+def _fill_texts(root: Op) -> None:
+    """Memoise the text of ``root`` and of every operation nested in it, innermost first.
+
+    Without recursion: Python 3.12 bounds C-level recursion separately from
+    ``sys.setrecursionlimit``, and ``str()`` of 200 nested ``min`` ran out of it.
+    """
+    stack: list[tuple[Op, bool]] = [(root, False)]
+    while stack:
+        op, ready = stack.pop()
+        if op._text is not None:
+            continue
+        if ready:  # every nested operation's text is memoised: one level of str() each
+            object.__setattr__(op, "_text", f"{op.op}({op.lhs}, {op.rhs})")
+            continue
+        stack.append((op, True))
+        for side in (op.lhs, op.rhs):
+            for m, _ in side.terms:
+                for a, _ in m:
+                    if isinstance(a, Op) and a._text is None:
+                        stack.append((a, False))
 
 
 Atom = Var | Op

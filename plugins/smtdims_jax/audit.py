@@ -55,7 +55,7 @@ from smtdims.errors import format_valuation
 from smtdims.expr import Expr
 from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, Session, sufficient
 from smtdims.render import html_table
-from smtdims.results import FALSE, TRUE, UNDETERMINED, _fmt_bound
+from smtdims.results import FALSE, TRUE, UNDETERMINED, _fmt_bound, json_answer
 
 from . import adapter
 
@@ -85,7 +85,7 @@ class AuditRecord:
     origin: str = USER  # "user": asked by user code; "jax": asked inside JAX (see the module docstring)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "question": self.question, "answer": self.answer, "answered_by": self.answered_by,
+        return {"kind": self.kind, "question": self.question, "answer": json_answer(self.answer), "answered_by": self.answered_by,
                 "location": self.location, "count": self.count, "flag": self.flag, "detail": self.detail,
                 "witness": self.witness, "origin": self.origin}
 
