@@ -276,6 +276,9 @@ def test_raising_the_int_str_limit_admits_longer_constants_exactly():
 ACCEPTED_BY_JAX = ["β", "batch_1", "αβγ", "中文", "a٣", "a²", "ª", "ℌ", "Ⅻ", "𝔞", "ＡＢ", "é", "_a", "if", "None",
                    "max_", "mod1"]
 REJECTED_BY_JAX = ["²", "٣", "Ⓐ", "a'", "a$", "1a", "a\u200b", "a.b", "a`", "e\u0301\u00b2"]
+# jax.export's tokenizer is Python's: from Python 3.12 (the C tokenizer) it accepts these, and
+# "a'" raises tokenize.TokenError. smtdims keeps refusing them on every Python.
+REJECTED_BY_JAX_ONLY_BEFORE_312 = {"²", "٣", "Ⓐ", "a'", "a\u200b", "e\u0301\u00b2"}
 
 
 @pytest.mark.parametrize("name", ACCEPTED_BY_JAX)
@@ -316,6 +319,8 @@ def test_names_jax_rejects_are_rejected(name):
     err = parse_error(f"{name} + 1")
     assert err.position < len(name)
     export = pytest.importorskip("jax.export")
+    if sys.version_info >= (3, 12) and name in REJECTED_BY_JAX_ONLY_BEFORE_312:
+        return
     with pytest.raises(ValueError):
         export.symbolic_shape(name)
 
