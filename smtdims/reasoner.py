@@ -55,6 +55,7 @@ __all__ = [
 _SEARCH_STEPS = 40  # checks per end of a nonlinear bound
 _SEARCH_STEPS_LINEAR = 400  # incremental checks are cheap; enough for 128-bit-wide ranges
 _SMALL_WITNESS_MAX_VARS = 32  # beyond this, an undetermined answer's witnesses are left as found
+_MAX_PROBE_BITS = 20_000  # about 6,000 decimal digits: Z3 parses such a constant in ~0.4 s
 _UNBOUNDED_PROBES = 6  # probes towards an end with no proven bound before calling it "not found"
 
 
@@ -783,6 +784,11 @@ class Session:
         far: list[dict[str, int]] = []
 
         def below(m: int) -> CheckResult:
+            if abs(m).bit_length() > _MAX_PROBE_BITS:
+                # Z3 reads an integer's decimal text in quadratic time, uninterruptibly (a
+                # 30,000-digit probe of a^100000 took 9 s): such a probe is not asked, and the
+                # end stays the proven (sound, looser) bound.
+                return CheckResult(UNKNOWN, reason=options.REASON_INCOMPLETE)
             return self._check(lambda enc: [enc.expr(f) < enc.const(m)], e)
 
         if p == a:
