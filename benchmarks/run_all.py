@@ -31,6 +31,7 @@ BENCHMARKS = {
     "scale": "benchmarks.bench_scale",  # 5
     "memory": "benchmarks.bench_memory",  # 6
     "jaxsuite": "benchmarks.bench_jaxsuite",  # 7 (needs --jax-src or SMTDIMS_JAX_SRC)
+    "fix": "benchmarks.bench_fix",  # 8: the cost of a fix round (issue 19)
 }
 
 
