@@ -70,7 +70,8 @@ def test_pickle_bytes_carry_no_smtdims_state_and_load_on_stock_jax(tmp_path):
     assert b"smtdims" not in data
     path = tmp_path / "dims.pkl"
     path.write_bytes(data)
-    code = ("import pickle, sys; b, t, s = pickle.load(open(sys.argv[1], 'rb')); "
+    # jax.export sets up JAX's decision procedure (jax 0.7 does not when only unpickling)
+    code = ("import pickle, sys; from jax import export; b, t, s = pickle.load(open(sys.argv[1], 'rb')); "
             "assert 'smtdims' not in sys.modules; assert t - b >= 16; print(t - b)")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
