@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,12 @@ def shapes_at(dims: Dims, env: dict[str, int]) -> Shapes | None:
 def admitted(dims: Dims, constraints: ConstraintSet, side: int) -> set[Shapes]:
     """Every input-shapes tuple the specification gives with its variables in ``1..side``."""
     names = sorted(frozenset().union(*(d.variables() for leaf in dims for d in leaf)) | constraints.variables())
-    out: set[Shapes] = set()
+    return {s for s, _ in _box_shapes(dims, constraints, names, side)}
+
+
+def _box_shapes(dims: Dims, constraints: ConstraintSet, names: Sequence[str],
+                side: int) -> Iterator[tuple[Shapes, dict[str, int]]]:
+    """``(shapes, valuation)`` for every valuation of ``names`` in ``1..side`` the constraints admit."""
     for values in itertools.product(range(1, side + 1), repeat=len(names)):
         env = dict(zip(names, values, strict=True))
         try:
@@ -61,8 +66,7 @@ def admitted(dims: Dims, constraints: ConstraintSet, side: int) -> set[Shapes]:
             continue
         s = shapes_at(dims, env)
         if s is not None:
-            out.add(s)
-    return out
+            yield s, env
 
 
 @dataclass(frozen=True)
@@ -127,16 +131,8 @@ class NativeBox:
         self.side = side if side is not None else box_side(len(self.variables))
         t0 = time.perf_counter()
         self.env: dict[Shapes, dict[str, int]] = {}  # box shapes -> a valuation giving them
-        for values in itertools.product(range(1, self.side + 1), repeat=len(self.variables)):
-            env = dict(zip(self.variables, values, strict=True))
-            try:
-                if not constraints.holds(env):
-                    continue
-            except (ZeroDivisionError, KeyError):
-                continue
-            s = shapes_at(dims, env)
-            if s is not None and s not in self.env:
-                self.env[s] = env
+        for s, env in _box_shapes(dims, constraints, self.variables, self.side):
+            self.env.setdefault(s, env)
         self.ok: dict[Shapes, bool] = {}
         self.errors: dict[Shapes, str] = {}
         self.complete = True
