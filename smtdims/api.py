@@ -74,7 +74,8 @@ def bounds(expr: Any, constraints: ConstraintsLike = (), scope: Any = None, *,
     proven unbounded (infinite and tight). Outside the Presburger fragment (products of
     variables) an end may be sound but not tight when the budget or deadline runs out.
     """
-    with options.scoped(budget=budget, deadline=deadline):
+    # the deadline covers the whole call: parsing an expanded power and setting up the scope too
+    with options.scoped(budget=budget, deadline=deadline), options.question():
         e, s = _as_expr(expr, "bounds(expr)")
         return _session(constraints, scope, [s]).bounds(e)
 
@@ -103,7 +104,7 @@ def decide(
     undetermined, with a witness valuation for each side) plus "unknown" when the
     budget or deadline runs out (``Decision.reason`` says which).
     """
-    with options.scoped(budget=budget, deadline=deadline):
+    with options.scoped(budget=budget, deadline=deadline), options.question():
         return _decide(lhs, op, rhs, constraints, scope)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from . import options
 from .constraints import ConstraintSet
 from .expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
 
@@ -19,6 +20,7 @@ INF = math.inf
 UNBOUNDED: Interval = (-INF, INF)
 
 _PROPAGATION_ROUNDS = 4
+_SUM_STRIDE = 512  # terms between deadline checks in a sum's interval (about 5 ms)
 
 
 def is_inf(x: Bound) -> bool:
@@ -128,7 +130,8 @@ class IntervalEvaluator:
                 r = (min(x[0], y[0]), min(x[1], y[1]))
             else:  # pragma: no cover - the IR has no other operations
                 raise AssertionError(a.op)
-        self._memo[a] = r
+        if not options.deadline_passed():  # a sum cut by the deadline inside it is not the rung's answer
+            self._memo[a] = r
         return r
 
     def _shifted(self, a: Op, r: Interval, yi: Interval) -> Interval:
@@ -235,13 +238,50 @@ class IntervalEvaluator:
         return (lo, hi)
 
     def _sum(self, e: Expr) -> Interval:
+        """The sum of the terms' intervals.
+
+        Stops early where nothing can change: once both ends are infinite, adding any
+        interval leaves ``(-inf, inf)``. A long sum (an expanded power) watches the question's
+        deadline every :data:`_SUM_STRIDE` terms and answers ``(-inf, inf)`` past it: sound,
+        and the clock that cut it is recorded (``options.deadline_passed``), so the answer is
+        not cached as the rung's own.
+        """
         total: Interval = (0, 0)
-        for m, c in e.terms:
-            term: Interval = (c, c)
+        powers: dict[tuple[Atom, int], Interval] = {}
+        for i, (m, c) in enumerate(e.terms):
+            if i % _SUM_STRIDE == _SUM_STRIDE - 1 and options.deadline_passed():
+                return UNBOUNDED
+            ps = []
             for a, k in m:
-                term = mul_interval(term, pow_interval(self.atom(a), k))
-            total = add_interval(total, term)
+                p = powers.get((a, k))
+                if p is None:
+                    p = powers[(a, k)] = pow_interval(self.atom(a), k)
+                ps.append(p)
+            total = add_interval(total, _term_interval(c, ps))
+            if total[0] == -INF and total[1] == INF:
+                return UNBOUNDED
         return total
+
+
+def _term_interval(c: int, factors: list[Interval]) -> Interval:
+    """The interval of ``c`` times the factors' product.
+
+    Factors that are all nonnegative (plain dimension variables, >= 1) multiply end by end:
+    the product of the lower ends is the least product, of the upper ends the largest
+    (``_mul`` keeps the ``0 * inf = 0`` convention of :func:`mul_interval`), and the sign of
+    ``c`` orders the two. Otherwise the general corner products.
+    """
+    if all(f[0] >= 0 for f in factors):
+        lo: Bound = 1
+        hi: Bound = 1
+        for f0, f1 in factors:
+            lo, hi = _mul(lo, f0), _mul(hi, f1)
+        x, y = _mul(c, lo), _mul(c, hi)
+        return (x, y) if c > 0 else (y, x)
+    term: Interval = (c, c)
+    for f in factors:
+        term = mul_interval(term, f)
+    return term
 
 
 def _cancel_floordiv(e: Expr) -> Expr | None:
@@ -443,7 +483,7 @@ def combined_interval(ev: IntervalEvaluator, e: Expr, constraints: ConstraintSet
         if not shared:
             continue
         tried += 1
-        if tried > _COMBINE_LIMIT:
+        if tried > _COMBINE_LIMIT or options.deadline_passed():
             break
         for ce, cc in shared:
             g = math.gcd(ce, cc)

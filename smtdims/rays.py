@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 
 from . import options
 from .constraints import ConstraintSet
-from .expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
+from .expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
 
 _MAX_SINGLE_DIRECTIONS = 16
 _MAX_DEGREE = 2048
@@ -259,7 +259,7 @@ def find_ray(e: Expr, constraints: ConstraintSet, bases: Iterable[Mapping[str, i
     # costly directions last (all variables at once through an expanded power is quadratic in
     # the degree per term), and one allowance for the whole search, of which one direction may
     # take at most half of what is left: a costly one cannot starve the cheap ones after it
-    dirs.sort(key=lambda d: max(_cost(e, d), _COSTLY))
+    dirs.sort(key=lambda d: max(_cost(e, d, work), _COSTLY))
     allowance = _Work(work)
     for base in [*bases, *towards]:  # a far model is itself a good base
         full = {v: base.get(v, 1) for v in names}
@@ -280,14 +280,24 @@ def find_ray(e: Expr, constraints: ConstraintSet, bases: Iterable[Mapping[str, i
 _COSTLY = 50_000  # directions estimated to cost less keep their order
 
 
-def _cost(e: Expr, d: Mapping[str, int]) -> int:
-    """About the coefficient products of ``e`` along direction ``d`` (degree in ``t`` of each factor)."""
+def _cost(e: Expr, d: Mapping[str, int], cap: int) -> int:
+    """About the coefficient products of ``e`` along direction ``d`` (degree in ``t`` of each factor).
+
+    Counted up to ``cap`` (the search's allowance: past it every direction is refused alike,
+    so the order among them does not matter), and not past the deadline (the order is then moot).
+    """
     total = 0
-    for m, _ in e.terms:
+    moves: dict[Atom, bool] = {}
+    for i, (m, _) in enumerate(e.terms):
+        if total > cap or (i % 512 == 511 and options.deadline_passed()):
+            return total
         deg = 0
         for a, k in m:
-            g = k if (a.name in d and d[a.name] != 0 if isinstance(a, Var)
-                      else any(d.get(v, 0) for v in Expr.atom(a).variables())) else 0
+            mv = moves.get(a)
+            if mv is None:
+                mv = moves[a] = (d.get(a.name, 0) != 0 if isinstance(a, Var)
+                                 else any(d.get(v, 0) for v in Expr.atom(a).variables()))
+            g = k if mv else 0
             total += (1 + deg) * (1 + g)
             deg += g
     return total

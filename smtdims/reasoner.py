@@ -284,7 +284,8 @@ class Session:
         r = self._interval_cache.get(e)
         if r is None:
             r = combined_interval(self.evaluator, e, self.constraints)
-            if len(self._interval_cache) < 100_000:
+            # an interval cut by the deadline (a long sum stops at it) is not kept for later questions
+            if len(self._interval_cache) < 100_000 and not options.deadline_passed():
                 self._interval_cache[e] = r
         return r
 

@@ -98,9 +98,22 @@ class DeadlinePassed(Exception):
     """The question's deadline passed while its formulas were being built (caught by the check)."""
 
 
-# Whether this thread's encoding watches the deadline: only inside SolverSession.check, which
-# catches DeadlinePassed; other users of the Encoder (CLI scripts, diagnostics) never see it.
+# Whether this thread's encoding watches the deadline: only inside SolverSession.check and the
+# other calls that catch DeadlinePassed (:func:`watching`); other users of the Encoder (CLI
+# scripts) never see it.
 _ENCODING = threading.local()
+_SHARED_POWER = 8  # powers from this exponent up are one shared term (smaller ones: spelt out, as always)
+
+
+@contextmanager
+def watching() -> Iterator[None]:
+    """Encoding inside the block raises :class:`DeadlinePassed` once the question's deadline has passed."""
+    outer = getattr(_ENCODING, "watch", False)
+    _ENCODING.watch = True
+    try:
+        yield
+    finally:
+        _ENCODING.watch = outer
 
 
 class Encoder:
@@ -119,6 +132,7 @@ class Encoder:
         self._axioms: dict[Atom, list[z3.BoolRef]] = {}
         self._divisions: dict[tuple[Expr, Expr], tuple[z3.ArithRef, z3.ArithRef, list[z3.BoolRef]]] = {}
         self._exprs: dict[Expr, tuple[z3.ArithRef, frozenset[Atom]]] = {}  # whole expressions, memoised
+        self._powers: dict[tuple[Atom, int], z3.ArithRef] = {}  # a^k for k >= _SHARED_POWER
         self._touched: set[Atom] | None = None
         self.max_degree = 0  # of any monomial encoded here (SolverSession._abandonable)
 
@@ -165,12 +179,26 @@ class Encoder:
                 raise DeadlinePassed  # an encoding as large as the input must not outlive the question
             factors = [] if c == 1 and m else [self.const(c)]
             for a, k in m:
-                factors.extend([self.atom(a)] * k)
-            self.max_degree = max(self.max_degree, len(factors) - (c != 1 or not m))
+                if k < _SHARED_POWER:
+                    factors.extend([self.atom(a)] * k)
+                else:
+                    factors.append(self._power(a, k))
+            self.max_degree = max(self.max_degree, sum(k for _, k in m))
             terms.append(factors[0] if len(factors) == 1 else self._nary(z3.Z3_mk_mul, factors))
         if not terms:
             return self.const(0)
         return terms[0] if len(terms) == 1 else self._nary(z3.Z3_mk_add, terms)
+
+    def _power(self, a: Atom, k: int) -> z3.ArithRef:
+        """``a^k`` as one product term, shared by every monomial that has it (Z3 flattens the
+        nesting: the same formula). ``(b + 2*a + 3)^134`` has 9,181 terms; with each power
+        spelt out per term the encoding passed 847,000 arguments (3 s), shared it passes 27,000."""
+        t = self._powers.get((a, k))
+        if t is None:
+            t = self._powers[(a, k)] = self._nary(z3.Z3_mk_mul, [self.atom(a)] * k)
+        elif self._touched is not None:
+            self.atom(a)  # the atom is mentioned again: its axioms are this formula's too
+        return t
 
     def _nary(self, mk: Callable, args: list[z3.ArithRef]) -> z3.ArithRef:
         """One n-ary Z3 term of integer ``args`` (z3.Product/Sum re-check every argument's sort: 1 s for a^300)."""
@@ -635,15 +663,12 @@ class SolverSession:
         large enough to take seconds to encode is answered "unknown", reason deadline.
         """
         COUNTERS.bump("solver_checks")
-        outer = getattr(_ENCODING, "watch", False)
-        _ENCODING.watch = True
         try:
-            return self._check(build, linear, want_model, model_vars)
+            with watching():
+                return self._check(build, linear, want_model, model_vars)
         except DeadlinePassed:
             COUNTERS.bump("deadline_hits")
             return CheckResult(UNKNOWN, reason=REASON_DEADLINE)
-        finally:
-            _ENCODING.watch = outer
 
     def _check(self, build: Callable[[Encoder], list[z3.BoolRef]], linear: bool, want_model: bool,
                model_vars: frozenset[str]) -> CheckResult:
@@ -761,9 +786,14 @@ class SolverSession:
         """
         enc = Encoder(z3.Context())
         COUNTERS.bump("fresh_contexts")
-        cons, c_atoms = enc.collect(lambda e: [e.constraint(c) for c in self.constraints],
-                                    sorted(self.constraints.variables()))
-        goals, atoms = enc.collect(extra or (lambda e: []))
+        try:
+            with watching():
+                cons, c_atoms = enc.collect(lambda e: [e.constraint(c) for c in self.constraints],
+                                            sorted(self.constraints.variables()))
+                goals, atoms = enc.collect(extra or (lambda e: []))
+        except DeadlinePassed:  # the question's deadline came while encoding: no core, in time
+            COUNTERS.bump("deadline_hits")
+            return None
         atoms = atoms | c_atoms
         s = make_solver(enc.ctx, self.budget)
         labels: dict[str, str] = {}
@@ -824,7 +854,12 @@ class SolverSession:
         results: dict[str, tuple[CheckResult, object]] = {}
         with Z3_LOCK:
             enc = self.encoder
-            (t,), atoms = enc.collect(lambda en: [en.expr(e)], sorted(model_vars))
+            try:
+                with watching():
+                    (t,), atoms = enc.collect(lambda en: [en.expr(e)], sorted(model_vars))
+            except DeadlinePassed:
+                COUNTERS.bump("deadline_hits")
+                return {sense: (CheckResult(UNKNOWN, reason=REASON_DEADLINE), None) for sense in senses}
             for sense in senses:
                 o = self._optimizer(enc, self._constraint_terms, [], self._constraint_atoms | atoms)
                 h = o.minimize(t) if sense == "min" else o.maximize(t)
