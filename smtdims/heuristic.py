@@ -349,7 +349,7 @@ def propagate_var_ranges(constraints: ConstraintSet) -> tuple[dict[str, Interval
         ev = IntervalEvaluator(ranges)
         for con in constraints.parts():  # max(a, b) <= c bounds a and b
             fast = _LeaveOneOut.of(con.diff, ranges)
-            for n in con.diff.variables():
+            for n in sorted(con.diff.variables()):  # a fixed order: ranges after the last round depend on it
                 if fast is not None:
                     got = fast.rest(n)
                     if got is None:
