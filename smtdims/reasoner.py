@@ -285,7 +285,7 @@ class Session:
         if r is None:
             r = combined_interval(self.evaluator, e, self.constraints)
             # an interval cut by the deadline (a long sum stops at it) is not kept for later questions
-            if len(self._interval_cache) < 100_000 and not options.deadline_passed():
+            if _cacheable(self._interval_cache, e) and not options.deadline_passed():
                 self._interval_cache[e] = r
         return r
 
@@ -427,7 +427,7 @@ class Session:
                 STATS.bump("cache_hits")
                 return hit
             d = self._decide(lhs, op, rhs)
-            if options.clocked() is None:  # only answers no clock shaped are remembered
+            if options.clocked() is None and _cacheable(self._decision_cache, lhs, rhs):  # no clock shaped it
                 self._decision_cache[key] = d
             return d
 
@@ -499,7 +499,7 @@ class Session:
                 STATS.bump("cache_hits")
                 return hit
             proven = self._proves(lhs, op, rhs)
-            if options.clocked() is None:  # only answers no clock shaped are remembered
+            if options.clocked() is None and _cacheable(self._proof_cache, lhs, rhs):  # no clock shaped it
                 self._proof_cache[key] = proven
             return proven
 
@@ -560,7 +560,7 @@ class Session:
                 STATS.bump("cache_hits")
                 return hit
             result, deterministic = self._sign_bounds(e, need, lo, hi, origin, zero_divisors)
-            if deterministic and options.clocked() is None:
+            if deterministic and options.clocked() is None and _cacheable(self._sign_cache, e):
                 self._sign_cache[key] = result
             return result
 
@@ -654,7 +654,7 @@ class Session:
             self.ensure_satisfiable()
             self.check_divisors(e)
             b = self._bounds(e)
-            if b.deterministic:
+            if b.deterministic and _cacheable(self._bounds_cache, e):
                 self._bounds_cache[e] = b
             return b
 
@@ -895,6 +895,17 @@ class Session:
         if res.model is None or not self.constraints.holds(res.model) or e.evaluate(res.model) != val:
             return None  # never trust an optimum we cannot re-evaluate exactly
         return _End(val, True, res.model)
+
+
+# Per-scope caches are bounded by entries and by the size of what they keep: an expanded power
+# of 12,000 terms costs megabytes as a key (its text and Z3 terms with it), and asking it again
+# costs less than keeping every such question alive (the large-input fuzz grew to 1.1 GB).
+_CACHE_ENTRIES = 100_000
+_CACHE_MAX_TERMS = 2_000
+
+
+def _cacheable(cache: dict, *exprs: Expr) -> bool:
+    return len(cache) < _CACHE_ENTRIES and all(len(e.terms) <= _CACHE_MAX_TERMS for e in exprs)
 
 
 class SessionRegistry:

@@ -166,7 +166,7 @@ class Encoder:
             self._touched = outer
         if self._touched is not None:
             self._touched |= atoms
-        if len(self._exprs) < 50_000:
+        if len(self._exprs) < 50_000 and len(e.terms) <= 2_000:  # bounded as the session caches are
             self._exprs[e] = (t, atoms)
         return t
 
