@@ -747,14 +747,14 @@ def large_questions(case: dict) -> list[tuple[str, object]]:
 def large_jax_questions(case: dict) -> list[tuple[str, object]]:
     """The answers JAX gets at the seam (smtdims installed): ``>=`` and bounds of a symbolic dimension.
 
-    JAX builds the dimension itself (its own expansion, not timed); a power past 60 is left out:
-    JAX's polynomial arithmetic takes seconds there before smtdims is asked anything.
+    JAX builds the dimension itself (not timed). Powers are left out: jax.export's parser has no
+    ``^`` (and JAX's polynomial arithmetic takes seconds on a power past 60 before smtdims is asked).
     """
     from jax import export
     from smtdims_jax import adapter
 
-    if case["kind"] == "power" and int(case["expr"].split("^")[1].split()[0]) > 60:
-        return []
+    if "^" in case["expr"] or any("^" in c for c in case["constraints"]):
+        return []  # jax.export's parser has no power operator (and JAX's own expansion takes seconds)
     scope = export.SymbolicScope(tuple(case["constraints"]))
     d, = export.symbolic_shape(case["expr"], scope=scope)
     return [("jax >=", lambda: d >= 1), ("jax bounds", lambda: adapter.jax_bounds(d))]
@@ -839,7 +839,7 @@ def large_run(n: int, seed: int, deadline: float, jax: bool, time_limit: float =
                 except (smtdims.PossibleDivisionByZeroError, smtdims.UnsatisfiableConstraintsError):
                     ans = None
                 except Exception as err:
-                    if type(err).__name__ == "InconclusiveDimensionOperation":
+                    if any(c.__name__ == "InconclusiveDimensionOperation" for c in type(err).__mro__):
                         ans = None
                     else:
                         note("crashes", case, f"{name}: {type(err).__name__}: {str(err)[:300]}")
