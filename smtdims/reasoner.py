@@ -140,6 +140,7 @@ def stats() -> dict[str, Any]:
         "solvers_created": COUNTERS.solvers_created,
         "fresh_contexts": COUNTERS.fresh_contexts,
         "deadline_hits": COUNTERS.deadline_hits,
+        "abandoned_checks": COUNTERS.abandoned_checks,
         "cache_hits": STATS.cache_hits,
     }
 
