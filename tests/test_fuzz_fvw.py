@@ -63,6 +63,8 @@ def test_history_dependent_answer_is_counted_and_fails(capsys):
     assert ex["replay"].startswith("smtdims.")
     # the replay after the same-constraints history runs in a fresh fork too
     assert len(rep["diagnosis"]) == 9
+    assert any(d["cause"] == "same-constraints history" for d in rep["diagnosis"])
+    assert all(d["cause"] != "z3 memory layout" for d in rep["diagnosis"])
     assert FUZZ.main(["--fresh-vs-warm", "3", "--fvw-warmup", "0", "--progress", "0",
                       "--fvw-answer", "test_fuzz_fvw:history_answer"]) == 1
     capsys.readouterr()

@@ -37,8 +37,8 @@ deadline. ``differs`` counts answers that differ although both are deterministic
 an error's example valuation is not compared), ``clock_shaped`` those where a side was cut by the
 deadline (``deterministic=False``: allowed to differ); crashes, calls past the deadline + 1 s and
 seconds per answer are reported too, with up to 20 replayable examples of each kind, and each
-differing answer is replayed in a fresh fork after the warm process's earlier questions about the
-same constraints (``diagnosis``). Exit status 1 when ``differs`` or ``crashes`` is nonzero.
+differing answer is replayed in fresh forks, after 5 unrelated ``z3.Context()`` (Z3's memory-layout
+dependence) and after the warm process's earlier questions about the same constraints (``diagnosis``). Exit status 1 when ``differs`` or ``crashes`` is nonzero.
 """
 
 from __future__ import annotations
@@ -899,6 +899,7 @@ FVW_HANG_SLACK = 60.0  # seconds past the deadline after which an answer counts 
 FVW_EXAMPLES = 20
 FVW_BIG_TEXT = 200  # ends longer than this many digits are compared by digest
 FVW_PRELUDE = 50  # at most this many earlier questions are replayed by the diagnosis
+FVW_JUNK = 5  # unrelated z3.Context() made before a diagnosis replay (tests/test_budget.py's history query)
 
 
 def _fvw_limit(q: dict) -> float:
@@ -993,7 +994,8 @@ def _fvw_resolve(spec: str):
 def _fvw_fork_answer(answer, q: dict) -> tuple[int, int, float]:
     """Fork a child that answers ``q`` alone and writes one JSON line to a pipe: (pid, read fd, fork time).
 
-    A ``prelude`` in ``q`` (questions) is asked first in the same child (to replay a history).
+    A ``prelude`` in ``q`` (questions) is asked first in the same child (to replay a history), and
+    ``junk_contexts`` unrelated ``z3.Context()`` are made first (another memory layout, nothing asked).
     """
     r, w = os.pipe()
     t = time.monotonic()
@@ -1002,11 +1004,17 @@ def _fvw_fork_answer(answer, q: dict) -> tuple[int, int, float]:
         code = 0
         try:
             os.close(r)
+            junk = []
+            if q.get("junk_contexts"):
+                import z3
+
+                junk = [z3.Context() for _ in range(q["junk_contexts"])]
             for p in q.get("prelude", ()):
                 answer(p)
             started = time.monotonic()
             ans = answer(q)
             ans["child_started"] = round(started - t, 4)
+            del junk
             data = (json.dumps(ans) + "\n").encode()
             while data:
                 data = data[os.write(w, data):]
@@ -1160,29 +1168,38 @@ class _FvwServer:
 
 def _fvw_diagnose(fresh: _FvwServer, diffs: list[tuple], history: list[dict], warm_answers: list[dict],
                   until: float = 0) -> list[dict]:
-    """Why a warm answer differed: each differing question asked again in a fresh fork, alone and after
-    the warm process's earlier questions about the same constraints (same session), in their order
-    (the last ``FVW_PRELUDE`` of them). Stops at monotonic time ``until`` (0: never).
+    """Why a warm answer differed: each differing question asked again in fresh forks, (1) alone,
+    (2) after ``FVW_JUNK`` unrelated ``z3.Context()`` (a changed memory layout, nothing asked), and
+    (3) after the warm process's earlier questions about the same constraints (same session), in
+    their order (the last ``FVW_PRELUDE`` of them). Stops at monotonic time ``until`` (0: never).
 
-    ``cause``: ``"same-constraints history"`` when that replay gives the warm answer (the session's
-    state from earlier questions, at whatever budget, changed it), else ``"other history"`` (global
-    state, or Z3 depending on the process's memory layout).
+    ``cause``: ``"z3 memory layout"`` when (2) gives the warm answer (Z3's search under an rlimit
+    depends on the process's memory layout: tests/test_budget.py's xfail), else ``"same-constraints
+    history"`` when (3) does (the session's state from earlier questions; a replay also moves the
+    layout, so this is a hint, not a proof), else ``"other history"`` (``"undecided (prelude cut)"``
+    when (3) was cut).
     """
     out = []
     for item, f, w, pos in diffs:
         if until and time.monotonic() > until:
             break
         earlier = [j for j, it in enumerate(history[:pos - 1]) if tuple(it["constraints"]) == tuple(item["constraints"])]
-        alone, replay = fresh.ask([item, {**item, "prelude": [history[j] for j in earlier[-FVW_PRELUDE:]]}])
-        same = fvw_canon(replay) == fvw_canon(w)
+        alone, junk, replay = fresh.ask([item, {**item, "junk_contexts": FVW_JUNK},
+                                         {**item, "prelude": [history[j] for j in earlier[-FVW_PRELUDE:]]}])
         cut = len(earlier) > FVW_PRELUDE
+        if fvw_canon(junk) == fvw_canon(w):
+            cause = "z3 memory layout"
+        elif fvw_canon(replay) == fvw_canon(w):
+            cause = "same-constraints history"
+        else:
+            cause = "undecided (prelude cut)" if cut else "other history"
+        keep = ("lo", "hi", "lo_tight", "hi_tight", "status", "error", "deterministic", "reason")
         out.append({"replay": fvw_replay(item), "warm_position": pos, "fresh_again_same": fvw_canon(alone) == fvw_canon(f),
+                    "after_junk_contexts": {k: junk.get(k) for k in keep if k in junk},
                     "earlier_same_constraints": len(earlier), "replayed": min(len(earlier), FVW_PRELUDE),
                     "earlier_clock_shaped_in_warm": sum(not warm_answers[j].get("deterministic", True) for j in earlier),
-                    "replayed_after_same_constraints": {k: replay.get(k) for k in ("lo", "hi", "lo_tight", "hi_tight", "status",
-                                                                                   "error", "deterministic", "reason")
-                                                        if k in replay},
-                    "cause": "same-constraints history" if same else "undecided (prelude cut)" if cut else "other history"})
+                    "replayed_after_same_constraints": {k: replay.get(k) for k in keep if k in replay},
+                    "cause": cause})
     return out
 
 
@@ -1200,8 +1217,8 @@ def fresh_vs_warm(n: int, seed: int = 0, *, scales: tuple[float, ...] = FVW_SCAL
     """Ask ``n`` questions, each at every budget scale, fresh and warm; compare the answers.
 
     The warm process answers all (question, budget) pairs in one shuffled order (not the order of
-    generation; budgets interleaved), chunk by chunk, and the fresh server forks once per pair of the
-    same chunk. ``time_limit`` stops before a chunk that would start past it. ``answer``: a
+    generation; budgets interleaved; whole questions per chunk), chunk by chunk, and the fresh server
+    forks once per pair of the same chunk. ``time_limit`` stops before a chunk that would start past it. ``answer``: a
     ``module:function`` to ask instead of :func:`fvw_answer` (the tests feed it a history-dependent one).
     ``diagnose``: replay each differing answer in fresh forks (:func:`_fvw_diagnose`).
     """
@@ -1211,12 +1228,23 @@ def fresh_vs_warm(n: int, seed: int = 0, *, scales: tuple[float, ...] = FVW_SCAL
     budgets = {s: max(1, int(round(options.DEFAULT_BUDGET * s))) for s in scales}
     qs = fvw_questions(n, seed, large_share)
     items = [{**q, "scale": s, "budget": budgets[s], "deadline": deadline} for q in qs for s in scales]
-    order = list(range(len(items)))
-    random.Random(f"fvw-order-{seed}").shuffle(order)
+    # the warm order: questions shuffled, then taken block by block (a chunk's worth: every budget of
+    # each), shuffled again inside the block, so that a run cut by --time-limit compares whole questions
+    orng = random.Random(f"fvw-order-{seed}")
+    qorder = list(range(len(qs)))
+    orng.shuffle(qorder)
+    per = max(1, chunk // len(scales))
+    chunk = per * len(scales)
+    order: list[int] = []
+    for b in range(0, len(qorder), per):
+        block = [qi * len(scales) + si for qi in qorder[b:b + per] for si in range(len(scales))]
+        orng.shuffle(block)
+        order += block
     rep: dict = {"mode": "fresh-vs-warm", "seed": seed, "scales": list(scales), "budgets": list(budgets.values()),
                  "deadline": deadline, "large_share": large_share, "warmup": warmup, "jobs": jobs,
                  "questions_generated": n, "questions_compared": 0, "answers_compared": 0, "differs": 0,
                  "clock_shaped": 0, "clock_shaped_differ": 0, "crashes": 0, "past_deadline": 0,
+                 "past_deadline_fresh": 0, "past_deadline_warm": 0,
                  "error_message_differs": 0,
                  "by_scale": {str(s): collections.Counter() for s in scales}, "by_source": {},
                  "examples": {"differs": [], "clock_shaped": [], "crashes": [], "past_deadline": [],
@@ -1259,14 +1287,18 @@ def fresh_vs_warm(n: int, seed: int = 0, *, scales: tuple[float, ...] = FVW_SCAL
                 sc["answers"] += 1
                 src["answers"] += 1
                 done_per_q[item["id"]] += 1
+                late = False
                 for side, a in (("fresh", f), ("warm", w)):
                     if "seconds" in a:
                         secs[side].append(a["seconds"])
                         src[f"{side}_seconds"] = round(src[f"{side}_seconds"] + a["seconds"], 2)
-                    if a.get("seconds", 0) > deadline + LARGE_SLACK:
+                    if a.get("seconds", 0) > deadline + LARGE_SLACK:  # counted per call, listed per question
                         rep["past_deadline"] += 1
+                        rep[f"past_deadline_{side}"] += 1
                         sc["past_deadline"] += 1
-                        example("past_deadline", item, f, w, pos)
+                        late = True
+                if late:
+                    example("past_deadline", item, f, w, pos)
                 if "wall" in f and "seconds" in f:
                     secs["fork_overhead"].append(f["wall"] - f["seconds"])
                 if f["kind"] == "crash" or w["kind"] == "crash":
@@ -1296,7 +1328,7 @@ def fresh_vs_warm(n: int, seed: int = 0, *, scales: tuple[float, ...] = FVW_SCAL
                 print(f"[fvw] {rep['answers_compared']}/{len(items)} answers, {last - t0:.0f} s, differs {rep['differs']}, "
                       f"clock-shaped {rep['clock_shaped']}, crashes {rep['crashes']}", file=sys.stderr, flush=True)
         if diagnose and diffs:
-            until = t0 + 1.15 * time_limit if time_limit else 0
+            until = t0 + time_limit + max(300.0, 0.15 * time_limit) if time_limit else 0
             rep["diagnosis"] = _fvw_diagnose(fresh, diffs[:FVW_EXAMPLES], history, warm_answers, until)
     finally:
         fresh.close()
