@@ -19,6 +19,26 @@ smtdims' verified ones) or inconclusive where smtdims decides.
 Budgets: Presburger cases run with smtdims' default budget (exactness is claimed
 there); nonlinear ones with ``--budget`` (a Z3 rlimit per check; default 30,000) so that
 a long run stays fast. Soundness must hold at every budget.
+
+Large inputs under a short deadline (issue 18): ``--large N --large-deadline 1`` asks every
+public call about N large cases and counts each call past the deadline + 1 s.
+
+Fresh process vs warmed-up process (issue 18)::
+
+    python tools/fuzz.py --fresh-vs-warm N [--seed S] [--budget-scales 1,0.1] [--fvw-deadline 10]
+                         [--time-limit SECONDS] [--report out.json]
+
+asks N questions (``smtdims.bounds`` / ``smtdims.decide``, each one public call, about the normal
+cases above and ``--fvw-large-share`` of large ones), each at smtdims' default budget times every
+scale, twice: "fresh", each in its own fork of a server that imported smtdims and asked nothing; and
+"warm", all in one process that first answers ``--fvw-warmup`` unrelated questions, then every
+(question, budget) in a shuffled order with the budgets interleaved. Both sides use the same
+deadline. ``differs`` counts answers that differ although both are deterministic (the defect count;
+an error's example valuation is not compared), ``clock_shaped`` those where a side was cut by the
+deadline (``deterministic=False``: allowed to differ); crashes, calls past the deadline + 1 s and
+seconds per answer are reported too, with up to 20 replayable examples of each kind, and each
+differing answer is replayed in fresh forks, after 5 unrelated ``z3.Context()`` (Z3's memory-layout
+dependence) and after the warm process's earlier questions about the same constraints (``diagnosis``). Exit status 1 when ``differs`` or ``crashes`` is nonzero.
 """
 
 from __future__ import annotations
@@ -869,11 +889,466 @@ def large_run(n: int, seed: int, deadline: float, jax: bool, time_limit: float =
     return out
 
 
+# -- fresh process vs warmed-up process (issue 18) -------------------------------------------------------
+# The same question must get the same answer in a process that has done nothing else ("fresh": a
+# fork of a pristine server that imported smtdims and asked nothing) and in one that has answered
+# many other questions first ("warm"), at every budget. Answers the deadline cut (deterministic=False)
+# may differ: they are counted apart, as clock-shaped.
+FVW_SCALES = (1.0, 0.1)
+FVW_HANG_SLACK = 60.0  # seconds past the deadline after which an answer counts as a hang (a crash)
+FVW_EXAMPLES = 20
+FVW_BIG_TEXT = 200  # ends longer than this many digits are compared by digest
+FVW_PRELUDE = 50  # at most this many earlier questions are replayed by the diagnosis
+FVW_JUNK = 5  # unrelated z3.Context() made before a diagnosis replay (tests/test_budget.py's history query)
+
+
+def _fvw_limit(q: dict) -> float:
+    """Seconds after which the answer to ``q`` (and its prelude) counts as hung."""
+    return (1 + len(q.get("prelude", ()))) * (q["deadline"] + LARGE_SLACK) + FVW_HANG_SLACK
+
+
+def fvw_questions(n: int, seed: int, large_share: float = 0.1) -> list[dict]:
+    """``n`` questions (one public call each, no budget yet): ``bounds`` and ``decide`` about cases of
+    ``tests/strategies.py`` (the normal mode's mix) and, for ``large_share`` of the cases, ``large_case``."""
+    rng = random.Random(f"fvw-{seed}")
+    cfg = S.GenConfig()
+    out: list[dict] = []
+    while len(out) < n:
+        if rng.random() < large_share:
+            lc = large_case(rng)
+            base = {"source": f"large-{lc['kind']}", "expr": lc["expr"], "constraints": list(lc["constraints"])}
+            calls = [("bounds", None, None), ("decide", ">=", "1")]
+        else:
+            case = S.random_case(rng, cfg)
+            base = {"source": "presburger" if case.presburger else "nonlinear", "expr": case.expr_text,
+                    "constraints": list(case.constraint_texts)}
+            calls = [("bounds", None, None), ("decide", case.op, case.rhs_text)]
+        for call, op, rhs in calls:
+            if len(out) < n:
+                q = {"id": len(out), **base, "call": call}
+                if call == "decide":
+                    q.update(op=op, rhs=rhs)
+                out.append(q)
+    return out
+
+
+def fvw_replay(q: dict) -> str:
+    """The public call of question ``q`` as Python text."""
+    lim = f"constraints={q['constraints']!r}, budget={q['budget']}, deadline={q['deadline']}"
+    if q["call"] == "bounds":
+        return f"smtdims.bounds({q['expr']!r}, {lim})"
+    return f"smtdims.decide({q['expr']!r}, {q['op']!r}, {q['rhs']!r}, {lim})"
+
+
+def _fvw_end(x) -> str:
+    s = str(x)
+    if len(s) > FVW_BIG_TEXT:
+        return f"{s[:20]}...({len(s)} chars, sha1 {hashlib.sha1(s.encode()).hexdigest()[:16]})"
+    return s
+
+
+def fvw_answer(q: dict) -> dict:
+    """Ask question ``q`` (with its ``budget`` and ``deadline``); a canonical, JSON-able answer."""
+    import smtdims
+
+    t = time.monotonic()
+    try:
+        if q["call"] == "bounds":
+            b = smtdims.bounds(q["expr"], constraints=q["constraints"], budget=q["budget"], deadline=q["deadline"])
+            ans = {"kind": "bounds", "lo": _fvw_end(b.lo), "hi": _fvw_end(b.hi), "lo_tight": b.lo_tight,
+                   "hi_tight": b.hi_tight, "deterministic": b.deterministic, "reason": b.reason}
+        else:
+            d = smtdims.decide(q["expr"], q["op"], q["rhs"], constraints=q["constraints"], budget=q["budget"],
+                               deadline=q["deadline"])
+            ans = {"kind": "decision", "status": d.status, "deterministic": d.deterministic, "reason": d.reason}
+    except smtdims.SmtdimsError as err:  # a refusal is an answer too, and must not depend on history
+        ans = {"kind": "error", "error": type(err).__name__, "message": str(err)[:300], "deterministic": True}
+    except Exception as err:
+        ans = {"kind": "crash", "error": f"{type(err).__name__}: {str(err)[:300]}",
+               "traceback": traceback.format_exc(limit=6)[-1500:]}
+    ans["seconds"] = round(time.monotonic() - t, 4)
+    return ans
+
+
+def fvw_canon(ans: dict) -> tuple:
+    """What must be equal between two deterministic answers."""
+    if ans["kind"] == "bounds":
+        return ("bounds", ans["lo"], ans["hi"], ans["lo_tight"], ans["hi_tight"])
+    if ans["kind"] == "decision":
+        return ("decision", ans["status"])
+    if ans["kind"] == "error":  # the message's example valuation is a witness: not compared
+        return ("error", ans["error"])
+    return (ans["kind"], ans.get("error"))
+
+
+def _fvw_resolve(spec: str):
+    """The answer function named by ``module:function`` ('' : :func:`fvw_answer`)."""
+    if not spec:
+        return fvw_answer
+    import importlib
+
+    mod, _, fn = spec.partition(":")
+    return getattr(importlib.import_module(mod), fn)
+
+
+def _fvw_fork_answer(answer, q: dict) -> tuple[int, int, float]:
+    """Fork a child that answers ``q`` alone and writes one JSON line to a pipe: (pid, read fd, fork time).
+
+    A ``prelude`` in ``q`` (questions) is asked first in the same child (to replay a history), and
+    ``junk_contexts`` unrelated ``z3.Context()`` are made first (another memory layout, nothing asked).
+    """
+    r, w = os.pipe()
+    t = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # the child: one question, then out without cleanup handlers
+        code = 0
+        try:
+            os.close(r)
+            junk = []
+            if q.get("junk_contexts"):
+                import z3
+
+                junk = [z3.Context() for _ in range(q["junk_contexts"])]
+            for p in q.get("prelude", ()):
+                answer(p)
+            started = time.monotonic()
+            ans = answer(q)
+            ans["child_started"] = round(started - t, 4)
+            del junk
+            data = (json.dumps(ans) + "\n").encode()
+            while data:
+                data = data[os.write(w, data):]
+            try:  # its ISL worker (if one started) goes with it
+                from smtdims import presburger
+
+                presburger._WORKER._kill()
+            except Exception:
+                pass
+        except BaseException:
+            code = 3
+        finally:
+            os._exit(code)
+    os.close(w)
+    return pid, r, t
+
+
+def _fvw_reap(pid: int, r: int, t: float, q: dict, *, kill: bool = False) -> dict:
+    import signal
+
+    if kill:
+        os.kill(pid, signal.SIGKILL)
+    chunks = []
+    while not kill:
+        b = os.read(r, 1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    wall = round(time.monotonic() - t, 4)
+    text = b"".join(chunks).decode()
+    if kill:
+        return {"kind": "crash", "error": f"hang: no answer within {_fvw_limit(q):.0f} s", "seconds": wall}
+    if not text.strip():
+        how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit status {os.WEXITSTATUS(status)}"
+        return {"kind": "crash", "error": f"the fresh child died ({how}) without an answer", "seconds": wall}
+    ans = json.loads(text)
+    ans["wall"] = wall
+    return ans
+
+
+def _fvw_serve(role: str, spec: str, warmup: int, seed: int, jobs: int) -> None:
+    """A server on stdin/stdout: one JSON batch of questions a line in, one JSON answer a line out, in order.
+
+    ``fresh``: each question in its own fork of this (pristine) process, up to ``jobs`` at a time.
+    ``warm``: every question here, after ``warmup`` unrelated questions.
+    """
+    import select
+
+    import smtdims  # noqa: F401 -- imported before any fork, as an application would
+
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # stray prints (Z3, warnings) must not corrupt the protocol
+    sys.set_int_max_str_digits(0)
+    answer = _fvw_resolve(spec)
+    if role == "warm" and warmup:
+        for i, q in enumerate(fvw_questions(warmup, seed=seed + 7919)):
+            q.update(budget=max(1, int(smtdims.options.DEFAULT_BUDGET * FVW_SCALES[i % len(FVW_SCALES)])),
+                     deadline=smtdims.options.DEFAULT_DEADLINE)
+            answer(q)
+    out.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        batch = json.loads(line)
+        if role == "warm":
+            for q in batch:
+                out.write(json.dumps(answer(q)) + "\n")
+            continue
+        answers: dict[int, dict] = {}
+        running: dict[int, tuple] = {}  # read fd -> (pid, fd, fork time, index, question)
+        nxt = sent = 0
+        while sent < len(batch):
+            while nxt < len(batch) and len(running) < jobs:
+                pid, r, t = _fvw_fork_answer(answer, batch[nxt])
+                running[r] = (pid, r, t, nxt, batch[nxt])
+                nxt += 1
+            soonest = min(t + _fvw_limit(q) for _, _, t, _, q in running.values())
+            ready = select.select(list(running), [], [], max(0.0, soonest - time.monotonic()))[0]
+            for r in ready:
+                pid, _, t, i, q = running.pop(r)
+                answers[i] = _fvw_reap(pid, r, t, q)
+            for r in [r for r, v in running.items() if time.monotonic() > v[2] + _fvw_limit(v[4])]:
+                pid, _, t, i, q = running.pop(r)
+                answers[i] = _fvw_reap(pid, r, t, q, kill=True)
+            while sent in answers:  # in order
+                out.write(json.dumps(answers.pop(sent)) + "\n")
+                sent += 1
+
+
+class _FvwServer:
+    """The driver's end of a :func:`_fvw_serve` process (restarted, warm-up included, if it dies)."""
+
+    def __init__(self, role: str, spec: str, warmup: int, seed: int, jobs: int):
+        self.argv = [sys.executable, str(Path(__file__).resolve()), "--fvw-serve", role, "--fvw-answer", spec,
+                     "--fvw-warmup", str(warmup), "--seed", str(seed), "--jobs", str(jobs)]
+        self.restarts = -1
+        self.start()
+
+    def start(self) -> None:
+        import subprocess
+
+        self.restarts += 1
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self.buffer = b""
+        if self._line(3600.0) != {"ready": True}:
+            raise RuntimeError(f"the {self.argv[3]} server did not start")
+
+    def _line(self, timeout: float) -> dict | None:
+        """The next answer line, or None after ``timeout`` seconds or at EOF (raw reads: no hidden buffer)."""
+        import select
+
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        end = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def ask(self, batch: list[dict]):
+        """Answers of ``batch``, in order, as they come."""
+        assert self.proc.stdin is not None
+        data = (json.dumps(batch) + "\n").encode()
+        while data:
+            data = data[self.proc.stdin.write(data):]
+        for i, q in enumerate(batch):
+            ans = self._line(_fvw_limit(q) + FVW_HANG_SLACK)
+            if ans is None:  # hung or died: that answer is a crash, and the rest of the batch starts again
+                self.proc.kill()
+                self.proc.wait()
+                yield {"kind": "crash", "error": f"the {self.argv[3]} server hung or died"}
+                self.start()
+                yield from self.ask(batch[i + 1:])
+                return
+            yield ans
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except Exception:
+            self.proc.kill()
+
+
+def _fvw_diagnose(fresh: _FvwServer, diffs: list[tuple], history: list[dict], warm_answers: list[dict],
+                  until: float = 0) -> list[dict]:
+    """Why a warm answer differed: each differing question asked again in fresh forks, (1) alone,
+    (2) after ``FVW_JUNK`` unrelated ``z3.Context()`` (a changed memory layout, nothing asked), and
+    (3) after the warm process's earlier questions about the same constraints (same session), in
+    their order (the last ``FVW_PRELUDE`` of them). Stops at monotonic time ``until`` (0: never).
+
+    ``cause``: ``"z3 memory layout"`` when (2) gives the warm answer (Z3's search under an rlimit
+    depends on the process's memory layout: tests/test_budget.py's xfail), else ``"same-constraints
+    history"`` when (3) does (the session's state from earlier questions; a replay also moves the
+    layout, so this is a hint, not a proof), else ``"other history"`` (``"undecided (prelude cut)"``
+    when (3) was cut).
+    """
+    out = []
+    for item, f, w, pos in diffs:
+        if until and time.monotonic() > until:
+            break
+        earlier = [j for j, it in enumerate(history[:pos - 1]) if tuple(it["constraints"]) == tuple(item["constraints"])]
+        alone, junk, replay = fresh.ask([item, {**item, "junk_contexts": FVW_JUNK},
+                                         {**item, "prelude": [history[j] for j in earlier[-FVW_PRELUDE:]]}])
+        cut = len(earlier) > FVW_PRELUDE
+        if fvw_canon(junk) == fvw_canon(w):
+            cause = "z3 memory layout"
+        elif fvw_canon(replay) == fvw_canon(w):
+            cause = "same-constraints history"
+        else:
+            cause = "undecided (prelude cut)" if cut else "other history"
+        keep = ("lo", "hi", "lo_tight", "hi_tight", "status", "error", "deterministic", "reason")
+        out.append({"replay": fvw_replay(item), "warm_position": pos, "fresh_again_same": fvw_canon(alone) == fvw_canon(f),
+                    "after_junk_contexts": {k: junk.get(k) for k in keep if k in junk},
+                    "earlier_same_constraints": len(earlier), "replayed": min(len(earlier), FVW_PRELUDE),
+                    "earlier_clock_shaped_in_warm": sum(not warm_answers[j].get("deterministic", True) for j in earlier),
+                    "replayed_after_same_constraints": {k: replay.get(k) for k in keep if k in replay},
+                    "cause": cause})
+    return out
+
+
+def _pct(xs: list[float]) -> dict:
+    xs = sorted(xs)
+    if not xs:
+        return {}
+    return {"n": len(xs), "median": round(xs[len(xs) // 2], 4), "p99": round(xs[int(len(xs) * 0.99)], 4),
+            "max": round(xs[-1], 4), "total": round(sum(xs), 1)}
+
+
+def fresh_vs_warm(n: int, seed: int = 0, *, scales: tuple[float, ...] = FVW_SCALES, deadline: float | None = None,
+                  large_share: float = 0.1, warmup: int = 100, jobs: int = 1, chunk: int = 100,
+                  time_limit: float = 0, answer: str = "", progress: float = 60.0, diagnose: bool = True) -> dict:
+    """Ask ``n`` questions, each at every budget scale, fresh and warm; compare the answers.
+
+    The warm process answers all (question, budget) pairs in one shuffled order (not the order of
+    generation; budgets interleaved; whole questions per chunk), chunk by chunk, and the fresh server
+    forks once per pair of the same chunk. ``time_limit`` stops before a chunk that would start past it. ``answer``: a
+    ``module:function`` to ask instead of :func:`fvw_answer` (the tests feed it a history-dependent one).
+    ``diagnose``: replay each differing answer in fresh forks (:func:`_fvw_diagnose`).
+    """
+    from smtdims import options
+
+    deadline = options.DEFAULT_DEADLINE if deadline is None else deadline
+    budgets = {s: max(1, int(round(options.DEFAULT_BUDGET * s))) for s in scales}
+    qs = fvw_questions(n, seed, large_share)
+    items = [{**q, "scale": s, "budget": budgets[s], "deadline": deadline} for q in qs for s in scales]
+    # the warm order: questions shuffled, then taken block by block (a chunk's worth: every budget of
+    # each), shuffled again inside the block, so that a run cut by --time-limit compares whole questions
+    orng = random.Random(f"fvw-order-{seed}")
+    qorder = list(range(len(qs)))
+    orng.shuffle(qorder)
+    per = max(1, chunk // len(scales))
+    chunk = per * len(scales)
+    order: list[int] = []
+    for b in range(0, len(qorder), per):
+        block = [qi * len(scales) + si for qi in qorder[b:b + per] for si in range(len(scales))]
+        orng.shuffle(block)
+        order += block
+    rep: dict = {"mode": "fresh-vs-warm", "seed": seed, "scales": list(scales), "budgets": list(budgets.values()),
+                 "deadline": deadline, "large_share": large_share, "warmup": warmup, "jobs": jobs,
+                 "questions_generated": n, "questions_compared": 0, "answers_compared": 0, "differs": 0,
+                 "clock_shaped": 0, "clock_shaped_differ": 0, "crashes": 0, "past_deadline": 0,
+                 "past_deadline_fresh": 0, "past_deadline_warm": 0,
+                 "error_message_differs": 0,
+                 "by_scale": {str(s): collections.Counter() for s in scales}, "by_source": {},
+                 "examples": {"differs": [], "clock_shaped": [], "crashes": [], "past_deadline": [],
+                              "error_message_differs": []}}
+    t0 = last = time.monotonic()
+    fresh = _FvwServer("fresh", answer, 0, seed, jobs)
+    warm = _FvwServer("warm", answer, warmup, seed, 1)
+    rep["startup_seconds"] = round(time.monotonic() - t0, 1)
+    secs: dict[str, list[float]] = {"fresh": [], "warm": [], "fork_overhead": []}
+    done_per_q: collections.Counter = collections.Counter()
+
+    def example(kind: str, item: dict, f: dict, w: dict, pos: int) -> None:
+        if len(rep["examples"][kind]) < FVW_EXAMPLES:
+            q = {k: item[k] for k in ("source", "call", "expr", "constraints", "op", "rhs", "budget", "deadline") if k in item}
+            key = (item["expr"], tuple(item["constraints"]))
+            before = [f"#{j + 1}: {it['call']} {it.get('op', '')} {it.get('rhs', '')} at budget {it['budget']}".replace("  ", " ")
+                      for j, it in enumerate(history[:pos - 1]) if tuple(it["constraints"]) == key[1]][-8:]
+            rep["examples"][kind].append({"question": q, "replay": fvw_replay(item), "fresh": f, "warm": w,
+                                          "warm_position": pos, "warm_earlier_same_constraints": before})
+
+    pos = 0
+    history: list[dict] = []  # the warm process's questions so far, in its order
+    diffs: list[tuple] = []
+    warm_answers: list[dict] = []  # the warm process's answers, in its order
+    try:
+        for c0 in range(0, len(order), chunk):
+            if time_limit and time.monotonic() - t0 > time_limit:
+                rep["stopped_by_time_limit"] = True
+                break
+            batch = [items[i] for i in order[c0:c0 + chunk]]
+            history.extend(batch)
+            fa = list(fresh.ask(batch))
+            wa = list(warm.ask(batch))
+            warm_answers.extend(wa)
+            for item, f, w in zip(batch, fa, wa):
+                pos += 1
+                src = rep["by_source"].setdefault(item["source"], collections.Counter())
+                sc = rep["by_scale"][str(item["scale"])]
+                rep["answers_compared"] += 1
+                sc["answers"] += 1
+                src["answers"] += 1
+                done_per_q[item["id"]] += 1
+                late = False
+                for side, a in (("fresh", f), ("warm", w)):
+                    if "seconds" in a:
+                        secs[side].append(a["seconds"])
+                        src[f"{side}_seconds"] = round(src[f"{side}_seconds"] + a["seconds"], 2)
+                    if a.get("seconds", 0) > deadline + LARGE_SLACK:  # counted per call, listed per question
+                        rep["past_deadline"] += 1
+                        rep[f"past_deadline_{side}"] += 1
+                        sc["past_deadline"] += 1
+                        late = True
+                if late:
+                    example("past_deadline", item, f, w, pos)
+                if "wall" in f and "seconds" in f:
+                    secs["fork_overhead"].append(f["wall"] - f["seconds"])
+                if f["kind"] == "crash" or w["kind"] == "crash":
+                    rep["crashes"] += 1
+                    sc["crashes"] += 1
+                    src["crashes"] += 1
+                    example("crashes", item, f, w, pos)
+                elif not (f.get("deterministic", True) and w.get("deterministic", True)):
+                    rep["clock_shaped"] += 1
+                    sc["clock_shaped"] += 1
+                    src["clock_shaped"] += 1
+                    if fvw_canon(f) != fvw_canon(w):
+                        rep["clock_shaped_differ"] += 1
+                        sc["clock_shaped_differ"] += 1
+                        example("clock_shaped", item, f, w, pos)
+                elif fvw_canon(f) != fvw_canon(w):
+                    rep["differs"] += 1
+                    diffs.append((item, f, w, pos))
+                    sc["differs"] += 1
+                    src["differs"] += 1
+                    example("differs", item, f, w, pos)
+                elif f.get("message") != w.get("message"):
+                    rep["error_message_differs"] += 1  # same refusal, another example valuation in its text
+                    example("error_message_differs", item, f, w, pos)
+            if progress and time.monotonic() - last > progress:
+                last = time.monotonic()
+                print(f"[fvw] {rep['answers_compared']}/{len(items)} answers, {last - t0:.0f} s, differs {rep['differs']}, "
+                      f"clock-shaped {rep['clock_shaped']}, crashes {rep['crashes']}", file=sys.stderr, flush=True)
+        if diagnose and diffs:
+            until = t0 + time_limit + max(300.0, 0.15 * time_limit) if time_limit else 0
+            rep["diagnosis"] = _fvw_diagnose(fresh, diffs[:FVW_EXAMPLES], history, warm_answers, until)
+    finally:
+        fresh.close()
+        warm.close()
+    elapsed = time.monotonic() - t0
+    rep["questions_compared"] = sum(1 for v in done_per_q.values() if v == len(scales))
+    rep["server_restarts"] = {"fresh": fresh.restarts, "warm": warm.restarts}
+    rep["seconds"] = round(elapsed, 1)
+    rep["answers_per_second"] = round(rep["answers_compared"] / elapsed, 2) if elapsed else None
+    rep["seconds_per_answer"] = {k: _pct(v) for k, v in secs.items()}
+    rep["by_scale"] = {k: dict(v) for k, v in rep["by_scale"].items()}
+    rep["by_source"] = {k: dict(v) for k, v in sorted(rep["by_source"].items())}
+    return rep
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--queries", type=int, default=1000, help="stop after this many checked queries")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=int, default=1, help="worker processes")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes (--fresh-vs-warm: fresh forks at a time)")
     p.add_argument("--budget", type=int, default=30_000, help="Z3 rlimit per check for nonlinear cases")
     p.add_argument("--case-timeout", type=float, default=120.0, help="seconds before a case counts as slow")
     p.add_argument("--audit-stock", action="store_true", help="audit stock JAX's answers instead")
@@ -898,7 +1373,36 @@ def main(argv: list[str] | None = None) -> int:
                    help="only N large cases (powers to 500, 1,000-variable sums, 500 constraints, nested and "
                         "nonlinear divisions) under --large-deadline; counts every call past it + 1 s")
     p.add_argument("--large-deadline", type=float, default=1.0)
+    p.add_argument("--fresh-vs-warm", type=int, default=0, metavar="N",
+                   help="only N questions (bounds/decide about normal and large cases), each at every --budget-scales "
+                        "budget, answered in a fresh fork and in one warmed-up process; counts answers that differ")
+    p.add_argument("--budget-scales", default="1,0.1", metavar="S,S",
+                   help="--fresh-vs-warm: budgets as multiples of smtdims' default budget")
+    p.add_argument("--fvw-deadline", type=float, default=None, metavar="SECONDS",
+                   help="--fresh-vs-warm: the deadline of every question on both sides (default: smtdims' default)")
+    p.add_argument("--fvw-large-share", type=float, default=0.1, metavar="P", help="--fresh-vs-warm: share of large cases")
+    p.add_argument("--fvw-warmup", type=int, default=100, metavar="N",
+                   help="--fresh-vs-warm: unrelated questions the warm process answers first")
+    p.add_argument("--fvw-chunk", type=int, default=100, metavar="N", help="--fresh-vs-warm: answers per round trip")
+    p.add_argument("--fvw-no-diagnose", action="store_true",
+                   help="--fresh-vs-warm: do not replay differing answers after the same-constraints history")
+    p.add_argument("--fvw-answer", default="", help=argparse.SUPPRESS)  # module:function instead of fvw_answer
+    p.add_argument("--fvw-serve", choices=("fresh", "warm"), help=argparse.SUPPRESS)  # internal: a server process
     args = p.parse_args(argv)
+    if args.fvw_serve:
+        _fvw_serve(args.fvw_serve, args.fvw_answer, args.fvw_warmup, args.seed, args.jobs)
+        return 0
+    if args.fresh_vs_warm:
+        scales = tuple(float(x) for x in args.budget_scales.split(",") if x.strip())
+        report = fresh_vs_warm(args.fresh_vs_warm, args.seed, scales=scales, deadline=args.fvw_deadline,
+                               large_share=args.fvw_large_share, warmup=args.fvw_warmup, jobs=args.jobs,
+                               chunk=args.fvw_chunk, time_limit=args.time_limit, answer=args.fvw_answer,
+                               progress=args.progress, diagnose=not args.fvw_no_diagnose)
+        text = json.dumps(report, indent=1, default=str)
+        print(text)
+        if args.report:
+            Path(args.report).write_text(text + "\n")
+        return 1 if report["differs"] or report["crashes"] else 0
     if args.large:
         report = {"mode": "large", "deadline": args.large_deadline,
                   **large_run(args.large, args.seed, args.large_deadline, jax=not args.no_jax, time_limit=args.time_limit)}
