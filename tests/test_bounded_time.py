@@ -111,6 +111,15 @@ def test_nonlinear_division_check_stops_at_the_deadline():
         assert b.lo <= -1 and b.hi >= 0  # sound whatever was proven: a = 1 gives 2, a = 3 gives 0
 
 
+def test_low_degree_nonlinear_check_that_ignores_the_interrupt_is_given_up():
+    """Found by the fresh-vs-warm fuzz: degree 5, constant divisors, 34 s under a 10 s deadline
+    (Z3 kept running inside the check after the watchdog's interrupt)."""
+    e = ("-max(93*a*b - 2, 4*a*c + 2*a + 5)^2*min(-3*a*floordiv(b*c + 3*c, 3) - 7*a, "
+         "a*floordiv(3*a^2 + 50*a, -1) + 6) - 4*a^2 - 75*c^2")
+    d = timed(smtdims.decide, e, "!=", "388530", budget=500_000, deadline=DEADLINE)
+    assert d.status in ("unknown", "undetermined", "true")  # never false: e != 388530 at a = b = c = 1
+
+
 def test_five_hundred_constraints_within_deadline():
     cons = [f"v{i + 1} >= v{i} + {i % 3}" for i in range(500)]
     timed(smtdims.check_constraints, cons, deadline=DEADLINE)
