@@ -503,6 +503,10 @@ def _mono_mul(m1: Monomial, m2: Monomial) -> Monomial:
 # terms expand in about 0.3 s, so a question about them can still be answered in time.
 MAX_TERMS = 20_000  # terms of a product or power
 MAX_PRODUCTS = 200_000  # term-by-term products of one multiplication
+# Caches (a scope's answers, the Z3 encoder's terms) keep expressions of at most this many terms: an
+# expanded power of 12,000 terms costs megabytes as a key (its text and Z3 terms with it), and asking
+# it again costs less than keeping every such question alive (the large-input fuzz grew to 1.1 GB).
+CACHE_MAX_TERMS = 2_000
 
 
 class ExpansionTooLarge(ValueError):

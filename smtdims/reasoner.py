@@ -39,7 +39,7 @@ import z3
 from . import options, presburger, rays
 from .constraints import ConstraintSet
 from .errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
-from .expr import Expr, Var, deep_recursion, symbolic_divisors
+from .expr import CACHE_MAX_TERMS, Expr, Var, deep_recursion, symbolic_divisors
 from .heuristic import INF, Interval, IntervalEvaluator, combined_interval, is_inf, propagate_var_ranges
 from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE, REASON_DEADLINE
 from .points import Points, shrink
@@ -898,15 +898,12 @@ class Session:
         return _End(val, True, res.model)
 
 
-# Per-scope caches are bounded by entries and by the size of what they keep: an expanded power
-# of 12,000 terms costs megabytes as a key (its text and Z3 terms with it), and asking it again
-# costs less than keeping every such question alive (the large-input fuzz grew to 1.1 GB).
+# Per-scope caches are bounded by entries and by the size of what they keep (expr.CACHE_MAX_TERMS).
 _CACHE_ENTRIES = 100_000
-_CACHE_MAX_TERMS = 2_000
 
 
 def _cacheable(cache: dict, *exprs: Expr) -> bool:
-    return len(cache) < _CACHE_ENTRIES and all(len(e.terms) <= _CACHE_MAX_TERMS for e in exprs)
+    return len(cache) < _CACHE_ENTRIES and all(len(e.terms) <= CACHE_MAX_TERMS for e in exprs)
 
 
 class SessionRegistry:

@@ -38,7 +38,7 @@ import z3
 
 from . import options
 from .constraints import Constraint, ConstraintSet
-from .expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, int_text, symbolic_divisors
+from .expr import CACHE_MAX_TERMS, FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, int_text, symbolic_divisors
 from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
@@ -134,7 +134,6 @@ class Encoder:
         self._exprs: dict[Expr, tuple[z3.ArithRef, frozenset[Atom]]] = {}  # whole expressions, memoised
         self._powers: dict[tuple[Atom, int], z3.ArithRef] = {}  # a^k for k >= _SHARED_POWER
         self._touched: set[Atom] | None = None
-        self.max_degree = 0  # of any monomial encoded here (SolverSession._abandonable)
 
     def var(self, name: str) -> z3.ArithRef:
         v = self.vars.get(name)
@@ -166,7 +165,7 @@ class Encoder:
             self._touched = outer
         if self._touched is not None:
             self._touched |= atoms
-        if len(self._exprs) < 50_000 and len(e.terms) <= 2_000:  # bounded as the session caches are
+        if len(self._exprs) < 50_000 and len(e.terms) <= CACHE_MAX_TERMS:  # bounded as the session caches are
             self._exprs[e] = (t, atoms)
         return t
 
@@ -183,7 +182,6 @@ class Encoder:
                     factors.extend([self.atom(a)] * k)
                 else:
                     factors.append(self._power(a, k))
-            self.max_degree = max(self.max_degree, sum(k for _, k in m))
             terms.append(factors[0] if len(factors) == 1 else self._nary(z3.Z3_mk_mul, factors))
         if not terms:
             return self.const(0)
@@ -545,7 +543,7 @@ MAX_ORPHANS = 4  # given-up checks still running: past this, checks run in the c
 _ORPHANS: set[threading.Thread] = set()
 
 
-def _needs_abandoning(f: Fresh, atoms: Iterable[Atom]) -> bool:
+def _needs_abandoning() -> bool:
     """Every nonlinear check under a deadline, while few given-up checks run.
 
     Symbolic divisors and high degrees were the first cases seen; the fresh-vs-warm fuzz then found
@@ -706,7 +704,7 @@ class SolverSession:
         goals, atoms = f.enc.collect(build, sorted(model_vars))
         s = make_solver(f.ctx, self.budget)
         s.add(*f.terms, *f.enc.axioms_of(f.atoms | atoms), *goals)
-        if _needs_abandoning(f, atoms):
+        if _needs_abandoning():
             return self._abandonable(s, f, goals, want_model, model_vars)
         return self._result(s, f.enc, want_model, model_vars)
 

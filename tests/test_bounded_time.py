@@ -12,12 +12,11 @@ Timing bounds are generous (the machine is shared): a call may take its deadline
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import time
-from pathlib import Path
 
 import pytest
+from fuzz_tool import FUZZ
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,15 +29,6 @@ ALT_SUM = "".join((" - " if i % 2 else (" + " if i else "")) + f"x{i}" for i in 
 NONLINEAR = ("mod(b, b + 2) == 2", "floordiv(3*b + a - 2, 2*c - 3) == 3*a - 2*c - 4")
 
 
-def _fuzz():
-    spec = importlib.util.spec_from_file_location("smtdims_fuzz", Path(__file__).parent.parent / "tools" / "fuzz.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-FUZZ = _fuzz()
 
 
 def timed(call, *args, **kw):

@@ -6,22 +6,13 @@ driver's server processes, which have ``tests/`` on their path.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-from pathlib import Path
+
+from fuzz_tool import FUZZ
 
 CALLS = [0]  # questions answered by this process (a fork starts from the server's count: 0)
 
 
-def _fuzz():
-    spec = importlib.util.spec_from_file_location("smtdims_fuzz_fvw", Path(__file__).parent.parent / "tools" / "fuzz.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-FUZZ = _fuzz()
 
 
 def history_answer(q: dict) -> dict:
