@@ -403,7 +403,7 @@ class _Implications:
         if options.deadline_passed():
             self.stopped = True
             return False
-        s = make_solver(self.ctx, self.budget)
+        s = make_solver(self.ctx, self.budget, nonlinear=True)
         s.add(*{ax.get_id(): ax for k in kept for ax in self.axioms_by[k]}.values(),
               *(self.terms[j] for j in kept if j != i), z3.Not(self.terms[i]),
               *(self.enc.var(v) >= 1 for v in self.dims))
