@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import z3
 
@@ -42,6 +43,7 @@ from .expr import CACHE_MAX_TERMS, FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var,
 from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
+_T = TypeVar("_T")
 
 _DIGITS = 10**4000  # Python refuses str()/int() of integers with more than 4,300 digits
 
@@ -579,25 +581,87 @@ class Fresh:
 
 _QUESTION = threading.local()
 
-# Nonlinear checks under a deadline run in a thread that the question can give up
-# (SolverSession._abandonable): Z3 may not stop them at the interrupt ((-2*b + 3*c)^346 + c >= 1 ran
-# 14 s past a 1 s deadline; see _needs_abandoning). Ctrl-C while the caller waits interrupts the
-# check and raises in the caller. Linear checks stay in the caller's thread.
+# Checks in a context of their own under a deadline (nonlinear checks, unsat cores) run in a thread
+# that the question can give up (give_up_at_deadline): Z3 may not stop them at the interrupt
+# ((-2*b + 3*c)^346 + c >= 1 ran 14 s past a 1 s deadline). Ctrl-C while the caller waits interrupts
+# the check and raises in the caller. Checks in the shared context stay in the caller's thread.
 ABANDON_GRACE = 0.25  # seconds past the deadline before a check is given up (Z3 usually stops in ms)
 MAX_ORPHANS = 4  # given-up checks still running: past this, checks run in the caller's thread again
 _ORPHANS: set[threading.Thread] = set()
 
 
-def _needs_abandoning() -> bool:
-    """Every nonlinear check under a deadline, while few given-up checks run.
+class GivenUp(Exception):
+    """The question stopped waiting for Z3 work (:func:`give_up_at_deadline`); ``reason``: deadline / interrupted."""
 
-    Symbolic divisors and high degrees were the first cases seen; the fresh-vs-warm fuzz then found
-    ``decide('-max(93*a*b - 2, 4*a*c + 2*a + 5)^2*min(...) - 4*a^2 - 75*c^2', '!=', '388530')`` (degree
-    5, constant divisors) running 24 s past a 10 s deadline inside ``Z3_solver_check_assumptions``:
-    no syntactic test tells which checks Z3 stops at the interrupt, so none is trusted to. A thread
-    costs about 0.1 ms against a check's milliseconds.
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def give_up_at_deadline(ctx: z3.Context, work: Callable[[], _T]) -> _T:
+    """``work()`` (Z3 calls in ``ctx`` only) in a thread that the question gives up ``ABANDON_GRACE``
+    seconds past its deadline, when Z3 ignores the watchdog's interrupt; :class:`GivenUp` then.
+
+    Measured: ``Z3_solver_check_assumptions`` went on 14 s past ``ctx.interrupt()`` at degree 346,
+    0.9-8 s with a symbolic divisor, 24 s on a degree-5 product, and 9 s in ``explain``'s unsat-core
+    check of a 9,181-term power. No syntactic test tells which checks Z3 stops at the interrupt, so
+    every check in a context of its own under a deadline runs this way (a thread costs about 0.1 ms
+    against a check's milliseconds). The caller must never touch ``ctx`` again after :class:`GivenUp`: the
+    thread keeps the context's objects alive and stops when Z3 next looks at its interrupt flag, so
+    nothing of the context is used by two threads at once. Z3 calls release the GIL, so the caller
+    waits without being blocked. What ``work()`` returns is what it returns in the caller's thread (the
+    same calls); only a given-up answer is new, and it is clock-shaped. Ctrl-C while the caller waits
+    (main thread): a handler of ours notes it and interrupts the work (Z3 takes no SIGINT in another
+    thread), then Python's own handler runs, as after a check Z3 cut in the caller's thread
+    (:func:`run_check`): KeyboardInterrupt by default; a handler that does not raise gives
+    ``GivenUp("interrupted")``. Without a deadline, or with ``MAX_ORPHANS`` given-up threads still
+    running, ``work()`` runs in the caller's thread.
     """
-    return options.active_deadline() is not None and len(_ORPHANS) < MAX_ORPHANS
+    d = options.active_deadline()
+    if d is None or len(_ORPHANS) >= MAX_ORPHANS:
+        return work()
+    box: list = []
+    run = contextvars.copy_context().run  # the question's deadline and options, in the thread
+
+    def body() -> None:
+        try:
+            box.append(run(work))
+        except BaseException as err:  # noqa: BLE001 - handed to the caller
+            box.append(err)
+        finally:
+            _ORPHANS.discard(t)
+
+    t = threading.Thread(target=body, name="smtdims-check", daemon=True)
+    hit: list[int] = []
+    prev = _signal.getsignal(_SIGINT) if _ctrl_c_wanted() else None
+    if prev is not None:
+        signal.signal(_SIGINT, lambda *_: (hit.append(1), ctx.interrupt()))
+    _ORPHANS.add(t)
+    try:
+        t.start()
+        end = time.monotonic() + max(0.0, d.remaining()) + ABANDON_GRACE
+        while t.is_alive() and not hit and time.monotonic() < end:
+            t.join(min(0.05, max(0.0, end - time.monotonic())))
+    except BaseException:
+        ctx.interrupt()  # stop the work, and never use its context again
+        raise
+    finally:
+        if prev is not None:
+            signal.signal(_SIGINT, prev)
+    if hit:
+        COUNTERS.bump("interrupts")
+        d.fire(options.CLOCK_INTERRUPTED)
+        signal.raise_signal(_SIGINT)  # Python's handler runs now (KeyboardInterrupt by default)
+        raise GivenUp(REASON_INTERRUPTED)
+    if t.is_alive():
+        COUNTERS.bump("abandoned_checks")
+        d.fire(options.CLOCK_DEADLINE)
+        ctx.interrupt()
+        raise GivenUp(REASON_DEADLINE)
+    res = box[0]
+    if isinstance(res, BaseException):
+        raise res
+    return res
 
 
 def _forget_fresh(session: SolverSession) -> None:
@@ -749,75 +813,19 @@ class SolverSession:
         goals, atoms = f.enc.collect(build, sorted(model_vars))
         s = make_solver(f.ctx, self.budget, nonlinear=True)
         s.add(*f.terms, *f.enc.axioms_of(f.atoms | atoms), *goals)
-        if _needs_abandoning():
-            return self._abandonable(s, f, goals, want_model, model_vars)
-        return self._result(s, f.enc, want_model, model_vars)
+        return self._abandonable(s, f, want_model, model_vars)
 
-    def _abandonable(self, s: z3.Solver, f: Fresh, goals: list, want_model: bool,
+    def _abandonable(self, s: z3.Solver, f: Fresh, want_model: bool,
                      model_vars: frozenset[str]) -> CheckResult:
-        """The check in a thread of its own, given up shortly after the deadline if Z3 ignores the interrupt.
-
-        Measured: ``Z3_solver_check_assumptions`` went on 14 s past the watchdog's
-        ``ctx.interrupt()`` at degree 346, and 0.9-8 s with a symbolic divisor
-        (``mod(b, b + 2) == 2`` and ``floordiv(3*b + a - 2, 2*c - 3) == ...``).
-        A given-up check keeps every object of its context alive (the thread holds them) and
-        the question never touches that context again, so nothing of the context is used by
-        two threads at once; the check stops when Z3 next looks at its interrupt flag. Z3 calls
-        release the GIL, so the caller waits without being blocked. Its answer is the one an
-        in-process check gives (the same calls); only a given-up check's answer is new:
-        "unknown", reason deadline (clock-shaped).
-        """
-        d = options.active_deadline()
-        assert d is not None
-        box: list = []
-        run = contextvars.copy_context().run  # the question's deadline and options, in the thread
-
-        def work() -> None:
-            try:
-                box.append(run(self._result, s, f.enc, want_model, model_vars))
-            except BaseException as err:  # noqa: BLE001 - handed to the caller
-                box.append(err)
-            finally:
-                _ORPHANS.discard(t)
-
-        t = threading.Thread(target=work, name="smtdims-check", daemon=True)
-        # Ctrl-C while the caller waits: in the main thread, a handler of ours notes it and stops the
-        # check (Z3 takes no SIGINT in the worker thread), then Python's own handler runs, as after
-        # a check Z3 cut in the caller's thread (run_check): KeyboardInterrupt by default; a handler
-        # that does not raise ends the question as "unknown", reason interrupted.
-        hit: list[int] = []
-        prev = _signal.getsignal(_SIGINT) if _ctrl_c_wanted() else None
-        if prev is not None:
-            signal.signal(_SIGINT, lambda *_: (hit.append(1), f.ctx.interrupt()))
-        _ORPHANS.add(t)
+        """The check in a thread the question gives up shortly after its deadline (:func:`give_up_at_deadline`)."""
         try:
-            t.start()
-            end = time.monotonic() + max(0.0, d.remaining()) + ABANDON_GRACE
-            while t.is_alive() and not hit and time.monotonic() < end:
-                t.join(min(0.05, max(0.0, end - time.monotonic())))
+            return give_up_at_deadline(f.ctx, lambda: self._result(s, f.enc, want_model, model_vars))
+        except GivenUp as stop:
+            _forget_fresh(self)  # the thread may still be inside the context: never touch it again
+            return CheckResult(UNKNOWN, reason=stop.reason)
         except BaseException:
-            f.ctx.interrupt()  # stop the check, and never use its context again
-            _forget_fresh(self)
+            _forget_fresh(self)  # Ctrl-C while waiting: the same
             raise
-        finally:
-            if prev is not None:
-                signal.signal(_SIGINT, prev)
-        if hit:
-            COUNTERS.bump("interrupts")
-            d.fire(options.CLOCK_INTERRUPTED)
-            _forget_fresh(self)
-            signal.raise_signal(_SIGINT)  # Python's handler runs now (KeyboardInterrupt by default)
-            return CheckResult(UNKNOWN, reason=REASON_INTERRUPTED)
-        if t.is_alive():
-            COUNTERS.bump("abandoned_checks")
-            d.fire(options.CLOCK_DEADLINE)
-            f.ctx.interrupt()
-            _forget_fresh(self)
-            return CheckResult(UNKNOWN, reason=REASON_DEADLINE)
-        res = box[0]
-        if isinstance(res, BaseException):
-            raise res
-        return res
 
     def _result(self, s: z3.Solver | z3.Optimize, enc: Encoder, want_model: bool, model_vars: frozenset[str],
                 r: object = None, reason: str = "") -> CheckResult:
@@ -847,7 +855,8 @@ class SolverSession:
         deadline-bounded check per constraint of the core: Z3's own ``core.minimize`` runs
         inside ``unsat_core()``, where no watchdog reaches it (it took 3.4 s past a 1 s
         deadline on 11 constraints with nested mods). When the deadline comes first, the core
-        found so far is returned: a conflict still, perhaps not a minimal one.
+        found so far is returned: a conflict still, perhaps not a minimal one; None when Z3 did
+        not stop at the deadline (:func:`give_up_at_deadline`).
         """
         enc = Encoder(z3.Context())
         COUNTERS.bump("fresh_contexts")
@@ -876,28 +885,35 @@ class SolverSession:
             if isinstance(a, Var):
                 track(f"!v:{a.name}", f"{a.name} >= 1 (dimension variable)", enc.vars[a.name] >= 1)
         s.add(*enc.axioms_of(a for a in atoms if not isinstance(a, Var)), *goals)
-        COUNTERS.bump("solver_checks")
-        r, _ = run_check(s, enc.ctx, tracked)
-        if r != z3.unsat:
-            return None
-        # deletion: a fact whose removal leaves the rest satisfiable is needed (and stays needed
-        # in every smaller unsatisfiable subset); a removal that stays unsat shrinks the rest to
-        # the new core
-        needed: list[z3.BoolRef] = []
-        rest = list(s.unsat_core())
-        while rest:
-            b = rest.pop()
+
+        def search() -> list[str] | None:
             COUNTERS.bump("solver_checks")
-            r, reason = run_check(s, enc.ctx, needed + rest)
-            if r == z3.unsat:
-                kept = {x.get_id() for x in s.unsat_core()}
-                rest = [x for x in rest if x.get_id() in kept]
-            elif reason == REASON_DEADLINE:
-                needed += [b, *rest]  # out of time: a conflict still, perhaps not minimal
-                break
-            else:
-                needed.append(b)
-        return [labels[str(b)] for b in needed]
+            r, _ = run_check(s, enc.ctx, tracked)
+            if r != z3.unsat:
+                return None
+            # deletion: a fact whose removal leaves the rest satisfiable is needed (and stays needed
+            # in every smaller unsatisfiable subset); a removal that stays unsat shrinks the rest to
+            # the new core
+            needed: list[z3.BoolRef] = []
+            rest = list(s.unsat_core())
+            while rest:
+                b = rest.pop()
+                COUNTERS.bump("solver_checks")
+                r, reason = run_check(s, enc.ctx, needed + rest)
+                if r == z3.unsat:
+                    kept = {x.get_id() for x in s.unsat_core()}
+                    rest = [x for x in rest if x.get_id() in kept]
+                elif reason == REASON_DEADLINE:
+                    needed += [b, *rest]  # out of time: a conflict still, perhaps not minimal
+                    break
+                else:
+                    needed.append(b)
+            return [labels[str(b)] for b in needed]
+
+        try:  # Z3 may go on past the interrupt (9 s in explain of a 9,181-term power): given up then
+            return give_up_at_deadline(enc.ctx, search)
+        except GivenUp:
+            return None  # no conflict found in time
 
     def _optimizer(self, enc: Encoder, terms: list, goals: list[z3.BoolRef], atoms: set[Atom]) -> z3.Optimize:
         COUNTERS.bump("solvers_created")

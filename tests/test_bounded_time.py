@@ -94,11 +94,14 @@ def test_thousand_variable_explain_within_deadline():
     timed(smtdims.explain, ALT_SUM, "<=", "7", constraints=["x0 <= 5"], deadline=DEADLINE)
 
 
-def test_nonlinear_division_check_stops_at_the_deadline():
-    """Z3 ignored ctx.interrupt() here for 1-8 s; the check is now given up just past the deadline."""
-    for _ in range(2):  # deadline-shaped answers are not cached: both calls do the work
+def test_nonlinear_division_check_within_deadline():
+    """Z3's default strategy ignored ctx.interrupt() here for 1-8 s; smtdims' nonlinear strategy
+    (smt.nonlinear_tactic) proves the exact answer in milliseconds: every valuation has b = 2 and
+    a >= 3 (a = 1 meets neither constraint), where floordiv(a - 3, a - 2) is 0."""
+    for _ in range(2):  # were an answer deadline-shaped, it would not be cached: both calls do the work
         b = timed(smtdims.bounds, "floordiv(a - 3, a - 2)", constraints=NONLINEAR, deadline=DEADLINE)
-        assert b.lo <= -1 and b.hi >= 0  # sound whatever was proven: a = 1 gives 2, a = 3 gives 0
+        assert b.lo <= 0 <= b.hi  # sound: (a, b, c) = (4, 2, 3) meets the constraints, value 0
+        assert smtdims.decide("b", "==", "2", constraints=NONLINEAR).status == "true"
 
 
 def test_low_degree_nonlinear_check_that_ignores_the_interrupt_is_given_up():
