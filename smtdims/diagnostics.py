@@ -25,7 +25,7 @@ from .options import REASON_DEADLINE
 from .reasoner import Session
 from .render import left_align
 from .results import _fmt_bound, _json_bound, limits_in_force, unknown_advice
-from .smt import COUNTERS, SAT, UNSAT, Encoder, make_solver, model_int, run_check
+from .smt import COUNTERS, SAT, UNSAT, Encoder, GivenUp, give_up_at_deadline, make_solver, model_int, run_check
 
 
 @dataclass(frozen=True)
@@ -264,6 +264,7 @@ class _Implications:
         self.labels.update({str(b): f"{v} >= 1 (dimension variable)" for v, b in self.dims.items()})
         self.solver = self._solver(range(len(self.terms)))
         self.stopped = False  # the deadline passed: later questions are not asked
+        self.nonlinear = not cs.is_linear()
         self._zero: dict[Expr, z3.BoolRef] = {}
 
     def set_points(self, points: list[dict[str, int]]) -> None:
@@ -332,7 +333,19 @@ class _Implications:
     def _check(self, assumptions: list[z3.BoolRef], solver: _Solvers | None = None) -> tuple[object, str]:
         COUNTERS.bump("solver_checks")
         s = solver if solver is not None else self.solver
-        r, reason = s.check(assumptions)
+        return self._given_up_or(lambda: s.check(assumptions))
+
+    def _given_up_or(self, check: Any) -> tuple[object, str]:
+        """``check()``; for a nonlinear set, in a thread given up past the deadline (Z3 may ignore the
+        interrupt there, :func:`~smtdims.smt.give_up_at_deadline`). After that nothing here touches the
+        context again: every caller stops at ``stopped`` or at the passed deadline."""
+        if self.stopped:
+            return z3.unknown, REASON_DEADLINE
+        try:
+            r, reason = give_up_at_deadline(self.ctx, check) if self.nonlinear else check()
+        except GivenUp as stop:
+            r, reason = z3.unknown, stop.reason
+            self.stopped = True
         if reason == REASON_DEADLINE:
             self.stopped = True
         return r, reason
@@ -412,10 +425,7 @@ class _Implications:
 
     def _check_with(self, s: z3.Solver) -> tuple[object, str]:
         COUNTERS.bump("solver_checks")
-        r, reason = run_check(s, self.ctx)
-        if reason == REASON_DEADLINE:
-            self.stopped = True
-        return r, reason
+        return self._given_up_or(lambda: run_check(s, self.ctx))
 
     def guards_a_divisor(self, i: int, kept: list[int]) -> bool:
         """Whether constraint ``i`` keeps a divisor of another kept constraint nonzero.

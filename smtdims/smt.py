@@ -15,7 +15,9 @@ Two solvers answer checks:
 - nonlinear checks run in a context of their own, created for the question and
   dropped after it (:class:`Fresh`): Z3's nonlinear search depends on the terms and
   ids already in a context, so a shared context made answers depend on the history
-  of the process. A fresh context costs about 2 ms.
+  of the process. A fresh context costs about 2 ms. Their strategy is
+  :func:`nonlinear_tactic`, not Z3's default, whose stages read the process's memory
+  and the clock.
 
 Every check carries the question's deadline: the watchdog interrupts it when the
 deadline passes (see :mod:`smtdims.options`).
@@ -309,8 +311,10 @@ _CONTEXT: list[z3.Context] = []
 def _after_fork_in_child() -> None:
     """A forked child gets a shared context of its own on first use: a thread of the parent may have
     been inside a check in the old one (a solver pushed, never popped), and sessions rebuild their
-    solvers in a new context by themselves (see :func:`retire_shared`)."""
+    solvers in a new context by themselves (see :func:`retire_shared`). Given-up checks of the
+    parent do not run in the child: they no longer count against ``MAX_ORPHANS``."""
     _CONTEXT.clear()
+    _ORPHANS.clear()
 
 
 if hasattr(os, "register_at_fork"):
