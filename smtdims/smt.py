@@ -602,6 +602,25 @@ class GivenUp(Exception):
         self.reason = reason
 
 
+def _dec_ref_from_any_thread(ctx: z3.Context) -> bool:
+    """Let ``ctx``'s objects be released from any thread (Z3 queues the release for the thread that
+    next calls into the context); False where this Z3 cannot (a single-threaded build).
+
+    Needed once work in ``ctx`` runs in another thread: Python releases a Z3 object (``__del__``,
+    ``Z3_dec_ref``) in whichever thread drops its last reference, and a given-up check still runs
+    when the caller drops the formulas it built. Without the queue, that release races with the
+    check's own reference counting on the same terms.
+    """
+    if getattr(ctx, "_smtdims_any_thread", False):
+        return True
+    try:
+        z3.Z3_enable_concurrent_dec_ref(ctx.ref())
+    except z3.Z3Exception:
+        return False
+    ctx._smtdims_any_thread = True  # type: ignore[attr-defined]
+    return True
+
+
 def give_up_at_deadline(ctx: z3.Context, work: Callable[[], _T]) -> _T:
     """``work()`` (Z3 calls in ``ctx`` only) in a thread that the question gives up ``ABANDON_GRACE``
     seconds past its deadline, when Z3 ignores the watchdog's interrupt; :class:`GivenUp` then.
@@ -618,11 +637,11 @@ def give_up_at_deadline(ctx: z3.Context, work: Callable[[], _T]) -> _T:
     (main thread): a handler of ours notes it and interrupts the work (Z3 takes no SIGINT in another
     thread), then Python's own handler runs, as after a check Z3 cut in the caller's thread
     (:func:`run_check`): KeyboardInterrupt by default; a handler that does not raise gives
-    ``GivenUp("interrupted")``. Without a deadline, or with ``MAX_ORPHANS`` given-up threads still
-    running, ``work()`` runs in the caller's thread.
+    ``GivenUp("interrupted")``. Without a deadline, with ``MAX_ORPHANS`` given-up threads still
+    running, or where Z3 cannot release objects from any thread, ``work()`` runs in the caller's thread.
     """
     d = options.active_deadline()
-    if d is None or len(_ORPHANS) >= MAX_ORPHANS:
+    if d is None or len(_ORPHANS) >= MAX_ORPHANS or not _dec_ref_from_any_thread(ctx):
         return work()
     box: list = []
     run = contextvars.copy_context().run  # the question's deadline and options, in the thread
