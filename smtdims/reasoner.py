@@ -141,6 +141,7 @@ def stats() -> dict[str, Any]:
         "fresh_contexts": COUNTERS.fresh_contexts,
         "deadline_hits": COUNTERS.deadline_hits,
         "abandoned_checks": COUNTERS.abandoned_checks,
+        "skipped_checks": COUNTERS.skipped_checks,
         "cache_hits": STATS.cache_hits,
     }
 

@@ -29,7 +29,7 @@ def unknown_advice(reason: str, budget: int | None = None, deadline: float | Non
     ``budget``/``deadline``: the limits in force for that answer (``Decision.budget``...);
     the current ones when not given.
     """
-    from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE
+    from .options import REASON_BUDGET, REASON_BUSY, REASON_DEADLINE, REASON_INCOMPLETE
 
     now_budget, now_deadline = limits_in_force()
     budget = now_budget if budget is None else budget
@@ -42,6 +42,11 @@ def unknown_advice(reason: str, budget: int | None = None, deadline: float | Non
         return (f"the question hit its deadline ({deadline:g} s, a wall-clock limit, not the budget); raise it "
                 "with deadline=SECONDS (per call), smtdims.install(deadline=SECONDS), "
                 "smtdims.options.scoped(deadline=SECONDS) or --deadline SECONDS on the command line")
+    if reason == REASON_BUSY:
+        return ("a solver check was not started: earlier questions left checks that Z3 does not stop at their "
+                "deadline, and while several of those still run smtdims starts no new ones (a hang otherwise); "
+                "the answer depends on the process's state (deterministic=False): ask again later, or in a new "
+                "process")
     if reason == REASON_INCOMPLETE or not reason:
         return ("the solver gave up (integer arithmetic with products of variables is undecidable in general; "
                 f"Z3 rlimit {budget} per check); a larger budget (budget=N, --budget N) or a constraint that "
@@ -264,10 +269,11 @@ class Decision:
 
     @property
     def deterministic(self) -> bool:
-        """False when the deadline (a clock) shaped the answer: then it is not cached, and may differ."""
-        from .options import REASON_DEADLINE
+        """False when a clock (the deadline, Ctrl-C) or the process's state (checks given up earlier
+        still running) shaped the answer: then it is not cached, and may differ."""
+        from .options import REASON_BUSY, REASON_DEADLINE, REASON_INTERRUPTED
 
-        return self.reason != REASON_DEADLINE
+        return self.reason not in (REASON_DEADLINE, REASON_BUSY, REASON_INTERRUPTED)
 
     @property
     def value(self) -> bool | None:

@@ -218,3 +218,25 @@ def test_check_constraints_gives_up_a_nonlinear_check_past_the_deadline(monkeypa
                                        deadline=DEADLINE)
     assert time.monotonic() - t < DEADLINE + SLACK
     assert started and report.reason == "deadline"
+
+
+def test_no_check_starts_while_given_up_checks_still_run(monkeypatch):
+    """Found by the large fuzz: with MAX_ORPHANS given-up checks still running (Z3 enumerating the
+    factorisations of a 108-factor monomial ignores the interrupt for good), the next check ran in
+    the caller's thread and hung it. Now it is not started: "unknown", reason busy, clock-shaped."""
+    import threading
+
+    from smtdims import smt
+
+    stuck = [threading.Thread(target=lambda: None) for _ in range(smt.MAX_ORPHANS)]
+    monkeypatch.setattr(smt, "_ORPHANS", set(stuck))
+    before = smt.COUNTERS.skipped_checks
+    q = ("a*a - 2*a*b + b*b", ">=", "0")  # (a - b)^2 >= 0: only the nonlinear solver proves it
+    t = time.monotonic()
+    d = smtdims.decide(*q, deadline=DEADLINE, budget=123_457)
+    assert time.monotonic() - t < DEADLINE + SLACK
+    assert (d.status, d.reason.split(":")[0], d.deterministic) == ("unknown", "busy", False)
+    assert smt.COUNTERS.skipped_checks > before
+    monkeypatch.setattr(smt, "_ORPHANS", set())
+    again = smtdims.decide(*q, deadline=DEADLINE, budget=123_457)
+    assert (again.status, again.deterministic) == ("true", True)  # nothing of the busy answer was kept
