@@ -326,7 +326,8 @@ if hasattr(os, "register_at_fork"):
 def shared_context() -> z3.Context:
     with Z3_LOCK:
         if not _CONTEXT:
-            _CONTEXT.append(z3.Context())
+            with z3_work():
+                _CONTEXT.append(z3.Context())
         return _CONTEXT[0]
 
 
@@ -365,7 +366,11 @@ def make_solver(ctx: z3.Context, budget: int, *, fast: bool = False, nonlinear: 
     """A solver with the budget and a fixed seed; ``fast``: the older arithmetic solver, time-limited;
     ``nonlinear``: for one check without assumptions of a nonlinear formula (:func:`nonlinear_tactic`)."""
     COUNTERS.bump("solvers_created")
-    s = nonlinear_tactic(ctx).solver() if nonlinear else z3.Solver(ctx=ctx)
+    if nonlinear:
+        with z3_work():
+            s = nonlinear_tactic(ctx).solver()
+    else:
+        s = z3.Solver(ctx=ctx)
     s.set("rlimit", budget)
     s.set("random_seed", 0)
     if fast:
@@ -507,6 +512,18 @@ def _gate_leave() -> None:
             _GATE.notify_all()
 
 
+@contextmanager
+def z3_work() -> Iterator[None]:
+    """Z3 work outside a check (a new context, the encoding of its constraints, a strategy) under the
+    fork gate too: a fork in the middle of such calls copied a mutex Z3 held (1 child of 20 hung in
+    ``Z3_mk_context_rc`` with another thread building a fresh context)."""
+    _gate_enter()
+    try:
+        yield
+    finally:
+        _gate_leave()
+
+
 def _before_fork() -> None:
     with _GATE:
         _GATE_STATE["forking"] = True
@@ -578,11 +595,12 @@ class Fresh:
 
     def __init__(self, constraints: ConstraintSet):
         COUNTERS.bump("fresh_contexts")
-        self.ctx = z3.Context()
-        self.enc = Encoder(self.ctx)
-        self.terms, self.atoms = self.enc.collect(
-            lambda e: [e.constraint(c) for c in constraints], sorted(constraints.variables())
-        )
+        with z3_work():
+            self.ctx = z3.Context()
+            self.enc = Encoder(self.ctx)
+            self.terms, self.atoms = self.enc.collect(
+                lambda e: [e.constraint(c) for c in constraints], sorted(constraints.variables())
+            )
 
 
 _QUESTION = threading.local()
