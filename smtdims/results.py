@@ -259,21 +259,27 @@ class Decision:
     budget: int | None = field(default=None, compare=False)  # the limits in force for this answer
     deadline: float | None = field(default=None, compare=False)
     _context: Any = field(default=None, repr=False, compare=False)
+    _clock: str | None = field(default=None, repr=False, compare=False)  # what shaped it, if a clock did
 
     def __post_init__(self) -> None:
+        from .options import clocked
+
         budget, deadline = limits_in_force()
         if self.budget is None:
             object.__setattr__(self, "budget", budget)
         if self.deadline is None:
             object.__setattr__(self, "deadline", deadline)
+        if self._clock is None:
+            object.__setattr__(self, "_clock", clocked())  # the question's, when built inside one
 
     @property
     def deterministic(self) -> bool:
-        """False when a clock (the deadline, Ctrl-C) or the process's state (checks given up earlier
-        still running) shaped the answer: then it is not cached, and may differ."""
+        """False when a clock (the deadline, Ctrl-C, ISL's call limit, the fast solver's timeout) or the
+        process's state (checks given up earlier still running) shaped the answer: then it is not
+        cached, and may differ. The final reason alone missed a clock that shaped the path to it."""
         from .options import REASON_BUSY, REASON_DEADLINE, REASON_INTERRUPTED
 
-        return self.reason not in (REASON_DEADLINE, REASON_BUSY, REASON_INTERRUPTED)
+        return self._clock is None and self.reason not in (REASON_DEADLINE, REASON_BUSY, REASON_INTERRUPTED)
 
     @property
     def value(self) -> bool | None:
@@ -297,7 +303,7 @@ class Decision:
 
     def to_dict(self) -> dict[str, Any]:
         # Not asdict(): it would deep-copy _context, which holds a session and its lock.
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_context"}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
         d["constraints"] = list(self.constraints)
         d["value"] = self.value
         d["deterministic"] = self.deterministic

@@ -183,3 +183,16 @@ def test_nonlinear_checks_do_not_read_the_process_memory():
     allocation: "unknown" after 30,057 units alone, "unsat" after 7,809 next to 80 MB of other contexts.
     The strategy smtdims uses must do the same work, unit for unit, whatever else the process holds."""
     assert _nonlinear_check_cost(0) == _nonlinear_check_cost(80) == _nonlinear_check_cost(160)
+
+
+def test_a_decision_shaped_by_a_clock_is_not_deterministic():
+    """A clock that shaped the path to a decision (the fast solver's timeout, ISL's call limit, checks
+    not started while given-up ones run) makes it clock-shaped, whatever its final reason says (the
+    reason alone was read: such decisions were reported deterministic)."""
+    from smtdims.results import Decision
+
+    with options.scoped(deadline=5), options.question():
+        options.mark_clocked(options.CLOCK_FAST_SOLVER)
+        shaped = Decision("a", ">=", "1", "unknown", reason="budget")
+    assert not shaped.deterministic and "_clock" not in shaped.to_dict()
+    assert Decision("a", ">=", "1", "unknown", reason="budget").deterministic  # no clock outside a question
