@@ -635,7 +635,7 @@ def _dec_ref_from_any_thread(ctx: z3.Context) -> bool:
         return True
     try:
         z3.Z3_enable_concurrent_dec_ref(ctx.ref())
-    except z3.Z3Exception:
+    except (z3.Z3Exception, AttributeError):  # AttributeError: a z3-solver without the call
         return False
     ctx._smtdims_any_thread = True  # type: ignore[attr-defined]
     return True
