@@ -25,7 +25,18 @@ from .options import REASON_DEADLINE
 from .reasoner import Session
 from .render import left_align
 from .results import _fmt_bound, _json_bound, limits_in_force, unknown_advice
-from .smt import COUNTERS, SAT, UNSAT, Encoder, GivenUp, give_up_at_deadline, make_solver, model_int, run_check
+from .smt import (
+    COUNTERS,
+    SAT,
+    UNSAT,
+    Encoder,
+    GivenUp,
+    give_up_at_deadline,
+    make_solver,
+    minimise_by_deletion,
+    model_int,
+    run_check,
+)
 
 
 @dataclass(frozen=True)
@@ -392,18 +403,7 @@ class _Implications:
         # holds only the facts left (a core is a few constraints; the whole set is hundreds)
         index = {self.on[k].get_id(): k for k in kept}
         small = self._solver(sorted({i, *(index[b.get_id()] for b in rest if b.get_id() in index)}))
-        needed: list[z3.BoolRef] = []
-        while rest:
-            b = rest.pop()
-            r, reason = self._check([*needed, *rest, self.off[i]], small)
-            if r == z3.unsat:
-                core = {x.get_id() for x in small.unsat_core()}
-                rest = [x for x in rest if x.get_id() in core]
-            elif reason == REASON_DEADLINE:
-                needed += [b, *rest]  # out of time: a support still, perhaps not minimal
-                break
-            else:
-                needed.append(b)
+        needed = minimise_by_deletion(rest, lambda facts: self._check([*facts, self.off[i]], small), small.unsat_core)
         texts = [self.labels[str(b)] for b in needed]
         order = {c.text: k for k, c in reversed(list(enumerate(self.items)))}
         user = sorted({t for t in texts if t in order}, key=order.__getitem__)

@@ -614,6 +614,30 @@ MAX_ORPHANS = 4  # given-up checks still running: past this, no check in a conte
 _ORPHANS: set[threading.Thread] = set()
 
 
+def minimise_by_deletion(rest: list[z3.BoolRef], check: Callable[[list[z3.BoolRef]], tuple[object, str]],
+                         core: Callable[[], Iterable[z3.BoolRef]]) -> list[z3.BoolRef]:
+    """A minimal unsatisfiable subset of the assumptions ``rest`` (an unsat core), by deletion.
+
+    A fact whose removal leaves the rest satisfiable is needed (and stays needed in every smaller
+    unsatisfiable subset); a removal that stays unsat shrinks the rest to ``core()``, the new core.
+    ``check(facts)`` is one deadline-bounded check under those assumptions; when the deadline stops
+    it, what is left is kept: still unsatisfiable, perhaps not minimal.
+    """
+    needed: list[z3.BoolRef] = []
+    while rest:
+        b = rest.pop()
+        r, reason = check(needed + rest)
+        if r == z3.unsat:
+            kept = {x.get_id() for x in core()}
+            rest = [x for x in rest if x.get_id() in kept]
+        elif reason == REASON_DEADLINE:
+            needed += [b, *rest]
+            break
+        else:
+            needed.append(b)
+    return needed
+
+
 class GivenUp(Exception):
     """The question stopped waiting for Z3 work (:func:`give_up_at_deadline`); ``reason``: deadline / interrupted."""
 
@@ -942,23 +966,11 @@ class SolverSession:
             r, _ = run_check(s, enc.ctx, tracked)
             if r != z3.unsat:
                 return None
-            # deletion: a fact whose removal leaves the rest satisfiable is needed (and stays needed
-            # in every smaller unsatisfiable subset); a removal that stays unsat shrinks the rest to
-            # the new core
-            needed: list[z3.BoolRef] = []
-            rest = list(s.unsat_core())
-            while rest:
-                b = rest.pop()
+            def check(facts: list[z3.BoolRef]) -> tuple[object, str]:
                 COUNTERS.bump("solver_checks")
-                r, reason = run_check(s, enc.ctx, needed + rest)
-                if r == z3.unsat:
-                    kept = {x.get_id() for x in s.unsat_core()}
-                    rest = [x for x in rest if x.get_id() in kept]
-                elif reason == REASON_DEADLINE:
-                    needed += [b, *rest]  # out of time: a conflict still, perhaps not minimal
-                    break
-                else:
-                    needed.append(b)
+                return run_check(s, enc.ctx, facts)
+
+            needed = minimise_by_deletion(list(s.unsat_core()), check, s.unsat_core)
             return [labels[str(b)] for b in needed]
 
         try:  # Z3 may go on past the interrupt (9 s in explain of a 9,181-term power): given up then
