@@ -90,10 +90,15 @@ def z3_eval(script: str) -> list[str]:
     get-objectives, get-unsat-core); any ``(error ...)`` fails the test. One fresh context each:
     declarations would clash otherwise (and the context must outlive the call)."""
     ctx = z3.Context()
+    rlimit = z3.get_param("rlimit")
     try:
         out = z3.Z3_eval_smtlib2_string(ctx.ref(), script)
     except z3.Z3Exception as err:  # raised when the script printed an (error ...)
         raise AssertionError(f"z3 reported an error: {err}\n{script}") from None
+    finally:
+        # the script's (set-option :rlimit N) sets Z3's process-wide default: with 50 left there,
+        # later checks of other tests in this process stopped after 50 units of their own
+        z3.set_param("rlimit", int(rlimit))
     assert "(error" not in out, out
     return out
 
