@@ -159,7 +159,7 @@ def _check_constraints(cs: ConstraintSet) -> ConstraintReport:
     imp = _Implications(cs, budget) if cs.constraints else None
     unguarded = imp.unguarded_divisor() if imp is not None else None
     if unguarded is not None:
-        raise PossibleDivisionByZeroError(*unguarded)
+        raise PossibleDivisionByZeroError(*unguarded, options.clocked())
     linear = cs.is_linear()
     res = session.solver.check(lambda enc: [], linear=linear, model_vars=cs.variables())
     texts = tuple(c.text for c in cs)

@@ -6,6 +6,10 @@ from __future__ import annotations
 class SmtdimsError(Exception):
     """Base class for every error smtdims raises on purpose."""
 
+    #: False when a clock shaped the refusal (a check cut by the deadline, or not started while the
+    #: solver was busy): the same call may be answered when asked again, as ``Decision.deterministic``.
+    deterministic: bool = True
+
 
 class ParseError(SmtdimsError, ValueError):
     """Malformed expression or constraint text; ``position`` indexes into ``text``."""
@@ -32,12 +36,15 @@ class UnsatisfiableConstraintsError(SmtdimsError, ValueError):
 class PossibleDivisionByZeroError(SmtdimsError, ValueError):
     """A ``floordiv``/``mod`` divisor can be 0 under the constraints (an error in JAX too)."""
 
-    def __init__(self, divisor: str, witness: dict[str, int] | None):
+    def __init__(self, divisor: str, witness: dict[str, int] | None, clock: str | None = None):
         self.divisor = divisor
         self.witness = witness
+        # a valuation where it is 0 is a fact; "not proven nonzero" under a clock may change
+        self.deterministic = witness is not None or clock is None
         at = f" (for example at {format_valuation(witness)})" if witness else ""
+        why = "" if self.deterministic else f" (not proven nonzero before a clock stopped the check: {clock})"
         super().__init__(
-            f"possible division by zero: divisor '{divisor}' can be 0{at}; "
+            f"possible division by zero: divisor '{divisor}' can be 0{at}{why}; "
             "add a constraint that keeps it nonzero, e.g. '" + divisor + " >= 1'"
         )
 

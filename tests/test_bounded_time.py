@@ -237,6 +237,37 @@ def test_no_check_starts_while_given_up_checks_still_run(monkeypatch):
     assert time.monotonic() - t < DEADLINE + SLACK
     assert (d.status, d.reason.split(":")[0], d.deterministic) == ("unknown", "busy", False)
     assert smt.COUNTERS.skipped_checks > before
+    b = smtdims.bounds("a*a - 2*a*b + b*b", deadline=DEADLINE, budget=123_457)
+    assert not b.lo_tight and (b.reason, b.deterministic) == ("busy", False)
+    # found by the fresh-vs-warm fuzz: a satisfiability gate not run must not pass as a deterministic
+    # answer in a scope that no valuation satisfies (fresh: UnsatisfiableConstraintsError)
+    unsat = ["2*b == -4*a*b - 14*c"]
+    vacuous = smtdims.decide("3*c", ">=", "c", constraints=unsat, deadline=DEADLINE, budget=123_457)
+    assert not vacuous.deterministic
+    # and a divisor gate not run is a refusal that says it may change (fresh: exact bounds (0, 0))
+    with pytest.raises(smtdims.PossibleDivisionByZeroError) as refused:
+        smtdims.bounds("floordiv(a - 3, a - 2)", constraints=NONLINEAR, deadline=DEADLINE, budget=123_457)
+    assert not refused.value.deterministic and "busy" in str(refused.value)
     monkeypatch.setattr(smt, "_ORPHANS", set())
+    assert smtdims.bounds("floordiv(a - 3, a - 2)", constraints=NONLINEAR, deadline=DEADLINE,
+                          budget=123_457) == (0, 0)
+    with pytest.raises(smtdims.UnsatisfiableConstraintsError):
+        smtdims.decide("3*c", ">=", "c", constraints=unsat, deadline=DEADLINE, budget=123_457)
     again = smtdims.decide(*q, deadline=DEADLINE, budget=123_457)
     assert (again.status, again.deterministic) == ("true", True)  # nothing of the busy answer was kept
+
+
+@pytest.mark.parametrize("call", ["decide", "bounds", "explain"])
+def test_high_degree_power_checks_stop_when_given_up(call):
+    """Z3's nonlinear core never stopped on a monomial of 108 equal factors, interrupt or not: each
+    given-up check of ``(-b + 1)^108 + a*b*c`` ran on for good (3 after three calls, 30 s later) and
+    past four of them no check could start (``busy``). Powers are now products of defined squares:
+    the given-up checks end soon after the interrupt."""
+    from smtdims import smt
+
+    args = ("(-b + 1)^108 + a*b*c",) if call == "bounds" else ("(-b + 1)^108 + a*b*c", ">=", "1")
+    timed(getattr(smtdims, call), *args, deadline=DEADLINE)
+    end = time.monotonic() + 20  # generous: a loaded machine; before the change they never ended
+    while smt._ORPHANS and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not smt._ORPHANS, f"{len(smt._ORPHANS)} given-up checks still run 20 s later"
