@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from fuzz_tool import FUZZ
 
 CALLS = [0]  # questions answered by this process (a fork starts from the server's count: 0)
@@ -61,9 +62,10 @@ def test_history_dependent_answer_is_counted_and_fails(capsys):
     capsys.readouterr()
 
 
-def test_crash_and_clock_shaped_are_counted_apart():
+@pytest.mark.parametrize("concurrent", [False, True])
+def test_crash_and_clock_shaped_are_counted_apart(concurrent):
     rep = FUZZ.fresh_vs_warm(6, seed=2, scales=(1.0,), warmup=0, chunk=6, answer="test_fuzz_fvw:flaky_answer",
-                             progress=0)
+                             progress=0, concurrent=concurrent)
     assert rep["crashes"] == 1 and rep["server_restarts"]["warm"] == 1
     assert "died" in rep["examples"]["crashes"][0]["fresh"]["error"]
     assert rep["clock_shaped"] == 1 and rep["clock_shaped_differ"] == 1

@@ -50,6 +50,7 @@ import json
 import os
 import random
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -962,7 +963,8 @@ def fvw_answer(q: dict) -> dict:
                                deadline=q["deadline"])
             ans = {"kind": "decision", "status": d.status, "deterministic": d.deterministic, "reason": d.reason}
     except smtdims.SmtdimsError as err:  # a refusal is an answer too, and must not depend on history
-        ans = {"kind": "error", "error": type(err).__name__, "message": str(err)[:300], "deterministic": True}
+        ans = {"kind": "error", "error": type(err).__name__, "message": str(err)[:300],
+               "deterministic": err.deterministic}
     except Exception as err:
         ans = {"kind": "crash", "error": f"{type(err).__name__}: {str(err)[:300]}",
                "traceback": traceback.format_exc(limit=6)[-1500:]}
@@ -1213,14 +1215,17 @@ def _pct(xs: list[float]) -> dict:
 
 def fresh_vs_warm(n: int, seed: int = 0, *, scales: tuple[float, ...] = FVW_SCALES, deadline: float | None = None,
                   large_share: float = 0.1, warmup: int = 100, jobs: int = 1, chunk: int = 100,
-                  time_limit: float = 0, answer: str = "", progress: float = 60.0, diagnose: bool = True) -> dict:
+                  time_limit: float = 0, answer: str = "", progress: float = 60.0, diagnose: bool = True,
+                  concurrent: bool = False) -> dict:
     """Ask ``n`` questions, each at every budget scale, fresh and warm; compare the answers.
 
     The warm process answers all (question, budget) pairs in one shuffled order (not the order of
     generation; budgets interleaved; whole questions per chunk), chunk by chunk, and the fresh server
     forks once per pair of the same chunk. ``time_limit`` stops before a chunk that would start past it. ``answer``: a
     ``module:function`` to ask instead of :func:`fvw_answer` (the tests feed it a history-dependent one).
-    ``diagnose``: replay each differing answer in fresh forks (:func:`_fvw_diagnose`).
+    ``diagnose``: replay each differing answer in fresh forks (:func:`_fvw_diagnose`). ``concurrent``:
+    the warm process answers a chunk while the fresh forks answer it (half the wall time on two cores;
+    each side still answers one question at a time).
     """
     from smtdims import options
 
@@ -1276,8 +1281,25 @@ def fresh_vs_warm(n: int, seed: int = 0, *, scales: tuple[float, ...] = FVW_SCAL
                 break
             batch = [items[i] for i in order[c0:c0 + chunk]]
             history.extend(batch)
-            fa = list(fresh.ask(batch))
-            wa = list(warm.ask(batch))
+            if concurrent:
+                box: list = []
+
+                def warm_side(b: list[dict] = batch) -> None:
+                    try:
+                        box.append(list(warm.ask(b)))
+                    except BaseException as err:  # noqa: BLE001 - re-raised in the driver's thread
+                        box.append(err)
+
+                th = threading.Thread(target=warm_side)
+                th.start()
+                fa = list(fresh.ask(batch))
+                th.join()
+                if isinstance(box[0], BaseException):
+                    raise box[0]
+                wa = box[0]
+            else:
+                fa = list(fresh.ask(batch))
+                wa = list(warm.ask(batch))
             warm_answers.extend(wa)
             for item, f, w in zip(batch, fa, wa):
                 pos += 1
@@ -1384,6 +1406,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fvw-warmup", type=int, default=100, metavar="N",
                    help="--fresh-vs-warm: unrelated questions the warm process answers first")
     p.add_argument("--fvw-chunk", type=int, default=100, metavar="N", help="--fresh-vs-warm: answers per round trip")
+    p.add_argument("--fvw-concurrent", action="store_true",
+                   help="--fresh-vs-warm: the warm process and the fresh forks answer each chunk at the same time")
     p.add_argument("--fvw-no-diagnose", action="store_true",
                    help="--fresh-vs-warm: do not replay differing answers after the same-constraints history")
     p.add_argument("--fvw-answer", default="", help=argparse.SUPPRESS)  # module:function instead of fvw_answer
@@ -1397,7 +1421,8 @@ def main(argv: list[str] | None = None) -> int:
         report = fresh_vs_warm(args.fresh_vs_warm, args.seed, scales=scales, deadline=args.fvw_deadline,
                                large_share=args.fvw_large_share, warmup=args.fvw_warmup, jobs=args.jobs,
                                chunk=args.fvw_chunk, time_limit=args.time_limit, answer=args.fvw_answer,
-                               progress=args.progress, diagnose=not args.fvw_no_diagnose)
+                               progress=args.progress, diagnose=not args.fvw_no_diagnose,
+                               concurrent=args.fvw_concurrent)
         text = json.dumps(report, indent=1, default=str)
         print(text)
         if args.report:
