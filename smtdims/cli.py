@@ -331,13 +331,14 @@ def smtlib_script(constraints: ConstraintSet, checks: Sequence[tuple[str, Build]
         lines.append("(set-option :produce-unsat-cores true)")
     lines += decls
     var_terms = {str(t): v for v, t in enc.vars.items()}
+    labels = enc.axiom_labels()
     for a in axioms:
         fact = var_terms.get(str(a.arg(0))) if z3.is_ge(a) else None
         if fact is not None:
             lines.append(f"; {fact} >= 1 (dimension variable)")
             lines.append(f"(assert (! {a.sexpr()} :named |v:{fact}|))" if named else f"(assert {a.sexpr()})")
         else:
-            lines.append("; definition of a floordiv/mod by a symbolic divisor (Python semantics)")
+            lines.append(f"; {labels.get(a.get_id(), 'definition')}")
             lines.append(f"(assert {a.sexpr()})")
     for i, (text, t) in enumerate(cons):
         lines.append(f"; constraint: {text}")

@@ -246,8 +246,10 @@ class Encoder:
             self._atoms[key] = t  # type: ignore[index]
             # s >= 0 is implied (a square); stated, it is one linear fact the core need not derive
             self._axioms[key] = [t == root * root, t >= 0]  # type: ignore[index]
+        elif e > 2:
+            self._square(a, e // 2)  # touch the chain below
         else:
-            self._square(a, e // 2) if e > 2 else self.atom(a)  # touch the chain below
+            self.atom(a)
         if self._touched is not None:
             self._touched.add(key)  # type: ignore[arg-type]
         return t
@@ -349,6 +351,20 @@ class Encoder:
     def all_axioms(self) -> list[z3.BoolRef]:
         """Every axiom encoded so far (for self-contained SMT-LIB scripts)."""
         return self.axioms_of(self._axioms)
+
+    def axiom_labels(self) -> dict[int, str]:
+        """What each axiom encoded so far defines, by Z3 id (the comments of SMT-LIB scripts)."""
+        labels: dict[int, str] = {}
+        for key, axioms in self._axioms.items():
+            if isinstance(key, Var):
+                label = f"{key.name} >= 1 (dimension variable)"
+            elif isinstance(key, _Square):
+                label = f"definition of {key.atom}^{key.exp} as a variable (a square of the power below)"
+            else:
+                label = "definition of a floordiv/mod by a symbolic divisor (Python semantics)"
+            for ax in axioms:
+                labels.setdefault(ax.get_id(), label)
+        return labels
 
 
 # One shared Z3 context for the linear solvers of every scope: a context costs memory and

@@ -117,7 +117,8 @@ _EXPECTED_CHECKS = {"true": ["unsat", "sat"], "false": ["sat", "unsat"], "undete
     ["decide", "floordiv(a, b) * b + mod(a, b) == a"],  # true, needs the floordiv/mod definitions
     ["explain", "a >= 9", "-c", "a - b >= 8"],
     ["explain", "b", ">=", "16", "-c", "b <= 100"],
-], ids=["true", "false", "undetermined", "divmod", "explain-true", "explain-undetermined"])
+    ["decide", "a^9 + b", ">=", "2"],  # true; a^9 is a*s8 with defined squares s2, s4, s8
+], ids=["true", "false", "undetermined", "divmod", "explain-true", "explain-undetermined", "power"])
 def test_smtlib_decisions_reproduce_the_answer_in_z3(capsys, argv):
     rc, answer, _ = run(capsys, *argv, "--json")
     status = json.loads(answer)["status"]
@@ -126,6 +127,8 @@ def test_smtlib_decisions_reproduce_the_answer_in_z3(capsys, argv):
     assert script.startswith("; smtdims") and f"; smtdims' answer: {status}" in script
     assert "(set-option :rlimit 2000000)" in script.splitlines()[:10]
     assert check_sats(z3_eval(script)) == _EXPECTED_CHECKS[status]
+    if "^9" in argv[1]:
+        assert status == "true" and "; definition of a^8 as a variable" in script
 
 
 def _objectives(out: str) -> list[str]:
