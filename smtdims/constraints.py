@@ -6,7 +6,7 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .expr import MAX, MIN, Expr, Op, all_variables
+from .expr import MAX, MIN, PARSE_CACHE_TERMS, Expr, Op, all_variables, sized_memo
 from .parser import parse_constraint
 
 
@@ -78,7 +78,7 @@ def _split(diff: Expr) -> list[Expr]:
     return [diff]
 
 
-@functools.lru_cache(maxsize=8192)
+@sized_memo(entries=8192, total=PARSE_CACHE_TERMS, size=lambda parts: sum(len(p.diff.terms) for p in parts))
 def _parts(c: Constraint) -> tuple[Constraint, ...]:
     if c.kind != ">=":
         return (c,)
@@ -89,7 +89,7 @@ def _parts(c: Constraint) -> tuple[Constraint, ...]:
     return tuple(Constraint(d, ">=", c.text) for d in seen)
 
 
-@functools.lru_cache(maxsize=8192)
+@sized_memo(entries=8192, total=PARSE_CACHE_TERMS, size=lambda c: len(c.diff.terms))
 def _parse_cached(text: str) -> Constraint:
     lhs, op, rhs = parse_constraint(text)
     return Constraint.make(lhs, op, rhs, text.strip())

@@ -10,14 +10,17 @@ detection and a cheap test for the linear (Presburger) fragment.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import operator
 import os
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 FLOORDIV = "floordiv"
 MOD = "mod"
@@ -507,6 +510,59 @@ MAX_PRODUCTS = 200_000  # term-by-term products of one multiplication
 # expanded power of 12,000 terms costs megabytes as a key (its text and Z3 terms with it), and asking
 # it again costs less than keeping every such question alive (the large-input fuzz grew to 1.1 GB).
 CACHE_MAX_TERMS = 2_000
+# Terms the text-to-IR memos keep in all (each; about 4 tracked objects a term): a process that parsed
+# many large expressions must not keep them all alive for the garbage collector to walk (SizedMemo).
+PARSE_CACHE_TERMS = 50_000
+
+
+class SizedMemo:
+    """A thread-safe, least-recently-used memo of ``fn(key)`` that keeps at most ``entries`` results of
+    ``total`` terms (``size(result)``) together, none of more than :data:`CACHE_MAX_TERMS`.
+
+    Why not ``functools.lru_cache``: it keeps any result. The parse caches kept 8,192 expanded powers of
+    thousands of terms each: 700,000 tuples alive in a long-running process (a fresh-vs-warm fuzz run),
+    whose every full garbage collection then took 0.3-0.9 s, inside whichever call triggered it (9 of
+    20,000 answers past deadline + 1 s). Parsing such an expression again costs milliseconds.
+    """
+
+    def __init__(self, fn: Callable[[Any], Any], entries: int, total: int, size: Callable[[Any], int]):
+        from .options import fork_safe
+
+        self._fn, self._entries, self._total, self._size = fn, entries, total, size
+        self._data: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self._held = 0  # terms held
+        self._lock = fork_safe(threading.Lock())
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, key: Any) -> Any:
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is not None:
+                self._data.move_to_end(key)
+                return hit[0]
+        value = self._fn(key)  # an exception is not memoised (as with lru_cache)
+        n = self._size(value)
+        if n <= CACHE_MAX_TERMS:
+            with self._lock:
+                if key not in self._data:
+                    self._data[key] = (value, n)
+                    self._held += n
+                while len(self._data) > self._entries or self._held > self._total:
+                    self._held -= self._data.popitem(last=False)[1][1]
+        return value
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self._held = 0
+
+
+def sized_memo(entries: int, total: int, size: Callable[[Any], int]) -> Callable[[Callable[[Any], Any]], SizedMemo]:
+    """Decorator form of :class:`SizedMemo`."""
+    return lambda fn: SizedMemo(fn, entries, total, size)
 
 
 class ExpansionTooLarge(ValueError):

@@ -28,14 +28,13 @@ as in JAX.
 
 from __future__ import annotations
 
-import functools
 import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import ParseError
-from .expr import FLOORDIV, MAX, MOD, OPERATIONS, ExpansionTooLarge, Expr, deep_recursion
+from .expr import FLOORDIV, MAX, MOD, OPERATIONS, PARSE_CACHE_TERMS, ExpansionTooLarge, Expr, deep_recursion, sized_memo
 
 # Deep enough for any real shape, shallow enough for Python's stack.
 MAX_NESTING = 400
@@ -294,7 +293,7 @@ def parse_expr(text: str) -> Expr:
     return _parse_expr(text)
 
 
-@functools.lru_cache(maxsize=8192)
+@sized_memo(entries=8192, total=PARSE_CACHE_TERMS, size=lambda e: len(e.terms))
 def _parse_expr_cached(text: str) -> Expr:
     return _parse_expr(text)
 

@@ -173,6 +173,28 @@ def test_caches_do_not_keep_expanded_powers():
     assert smtdims.bounds(big).lo == 4**30  # answered again, the same
 
 
+def test_parse_memos_hold_a_bounded_number_of_terms():
+    """The text-to-IR memos kept any result (functools.lru_cache, 8,192 entries): after 1,500 fresh-vs-warm
+    fuzz questions 864,000 objects were alive, and each full garbage collection took 0.3-0.9 s inside
+    whichever call triggered it (9 of 20,000 answers past deadline + 1 s). Now a memo keeps at most
+    PARSE_CACHE_TERMS terms in all and no expression past CACHE_MAX_TERMS (286,000 objects)."""
+    from smtdims.constraints import _parse_cached
+    from smtdims.expr import CACHE_MAX_TERMS, PARSE_CACHE_TERMS
+    from smtdims.parser import _parse_expr_cached
+
+    big = "(a + b + c + 1)^30"  # 5,456 terms: parsed, answered, not kept
+    assert smtdims.parse_expr(big) == smtdims.parse_expr(big) and len(smtdims.parse_expr(big).terms) > CACHE_MAX_TERMS
+    assert all(len(v[0].terms) <= CACHE_MAX_TERMS for v in _parse_expr_cached._data.values())
+    for i in range(40):  # 40 distinct expressions of 1,891 terms: more than the memo's total
+        smtdims.parse_expr(f"(a + b + c)^60 + {i}*d")
+        smtdims.Constraint.parse(f"(a + b + c)^60 >= {i}*d")
+    for memo in (_parse_expr_cached, _parse_cached):
+        assert 0 < memo._held <= PARSE_CACHE_TERMS
+        assert memo._held == sum(n for _, n in memo._data.values())
+    first = smtdims.parse_expr("(a + b + c)^60 + 0*d")  # evicted long ago: parsed again, equal
+    assert first == smtdims.parse_expr("(a + b + c)^60 + 0*d")
+
+
 # -- checks Z3 does not stop at the interrupt, in the contexts of unsat cores and constraint diagnostics --
 IGNORED = 6.0  # seconds a simulated check runs whatever the interrupt says
 
