@@ -177,7 +177,7 @@ def test_parse_memos_hold_a_bounded_number_of_terms():
     """The text-to-IR memos kept any result (functools.lru_cache, 8,192 entries): after 1,500 fresh-vs-warm
     fuzz questions 864,000 objects were alive, and each full garbage collection took 0.3-0.9 s inside
     whichever call triggered it (9 of 20,000 answers past deadline + 1 s). Now a memo keeps at most
-    PARSE_CACHE_TERMS terms in all and no expression past CACHE_MAX_TERMS (286,000 objects)."""
+    PARSE_CACHE_TERMS terms in all and no expression past CACHE_MAX_TERMS (287,000 objects)."""
     from smtdims.constraints import _parse_cached
     from smtdims.expr import CACHE_MAX_TERMS, PARSE_CACHE_TERMS
     from smtdims.parser import _parse_expr_cached
