@@ -665,16 +665,13 @@ class Session:
         if by != "presburger" and not (lo.tight and hi.tight) and self.focus(e)._isl_clock_stopped(e):
             options.mark_clocked(options.CLOCK_ISL)  # ISL, late, would have given the exact ends
         deterministic = deterministic and options.clocked() is None  # no clock shaped it
-        reason = None  # Bounds' own: "" when tight, else incomplete, or deadline when a clock shaped it
         if not deterministic:
             STATS.bump("deadline_answers")
-            if not (lo.tight and hi.tight) and options.clocked() in (options.REASON_BUSY, options.REASON_INTERRUPTED):
-                reason = options.clocked()  # a check not started / cut by Ctrl-C: "deadline" would mislead
         return Bounds(
             lo.value, hi.value, expr=str(e), constraints=tuple(c.text for c in self.constraints), answered_by=by,
             context=(self, e), lo_tight=lo.tight, hi_tight=hi.tight,
             lo_witness=self._complete(lo.witness), hi_witness=self._complete(hi.witness),
-            deterministic=deterministic, reason=reason,
+            deterministic=deterministic,
         )
 
     def _bounds(self, e: Expr, proven: Interval | None = None) -> Bounds:

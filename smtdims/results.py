@@ -128,14 +128,16 @@ class Bounds(tuple):
         budget: int | None = None,
         deadline: float | None = None,
     ) -> Bounds:
-        from .options import REASON_DEADLINE, REASON_INCOMPLETE
+        from .options import REASON_BUSY, REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED, clocked
 
         self = super().__new__(cls, (lo, hi))
         object.__setattr__(self, "_context", context)  # (Session, Expr) for explain(); not data
         # False when the deadline cut the search short: then an end may be looser than the budget allows
         object.__setattr__(self, "deterministic", deterministic)
-        if reason is None:  # why an end is not tight: the deadline (a clock), else the budget / incompleteness
-            reason = "" if lo_tight and hi_tight else REASON_INCOMPLETE if deterministic else REASON_DEADLINE
+        if reason is None:  # why an end is not tight: the clock that shaped it, else the budget / incompleteness
+            clock = clocked()  # the question's, when built inside one: a check not started (busy), cut by Ctrl-C
+            reason = ("" if lo_tight and hi_tight else REASON_INCOMPLETE if deterministic
+                      else clock if clock in (REASON_BUSY, REASON_INTERRUPTED) else REASON_DEADLINE)
         now_budget, now_deadline = limits_in_force()
         fields = dict(
             reason=reason, budget=now_budget if budget is None else budget,

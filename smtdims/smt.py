@@ -152,7 +152,7 @@ class Encoder:
         self._divisions: dict[tuple[Expr, Expr], tuple[z3.ArithRef, z3.ArithRef, list[z3.BoolRef]]] = {}
         self._exprs: dict[Expr, tuple[z3.ArithRef, frozenset[Atom]]] = {}  # whole expressions, memoised
         self._powers: dict[tuple[Atom, int], z3.ArithRef] = {}  # a^k for k >= _SHARED_POWER
-        self._squares: list[_Square] = []  # the squares defined so far, in order (their names)
+        self._squares = 0  # squares defined so far (their names)
         self._touched: set[Atom] | None = None
 
     def var(self, name: str) -> z3.ArithRef:
@@ -231,8 +231,7 @@ class Encoder:
                 e <<= 1
             t = self._powers[(a, k)] = factors[0] if len(factors) == 1 else self._nary(z3.Z3_mk_mul, factors)
         elif self._touched is not None:
-            self.atom(a)  # the atom is mentioned again: its axioms are this formula's too
-            self._touched.update(_Square(a, 1 << i) for i in range(1, k.bit_length()))
+            self._square(a, 1 << (k.bit_length() - 1))  # mentioned again: the chain's definitions are this formula's too
         return t
 
     def _square(self, a: Atom, e: int) -> z3.ArithRef:
@@ -241,8 +240,8 @@ class Encoder:
         t = self._atoms.get(key)  # type: ignore[call-overload]
         if t is None:
             root = self.atom(a) if e == 2 else self._square(a, e // 2)
-            t = z3.Int(f"!s{len(self._squares) + 1}", self.ctx)
-            self._squares.append(key)
+            self._squares += 1
+            t = z3.Int(f"!s{self._squares}", self.ctx)
             self._atoms[key] = t  # type: ignore[index]
             # s >= 0 is implied (a square); stated, it is one linear fact the core need not derive
             self._axioms[key] = [t == root * root, t >= 0]  # type: ignore[index]
