@@ -15,7 +15,9 @@ tested range. A JAX whose seam differs fails loudly.
 
 from __future__ import annotations
 
+import dis
 import re
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -332,7 +334,10 @@ def remove_listener(fn: Callable[[dict[str, Any]], None]) -> None:
 def _emit(**event: Any) -> None:
     """Events: ``kind`` ("bounds" | "compare" | "eq"), ``question``, ``answer``, ``answered_by``
     ("stock" | "smtdims"), plus kind-specific keys (``expr``, ``prec``, ``stock``, ``lhs``, ``rhs``,
-    ``proven``, ``scope``). Listener errors are reported as warnings, never raised into JAX."""
+    ``proven``, ``scope``). Listener errors are reported as warnings, never raised into JAX.
+
+    ``eq`` events are the ``==``/``!=`` that code wrote, not the key comparisons of dict/set
+    lookups and JAX's caches (see :func:`_key_comparison`)."""
     for fn in list(_LISTENERS):
         try:
             fn(event)
@@ -479,6 +484,35 @@ def _explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> str:
 
 
 # -- provable equality ----------------------------------------------------------------------------
+_EQ_METHODS = frozenset({"__eq__", "__ne__", "_smt_eq", "_smt_ne"})
+_WRITTEN_COMPARISONS = frozenset(dis.opmap[n] for n in ("COMPARE_OP", "CONTAINS_OP") if n in dis.opmap)
+
+
+def _key_comparison(frame: Any) -> bool:
+    """True when no Python code wrote this ``==``: a dict/set lookup or one of JAX's C++ caches
+    compared keys (an aval's shape against an unrelated entry's, say).
+
+    Such comparisons are not shape decisions (False only routes a lookup), and which of them
+    happen depends on hash values, which Python randomises per process: reporting them made
+    an audit of the same export differ from run to run (``b == 16`` in 5 of 80 runs).
+    The test: walk out of ``__eq__``/``__ne__`` methods (a ShapedArray's ``__eq__`` compares
+    shapes for the cache that called it) and look at the instruction the first other frame
+    is executing: ``==``, ``!=`` and ``in`` are COMPARE_OP/CONTAINS_OP; a call (``dict.get``,
+    a cached function) means the comparison came from C.
+    """
+    if "COMPARE_OP" not in dis.opmap:  # pragma: no cover - an interpreter whose bytecode this does not know
+        return False
+    f = frame
+    while f is not None and f.f_code.co_name in _EQ_METHODS:
+        f = f.f_back
+    if f is None or f.f_lasti < 0:
+        return False
+    try:
+        return f.f_code.co_code[f.f_lasti] not in _WRITTEN_COMPARISONS
+    except IndexError:  # pragma: no cover - a frame not executing bytecode
+        return False
+
+
 def _smt_eq(self: Any, other: Any) -> bool:
     """``==`` that is True when provably equal for every valuation; never raises.
 
@@ -496,7 +530,7 @@ def _smt_eq(self: Any, other: Any) -> bool:
     diff = self - other
     if not isinstance(diff, _DimExpr):
         answer = diff == 0  # a constant difference: JAX's answer is exact
-        if _LISTENERS:
+        if _LISTENERS and not _key_comparison(sys._getframe(1)):
             _emit(kind="eq", question=f"{self} == {other}", lhs=self, rhs=other, answer=answer,
                   proven_equal=answer, answered_by="stock")
         return answer
@@ -507,7 +541,7 @@ def _smt_eq(self: Any, other: Any) -> bool:
     except Exception:  # __eq__ serves hashing: it must never raise
         proven = False
     answer = proven if _EQUALITY[0] else False
-    if _LISTENERS:
+    if _LISTENERS and not _key_comparison(sys._getframe(1)):
         _emit(kind="eq", question=f"{self} == {other}", lhs=self, rhs=other, answer=answer,
               proven_equal=proven, answered_by="smtdims" if _EQUALITY[0] else "stock")
     return answer

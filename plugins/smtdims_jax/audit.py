@@ -340,7 +340,8 @@ class AuditReport:
         tail = ", ".join(f"{n} {k}" for k, n in sorted(flags.items())) or "nothing flagged"
         hidden = self.internal
         more = f"; {hidden} asked inside JAX, not shown" if hidden else ""
-        return f"{self.events} decisions ({len(rs) + hidden} distinct{more}): {tail}"
+        noun = "decision" if self.events == 1 else "decisions"
+        return f"{self.events} {noun} ({len(rs) + hidden} distinct{more}): {tail}"
 
     def _columns(self) -> tuple[str, ...]:
         base = ("flag", "kind", "question", "answer", "by", "n", "where")
