@@ -303,7 +303,9 @@ def test_key_comparisons_of_lookups_are_not_decisions(stock):
         table = {_CollidingKey((16,)): "sixteen"}
         assert table.get(_CollidingKey((b,))) is None  # a lookup: not a decision
         assert table.setdefault(_CollidingKey((b,)), "b") == "b"
-        assert functools.lru_cache(lambda k: k.shape)(_CollidingKey((b,))) == (b,)
+        cached = functools.lru_cache(lambda k: k.shape)
+        assert cached(_CollidingKey((16,))) == (16,) and cached(_CollidingKey((b,))) == (b,)
+        assert cached.cache_info().currsize == 2  # the second call compared its key with the first
     assert report.events == 0 and report.all_records == []
     with audit(show_internal=True) as report:
         assert not (_CollidingKey((b,)) == _CollidingKey((16,)))  # written: through the key's __eq__
