@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import jax
@@ -118,3 +119,36 @@ def test_hash_consequence_documented(installed):
     assert other == b
     cache = {b: "x"}
     assert cache.get(other) in (None, "x")  # either is allowed; nothing raises
+
+
+class _CollidingKey:
+    """A key whose hash always collides, so every lookup compares keys with ``==`` (JAX's C++
+    caches do so whenever part of two hashes agrees, which depends on the hash seed)."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+    def __hash__(self):
+        return 0
+
+    def __eq__(self, other):
+        return self.shape == other.shape
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["stock", "smtdims"])
+def test_lookups_compare_keys_as_stock_does(on):
+    """A lookup gets stock's syntactic answer: a cache hands back the entry of the dimension asked
+    for, never that of another one smtdims proves equal (which would depend on hash luck).
+    The ``==`` that code writes stays provable, also inside a key's ``__eq__``."""
+    try:
+        if on:
+            smtdims.install()
+        c, d = export.symbolic_shape("c, d", constraints=("c >= d", "d >= c"))
+        assert ((c,) == (d,)) is on and (_CollidingKey((c,)) == _CollidingKey((d,))) is on
+        assert {_CollidingKey((c,)): "c"}.get(_CollidingKey((d,))) is None
+        cached = functools.lru_cache(lambda k: k.shape)
+        assert cached(_CollidingKey((c,))) == (c,)
+        assert str(cached(_CollidingKey((d,)))[0]) == "d"
+        assert jax.ShapeDtypeStruct((d,), jnp.float32).shape[0] is d
+    finally:
+        smtdims.uninstall()

@@ -494,7 +494,9 @@ def _key_comparison(frame: Any) -> bool:
 
     Such comparisons are not shape decisions (False only routes a lookup), and which of them
     happen depends on hash values, which Python randomises per process: reporting them made
-    an audit of the same export differ from run to run (``b == 16`` in 5 of 80 runs).
+    an audit of the same export differ from run to run (``b == 16`` in 5 of 80 runs), and a
+    proven True would make a cache's answer depend on that luck. They get stock's answer
+    and are not reported.
     The test: walk out of ``__eq__``/``__ne__`` methods (a ShapedArray's ``__eq__`` compares
     shapes for the cache that called it) and look at the instruction the first other frame
     is executing: ``==``, ``!=`` and ``in`` are COMPARE_OP/CONTAINS_OP; a call (``dict.get``,
@@ -517,8 +519,9 @@ def _smt_eq(self: Any, other: Any) -> bool:
     """``==`` that is True when provably equal for every valuation; never raises.
 
     Stock ``__eq__``'s own steps first (JAX answers exactly when the difference is a
-    constant), so hash-collision lookups in JAX's caches cost what they cost before.
-    Only a symbolic difference, where JAX answers an unproven False, is tried:
+    constant), so hash-collision lookups in JAX's caches cost what they cost before, and
+    a key comparison (:func:`_key_comparison`) gets stock's answer whatever the difference.
+    Only a symbolic difference that code compared, where JAX answers an unproven False, is tried:
     evaluation at known valuations (a nonzero difference at a satisfying point
     refutes), then interval bounds, then Z3, cached per scope.
     """
@@ -536,12 +539,17 @@ def _smt_eq(self: Any, other: Any) -> bool:
         return answer
     if not _EQUALITY[0] and not _LISTENERS:
         return False
+    if _key_comparison(sys._getframe(1)):
+        # A lookup compares keys: stock's syntactic answer keeps JAX's caches as on stock JAX.
+        # A proven True here would hand back the entry of another, provably equal, dimension
+        # (an aval int32[b] for int32[a]), and only when the hashes happen to collide.
+        return False
     try:
         proven = _provably_zero(diff)
     except Exception:  # __eq__ serves hashing: it must never raise
         proven = False
     answer = proven if _EQUALITY[0] else False
-    if _LISTENERS and not _key_comparison(sys._getframe(1)):
+    if _LISTENERS:
         _emit(kind="eq", question=f"{self} == {other}", lhs=self, rhs=other, answer=answer,
               proven_equal=proven, answered_by="smtdims" if _EQUALITY[0] else "stock")
     return answer
