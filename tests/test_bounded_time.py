@@ -13,6 +13,7 @@ Timing bounds are generous (the machine is shared): a call may take its deadline
 from __future__ import annotations
 
 import random
+import sys
 import time
 
 import pytest
@@ -293,3 +294,31 @@ def test_high_degree_power_checks_stop_when_given_up(call):
     while smt._ORPHANS and time.monotonic() < end:
         time.sleep(0.1)
     assert not smt._ORPHANS, f"{len(smt._ORPHANS)} given-up checks still run 20 s later"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own niceness is Linux's")
+def test_a_given_up_check_yields_the_cpu():
+    """A given-up check runs on until Z3 notices the interrupt; it now runs at the lowest priority,
+    so the questions that follow keep their cores (measured: a Python loop behind three given-up
+    checks on 2 cores took 0.61 s, 0.30 s with them lowered)."""
+    import os
+    import threading
+
+    import z3
+
+    from smtdims import options, smt
+
+    release = threading.Event()
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    with options.scoped(deadline=0.2), options.question():
+        before = set(smt._ORPHANS)
+        with pytest.raises(smt.GivenUp):
+            smt.give_up_at_deadline(z3.Context(), lambda: release.wait(10))  # ignores the interrupt
+        [orphan] = smt._ORPHANS - before
+    try:
+        assert orphan.is_alive() and os.getpriority(os.PRIO_PROCESS, orphan.native_id) == smt.ORPHAN_NICE
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # the caller's stays
+    finally:
+        release.set()
+        orphan.join(5)
+    assert orphan not in smt._ORPHANS
