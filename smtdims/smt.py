@@ -812,7 +812,7 @@ def _yield_cpu(t: threading.Thread) -> None:
 
     A given-up check is work nobody waits for, but until Z3 notices the interrupt it took a
     core from the questions that followed: in the large fuzz (2 cores, deadline 1 s) an
-    ``explain`` that takes 1.3 s alone took 3.3 s behind three such checks. On Linux a
+    ``explain`` that takes 1.3 s alone took 3.3 s behind such checks. On Linux a
     thread's niceness is its own (``setpriority`` with the thread's id), and raising it needs
     no privilege; other systems would read the id as a process's, so they are left alone.
     The thread was alive a moment ago: its id cannot have been reused by then (ids cycle

@@ -295,7 +295,7 @@ class _CollidingKey:
 
 
 def test_key_comparisons_of_lookups_are_not_decisions(stock):
-    """A dict/set/cache lookup compares keys with ``==``; which lookups compare which keys
+    """A dict or cache lookup compares keys with ``==``; which lookups compare which keys
     depends on hash values (randomised per process), so recording them made the same audit
     differ between runs. The ``==`` that code writes is recorded, however it is reached."""
     b, = export.symbolic_shape("b")

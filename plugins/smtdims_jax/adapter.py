@@ -497,10 +497,10 @@ def _key_comparison(frame: Any) -> bool:
     an audit of the same export differ from run to run (``b == 16`` in 5 of 80 runs), and a
     proven True would make a cache's answer depend on that luck. They get stock's answer
     and are not reported.
-    The test: walk out of ``__eq__``/``__ne__`` methods (a ShapedArray's ``__eq__`` compares
-    shapes for the cache that called it) and look at the instruction the first other frame
+    The test: walk out of ``__eq__``/``__ne__`` methods (a key's own ``__eq__`` that compares
+    shapes for the lookup that called it) and look at the instruction the first other frame
     is executing: ``==``, ``!=`` and ``in`` are COMPARE_OP/CONTAINS_OP; a call (``dict.get``,
-    a cached function) means the comparison came from C.
+    a cached function such as the interning of ``ShapedArray``) means the comparison came from C.
     """
     if "COMPARE_OP" not in dis.opmap:  # pragma: no cover - an interpreter whose bytecode this does not know
         return False
