@@ -128,7 +128,7 @@ class Bounds(tuple):
         budget: int | None = None,
         deadline: float | None = None,
     ) -> Bounds:
-        from .options import REASON_BUSY, REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED, clocked
+        from .options import CLOCK_BUSY, CLOCK_INTERRUPTED, REASON_DEADLINE, REASON_INCOMPLETE, clocked
 
         self = super().__new__(cls, (lo, hi))
         object.__setattr__(self, "_context", context)  # (Session, Expr) for explain(); not data
@@ -137,7 +137,7 @@ class Bounds(tuple):
         if reason is None:  # why an end is not tight: the clock that shaped it, else the budget / incompleteness
             clock = clocked()  # the question's, when built inside one: a check not started (busy), cut by Ctrl-C
             reason = ("" if lo_tight and hi_tight else REASON_INCOMPLETE if deterministic
-                      else clock if clock in (REASON_BUSY, REASON_INTERRUPTED) else REASON_DEADLINE)
+                      else clock if clock in (CLOCK_BUSY, CLOCK_INTERRUPTED) else REASON_DEADLINE)
         now_budget, now_deadline = limits_in_force()
         fields = dict(
             reason=reason, budget=now_budget if budget is None else budget,

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 import smtdims_jax
+from colliding_key import CollidingKey
 from jax import export, lax
 from smtdims_jax import adapter
 from smtdims_jax.audit import (
@@ -279,36 +280,21 @@ def test_user_comparison_inside_a_function_jax_calls_back(stock):
     assert rec.question == "b == 1" and rec.origin == USER and rec.location.endswith("in body")
 
 
-class _CollidingKey:
-    """A cache key whose hash always collides: lookups must compare it with ``==``, as
-    JAX's C++ caches do whenever part of two hashes agrees (which depends on the
-    per-process hash seed)."""
-
-    def __init__(self, shape):
-        self.shape = shape
-
-    def __hash__(self):
-        return 0
-
-    def __eq__(self, other):
-        return self.shape == other.shape
-
-
 def test_key_comparisons_of_lookups_are_not_decisions(stock):
     """A dict or cache lookup compares keys with ``==``; which lookups compare which keys
     depends on hash values (randomised per process), so recording them made the same audit
     differ between runs. The ``==`` that code writes is recorded, however it is reached."""
     b, = export.symbolic_shape("b")
     with audit(show_internal=True) as report:
-        table = {_CollidingKey((16,)): "sixteen"}
-        assert table.get(_CollidingKey((b,))) is None  # a lookup: not a decision
-        assert table.setdefault(_CollidingKey((b,)), "b") == "b"
+        table = {CollidingKey((16,)): "sixteen"}
+        assert table.get(CollidingKey((b,))) is None  # a lookup: not a decision
+        assert table.setdefault(CollidingKey((b,)), "b") == "b"
         cached = functools.lru_cache(lambda k: k.shape)
-        assert cached(_CollidingKey((16,))) == (16,) and cached(_CollidingKey((b,))) == (b,)
+        assert cached(CollidingKey((16,))) == (16,) and cached(CollidingKey((b,))) == (b,)
         assert cached.cache_info().currsize == 2  # the second call compared its key with the first
     assert report.events == 0 and report.all_records == []
     with audit(show_internal=True) as report:
-        assert not (_CollidingKey((b,)) == _CollidingKey((16,)))  # written: through the key's __eq__
+        assert not (CollidingKey((b,)) == CollidingKey((16,)))  # written: through the key's __eq__
         assert b != 16
         assert 16 not in (b, 4) and 3 not in [b]
     asked: dict[str, int] = {}

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from colliding_key import CollidingKey
 from jax import export, lax
 
 import smtdims
@@ -121,20 +122,6 @@ def test_hash_consequence_documented(installed):
     assert cache.get(other) in (None, "x")  # either is allowed; nothing raises
 
 
-class _CollidingKey:
-    """A key whose hash always collides, so every lookup compares keys with ``==`` (JAX's C++
-    caches do so whenever part of two hashes agrees, which depends on the hash seed)."""
-
-    def __init__(self, shape):
-        self.shape = shape
-
-    def __hash__(self):
-        return 0
-
-    def __eq__(self, other):
-        return self.shape == other.shape
-
-
 @pytest.mark.parametrize("on", [False, True], ids=["stock", "smtdims"])
 def test_lookups_compare_keys_as_stock_does(on):
     """A lookup gets stock's syntactic answer: a cache hands back the entry of the dimension asked
@@ -144,11 +131,11 @@ def test_lookups_compare_keys_as_stock_does(on):
         if on:
             smtdims.install()
         c, d = export.symbolic_shape("c, d", constraints=("c >= d", "d >= c"))
-        assert ((c,) == (d,)) is on and (_CollidingKey((c,)) == _CollidingKey((d,))) is on
-        assert {_CollidingKey((c,)): "c"}.get(_CollidingKey((d,))) is None
+        assert ((c,) == (d,)) is on and (CollidingKey((c,)) == CollidingKey((d,))) is on
+        assert {CollidingKey((c,)): "c"}.get(CollidingKey((d,))) is None
         cached = functools.lru_cache(lambda k: k.shape)
-        assert cached(_CollidingKey((c,))) == (c,)
-        assert str(cached(_CollidingKey((d,)))[0]) == "d"
+        assert cached(CollidingKey((c,))) == (c,)
+        assert str(cached(CollidingKey((d,)))[0]) == "d"
         assert jax.ShapeDtypeStruct((d,), jnp.float32).shape[0] is d
     finally:
         smtdims.uninstall()
