@@ -159,13 +159,13 @@ def _check_constraints(cs: ConstraintSet) -> ConstraintReport:
     imp = _Implications(cs, budget) if cs.constraints else None
     unguarded = imp.unguarded_divisor() if imp is not None else None
     if unguarded is not None:
-        raise PossibleDivisionByZeroError(*unguarded, options.clocked())
+        raise PossibleDivisionByZeroError.from_divisor(*unguarded, options.clocked())
     linear = cs.is_linear()
     res = session.solver.check(lambda enc: [], linear=linear, model_vars=cs.variables())
     texts = tuple(c.text for c in cs)
     if res.status == UNSAT:
         core = conflict(cs, budget) or list(texts)
-        raise UnsatisfiableConstraintsError(core)
+        raise UnsatisfiableConstraintsError.from_conflict(core)
     if res.status != SAT or not cs.holds(res.model or {}):
         return ConstraintReport(texts, None, None, (), {}, {}, reason=res.reason or "model failed re-evaluation",
                                 budget=budget, deadline=deadline)

@@ -361,7 +361,7 @@ class Session:
         res = self._check(lambda enc: [])
         if res.status == UNSAT:
             core = self.solver.unsat_core() or [c.text for c in self.constraints]
-            raise UnsatisfiableConstraintsError(core)
+            raise UnsatisfiableConstraintsError.from_conflict(core)
         if res.status == SAT:
             self._sat_model = res.model
         if res.status != "unknown" or options.clocked() is None:  # unknown at the budget: answers stay
@@ -388,7 +388,7 @@ class Session:
         """A symbolic divisor that can be 0 is an error, as in JAX."""
         z = self.zero_divisor(*exprs)
         if z is not None:
-            raise PossibleDivisionByZeroError(*z, options.clocked())
+            raise PossibleDivisionByZeroError.from_divisor(*z, options.clocked())
 
     def focus(self, *exprs: Expr) -> Session:
         """The cone of influence: a session for the constraints connected to ``exprs``' variables.
@@ -590,7 +590,7 @@ class Session:
         z = self.zero_divisor(e)
         if z is not None:
             if zero_divisors == "raise":
-                raise PossibleDivisionByZeroError(*z, options.clocked())
+                raise PossibleDivisionByZeroError.from_divisor(*z, options.clocked())
             if callable(zero_divisors):
                 zero_divisors(origin, z)  # the host's own behaviour (JAX raises for some divisions)
             STATS.answered("interval")

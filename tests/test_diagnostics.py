@@ -47,7 +47,7 @@ def test_unsatisfiable_names_a_minimal_conflict_as_written(constraints, expected
 def test_conflict_with_the_implicit_dimension_facts():
     conflict = _conflict(["a + b <= 1", "c >= 2"])
     assert conflict == ["a + b <= 1", "a >= 1 (dimension variable)", "b >= 1 (dimension variable)"]
-    msg = str(UnsatisfiableConstraintsError(conflict))
+    msg = str(UnsatisfiableConstraintsError.from_conflict(conflict))
     assert "a + b <= 1" in msg and "Remove or relax one of them" in msg
 
 

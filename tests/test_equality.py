@@ -1,10 +1,15 @@
-"""Issue 7: provable symbolic `==` inside JAX, never True for expressions that differ somewhere."""
+"""Equality: JAX's own shape checks get proofs (never True for expressions that differ somewhere);
+a program's ``==``, ``!=``, ``in``, lookups and ``hash`` are exactly stock JAX's, in every spelling."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
+import operator
+import pickle
 
+import equality_sites
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -100,38 +105,85 @@ def test_equality_can_be_turned_off():
         smtdims.uninstall()
 
 
-def test_equality_never_claims_unequal_expressions_equal(installed):
+@pytest.mark.parametrize("site", [k for k, (_, how) in equality_sites.SITES.items() if how != "hash"])
+def test_jax_shape_checks_get_proofs(site):
+    """Every shape check of the README's table, on the JAX at hand (CI: 0.7.2, 0.10.2, 0.12.0.1):
+    stock refuses ``c`` against ``d`` although ``c >= d, d >= c``; smtdims exports, and the export
+    computes what the function computes natively."""
+    fn, _ = equality_sites.SITES[site]
+    smtdims.uninstall()
+    assert not equality_sites.exports(fn)
+    smtdims.install()
+    try:
+        assert equality_sites.exports(fn) and equality_sites.matches_native(fn)
+    finally:
+        smtdims.uninstall()
+
+
+def test_jax_equality_never_claims_unequal_expressions_equal(installed):
+    from smtdims_jax.adapter import definitely_equal
+
     a, b = export.symbolic_shape("a, b")
-    assert (b == 1) is False
-    assert (a == b) is False
-    assert (b // 2 + (b + 1) // 2 == b) is True
-    assert (b // 2 == (b + 1) // 2) is False  # equal for even b only
-    assert (b % 2 == 0) is False
-    assert (b != 2 * (b // 2) + b % 2) is False
+    assert definitely_equal(b, 1) is False
+    assert definitely_equal(a, b) is False
+    assert definitely_equal(b // 2 + (b + 1) // 2, b) is True
+    assert definitely_equal(b // 2, (b + 1) // 2) is False  # equal for even b only
+    assert definitely_equal(b % 2, 0) is False
+    assert definitely_equal(b, 2 * (b // 2) + b % 2) is True
     c, d = export.symbolic_shape("c, d", constraints=("c >= d", "d >= c"))
-    assert (c == d) is True  # equal only because of the constraints
-    assert (c + 1 == d) is False
+    assert definitely_equal(c, d) is True  # equal only because of the constraints
+    assert definitely_equal(c + 1, d) is False
 
 
-def test_hash_consequence_documented(installed):
-    """Equal-but-differently-written dims may hash differently: dict lookups may miss, as in stock."""
-    (b,) = export.symbolic_shape("b")
-    other = 2 * (b // 2) + b % 2
-    assert other == b
-    cache = {b: "x"}
-    assert cache.get(other) in (None, "x")  # either is allowed; nothing raises
+def _spellings(c, d):
+    """Every way a program compares two dimensions; stock JAX's answers are syntactic."""
+    dims = [c]
+    memo = {CollidingKey((c,)): 1}
+    return {
+        "==": c == d, "!=": c != d, "operator.eq": operator.eq(c, d), "operator.ne": operator.ne(c, d),
+        "in": d in [c], "not in": d not in [c], "count": [c].count(d), "index if in": dims.index(d) if d in dims else None,
+        "tuple ==": (c,) == (d,), "list ==": [c, 1] == [d, 1], "colliding memo": memo[CollidingKey((d,))]
+        if CollidingKey((d,)) in memo else "miss", "key __eq__": CollidingKey((c,)) == CollidingKey((d,)),
+        "set": len({c, d}), "hash": hash(c) == hash(d), "ShapeDtypeStruct": jax.ShapeDtypeStruct((c,), jnp.float32)
+        == jax.ShapeDtypeStruct((d,), jnp.float32),
+    }
+
+
+def test_programs_compare_as_on_stock_in_every_spelling():
+    """The issue's reproducers: with ``c == d`` provable, a program's answers are stock's (they used to
+    depend on the spelling: ``c == d`` True but ``operator.eq`` False, ``d in dims`` True but
+    ``dims.index(d)`` a ValueError, a colliding memo a KeyError). Also inside a jitted function."""
+    def spellings():
+        c, d = export.symbolic_shape("c, d", constraints=("c >= d", "d >= c"))
+        return _spellings(c, d)
+
+    smtdims.uninstall()
+    stock = spellings()
+    assert stock["=="] is False and stock["index if in"] is None and stock["colliding memo"] == "miss"
+    smtdims.install()
+    try:
+        assert spellings() == stock
+        c, d = export.symbolic_shape("c, d", constraints=("c >= d", "d >= c"))
+        seen = {}
+
+        def f(x, y):
+            seen.update(_spellings(x.shape[0], y.shape[0]))
+            return x
+
+        export.export(jax.jit(f))(jax.ShapeDtypeStruct((c,), jnp.float32), jax.ShapeDtypeStruct((d,), jnp.float32))
+        assert seen == stock
+    finally:
+        smtdims.uninstall()
 
 
 @pytest.mark.parametrize("on", [False, True], ids=["stock", "smtdims"])
 def test_lookups_compare_keys_as_stock_does(on):
     """A lookup gets stock's syntactic answer: a cache hands back the entry of the dimension asked
-    for, never that of another one smtdims proves equal (which would depend on hash luck).
-    The ``==`` that code writes stays provable, also inside a key's ``__eq__``."""
+    for, never that of another one smtdims proves equal (which would depend on hash luck)."""
     try:
         if on:
             smtdims.install()
         c, d = export.symbolic_shape("c, d", constraints=("c >= d", "d >= c"))
-        assert ((c,) == (d,)) is on and (CollidingKey((c,)) == CollidingKey((d,))) is on
         assert {CollidingKey((c,)): "c"}.get(CollidingKey((d,))) is None
         cached = functools.lru_cache(lambda k: k.shape)
         assert cached(CollidingKey((c,))) == (c,)
@@ -139,3 +191,136 @@ def test_lookups_compare_keys_as_stock_does(on):
         assert jax.ShapeDtypeStruct((d,), jnp.float32).shape[0] is d
     finally:
         smtdims.uninstall()
+
+
+def test_a_clock_cut_answer_is_not_kept(installed):
+    """A JAX shape check cut by the deadline fails that export only: the next export in the same scope,
+    with time to prove ``c == d``, succeeds (the cut answer used to be cached for the scope's life)."""
+    from smtdims import options
+
+    c, d = export.symbolic_shape("c, d", constraints=("c >= d", "d >= c"))
+    args = (jax.ShapeDtypeStruct((c,), jnp.float32), jax.ShapeDtypeStruct((d,), jnp.float32))
+    f = USES["concatenate"]
+    with options.scoped(deadline=1e-9), pytest.raises(TypeError, match="Cannot concatenate"):
+        export.export(jax.jit(f))(*args)
+    assert export.export(jax.jit(f))(*args).out_avals[0].shape == (c, 2)
+
+
+# -- who asked: JAX's written comparisons, a program's, a key comparison ---------------------------
+def _asked(code_text: str, module: str, **env):
+    """Run ``code_text`` compiled as a function of module ``module``; return who asked each ``==``."""
+    from smtdims_jax import adapter
+
+    seen = []
+    adapter.add_listener(lambda ev: seen.append(ev.get("asked_by")) if ev["kind"] == "eq" else None)
+    ns = {"__name__": module, **env}
+    exec(compile(f"def probe():\n    return {code_text}\n", f"<{module}>", "exec"), ns)
+    try:
+        result = ns["probe"]()
+    finally:
+        adapter._LISTENERS.clear()
+    return result, seen
+
+
+@pytest.mark.parametrize("text,user,jax_", [
+    ("c == d", ["user"], ["jax"]),
+    ("c != d", ["user"], ["jax"]),
+    ("(c, 1) == (d, 1)", ["user"], ["jax"]),
+    ("[c] != [d]", ["user"], ["jax"]),
+    ("d in [c]", ["user"], []),  # JAX's `in`: stock, as the list.index that may follow it
+    ("[c].count(d)", [], []),
+    ("{CollidingKey((c,)): 1}.get(CollidingKey((d,)))", [], []),
+    ("CollidingKey((c,)) == CollidingKey((d,))", ["user"], ["jax"]),  # through a key's own __eq__
+])
+def test_who_asked(installed, text, user, jax_):
+    """The rule, on this CPython (CI runs it on 3.11 and 3.12; 3.13 in scripts/test_new_jax.sh's
+    sibling run): the module that wrote the comparison, and whether it wrote one (``dis``)."""
+    c, d = export.symbolic_shape("c, d", constraints=("c >= d", "d >= c"))
+    env = dict(c=c, d=d, CollidingKey=CollidingKey)
+    user_result, user_seen = _asked(text, "my_model", **env)
+    jax_result, jax_seen = _asked(text, "jax._src.lax.fake", **env)
+    assert user_seen == user and jax_seen == jax_
+    if jax_ == ["jax"]:  # a proof: the answer flips from stock's
+        assert jax_result != user_result
+    else:
+        assert jax_result == user_result
+
+
+# -- exceptions constructed as stock's ------------------------------------------------------------------
+def _inconclusive():
+    a, b = export.symbolic_shape("a, b")
+    try:
+        _ = a >= b
+    except Exception as err:
+        return err
+    raise AssertionError("a >= b was decided")
+
+
+def test_inconclusive_error_is_constructed_like_stocks():
+    smtdims.uninstall()
+    stock = _inconclusive()
+    smtdims.install()
+    try:
+        err = _inconclusive()
+    finally:
+        smtdims.uninstall()
+    assert isinstance(err, type(stock)) and err.args == stock.args  # args[0]: stock's whole message
+    assert str(err).startswith(stock.args[0].split("\n")[0]) and "smtdims: the comparison is undetermined" in str(err)
+    assert err.witnesses == ({"a": 1, "b": 2}, {"a": 1, "b": 1}) and err.fix.startswith("add the constraint")
+    # Keras' traceback filtering re-raises as e.__class__(message); frameworks also use *e.args
+    for again in (type(err)(str(err)), type(err)(*err.args), type(err)("plain")):
+        assert type(again) is type(err) and isinstance(again, type(stock))
+        assert again.explanation == "" and again.witnesses == (None, None)
+    assert type(err)("plain").args == type(stock)("plain").args
+    for dup in (copy.copy(err), copy.deepcopy(err), pickle.loads(pickle.dumps(err))):
+        assert type(dup) is type(err) and dup.args == err.args and str(dup) == str(err)
+        assert dup.witnesses == err.witnesses
+
+
+def test_smtdims_errors_are_constructed_like_pythons():
+    """``type(e)(*e.args)``, ``type(e)(message)``, copy and pickle, for every error smtdims raises."""
+    from smtdims.errors import ParseError, PossibleDivisionByZeroError, UnsatisfiableConstraintsError
+
+    errors = [
+        UnsatisfiableConstraintsError.from_conflict(["a >= 3", "a <= 2"]),
+        PossibleDivisionByZeroError.from_divisor("b - 1", {"b": 1}),
+        ParseError("a + ", 4, "expected a number"),
+    ]
+    with pytest.raises(UnsatisfiableConstraintsError) as info:  # as raised into JAX
+        smtdims.install()
+        try:
+            (a,) = export.symbolic_shape("a", constraints=("a >= 3", "a <= 2"))
+            _ = a >= 2
+        finally:
+            smtdims.uninstall()
+    errors.append(info.value)
+    for err in errors:
+        assert type(err)(*err.args).args == err.args
+        assert str(type(err)(str(err))) == str(err)
+        for dup in (copy.copy(err), pickle.loads(pickle.dumps(err))):
+            assert type(dup) is type(err) and dup.args == err.args and dup.__dict__ == err.__dict__
+    assert errors[0].conflict == ["a >= 3", "a <= 2"] and errors[1].witness == {"b": 1}
+    assert sorted(info.value.conflict) == ["a <= 2", "a >= 3"]
+
+
+def test_a_re_raised_error_keeps_stocks_class():
+    """What Keras does to an export's error (``e.__class__(message)`` inside its filter): the
+    re-created error is still caught by an ``except`` written for stock JAX."""
+    err = None
+    smtdims.install()
+    try:
+        try:
+            _raise_like_keras(_inconclusive())
+        except _STOCK_INCONCLUSIVE as caught:
+            err = caught
+    finally:
+        smtdims.uninstall()
+    assert err is not None and "inconclusive" in str(err)
+
+
+_STOCK_INCONCLUSIVE = jax.errors.InconclusiveDimensionOperation if hasattr(jax.errors, "InconclusiveDimensionOperation") \
+    else Exception
+
+
+def _raise_like_keras(e):
+    raise e.__class__(str(e)).with_traceback(e.__traceback__) from None

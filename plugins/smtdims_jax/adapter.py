@@ -161,7 +161,6 @@ def scope_constraints(scope: Any) -> ConstraintSet:
 @dataclass
 class _ScopeState:
     ir_cache: dict = field(default_factory=dict)
-    eq_cache: dict = field(default_factory=dict)
     session: Session | None = None
     linear: bool | None = None  # the scope's constraints are in the Presburger fragment
 
@@ -387,7 +386,7 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
         # A ValueError, as stock JAX raises for the conflicts it finds, with its message prefix
         # (handlers match "Unsatisfiable constraint"), and smtdims' minimal conflict.
         raise UnsatisfiableConstraintsError(
-            err.conflict, f"Unsatisfiable constraints in the symbolic scope: {err}") from None
+            f"Unsatisfiable constraints in the symbolic scope: {err}", conflict=err.conflict) from None
     except (SmtdimsError, InconclusiveDimensionOperation, RecursionError):
         raise
     except Exception as err:  # never let an internal failure become a wrong answer
@@ -404,32 +403,88 @@ _CMP_RE = re.compile(r"' (>=|<=|>|<) '")
 
 
 class InconclusiveWithWitnesses(InconclusiveDimensionOperation):
-    """JAX's inconclusive-comparison error (a subclass, so every existing handler catches it).
+    """JAX's inconclusive-comparison error with smtdims' explanation.
 
-    The explanation (witnesses, a suggested fix) costs solver calls, and JAX itself
-    catches this error as control flow in places (``core.definitely_equal``, ``top_k``),
-    so it is computed on the first ``str()``, not when raised.
+    Stock's class and constructor (a subclass: every handler written for stock catches it;
+    ``type(e)(message)`` and ``type(e)(*e.args)`` work, as Keras' traceback filtering needs);
+    ``args`` are exactly the arguments stock's error had. The explanation (witnesses, a
+    suggested fix) costs solver calls, and JAX catches this error as control flow in places
+    (``core.definitely_equal``, ``top_k``), so it is computed on first use (``str()``,
+    :attr:`explanation`, :attr:`witnesses`), not when raised. A copy or pickle carries it as text.
     """
 
-    def __init__(self, base: str, explain: Callable[[], str]):
-        Exception.__init__(self, base)
-        self._base = base
-        self._explain = explain
-        self._text: str | None = None
+    _explain: Callable[[], Explanation] | None = None
+    _explained: Explanation | None = None
+
+    @classmethod
+    def wrap(cls, err: BaseException, explain: Callable[[], Explanation]) -> InconclusiveWithWitnesses:
+        """The same error as ``err`` (stock's), with smtdims' explanation to come."""
+        exc = cls.__new__(cls, *err.args)
+        BaseException.__init__(exc, *err.args)  # stock's args as they are (its __init__ adds the help text)
+        exc._explain = explain
+        return exc
+
+    def _explanation(self) -> Explanation | None:
+        if self._explained is None and self._explain is not None:
+            try:
+                self._explained = self._explain()
+            except SmtdimsError as err:  # e.g. a divisor that may be 0: that is the explanation
+                self._explained = Explanation(f"smtdims: {err}")
+            except Exception as err:  # the explanation must never hide the error itself
+                self._explained = Explanation(f"smtdims: could not explain ({err!r})")
+            self._explain = None  # it holds JAX objects; the text is what is kept
+        return self._explained
+
+    @property
+    def explanation(self) -> str:
+        """smtdims' lines: witnesses on either side, the suggested fix, where it arose ('' if none)."""
+        ex = self._explanation()
+        return ex.text if ex is not None else ""
+
+    @property
+    def witnesses(self) -> tuple[dict[str, int] | None, dict[str, int] | None]:
+        """(a valuation where the comparison JAX asked is false, one where it is true); None where unknown."""
+        ex = self._explanation()
+        return (ex.false_at, ex.true_at) if ex is not None else (None, None)
+
+    @property
+    def fix(self) -> str:
+        """The first fix smtdims suggests for the comparison ('' if none)."""
+        ex = self._explanation()
+        return ex.fix if ex is not None else ""
 
     def __str__(self) -> str:
-        if self._text is None:
-            try:
-                detail = self._explain()
-            except SmtdimsError as err:  # e.g. a divisor that may be 0: that is the explanation
-                detail = f"smtdims: {err}"
-            except Exception as err:  # the explanation must never hide the error itself
-                detail = f"smtdims: could not explain ({err!r})"
-            self._text = f"{self._base}\n{detail}{InconclusiveDimensionOperation._help_msg}"
-        return self._text
+        text = super().__str__()
+        detail = self.explanation
+        if not detail:
+            return text
+        help_msg = InconclusiveDimensionOperation._help_msg
+        if text.endswith(help_msg):
+            return f"{text[: -len(help_msg)]}\n{detail}{help_msg}"
+        return f"{text}\n{detail}"
 
-    def __reduce__(self):
-        return (InconclusiveDimensionOperation, (str(self).split(InconclusiveDimensionOperation._help_msg)[0],))
+    def __reduce__(self):  # type: ignore[override]
+        self._explanation()
+        state = {k: v for k, v in self.__dict__.items() if k != "_explain"}
+        return (_restore_inconclusive, (type(self), self.args, state))
+
+
+def _restore_inconclusive(cls: type, args: tuple, state: dict) -> BaseException:
+    exc = cls.__new__(cls, *args)
+    BaseException.__init__(exc, *args)
+    exc.__dict__.update(state)
+    return exc
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """smtdims' reading of an inconclusive comparison (the lines its error message adds)."""
+
+    text: str
+    false_at: dict[str, int] | None = None
+    true_at: dict[str, int] | None = None
+    fix: str = ""
+    location: str = ""
 
 
 def _smt_geq_decision(e1: Any, e2: Any, cmp_str: Callable[[], str]) -> bool:
@@ -439,8 +494,7 @@ def _smt_geq_decision(e1: Any, e2: Any, cmp_str: Callable[[], str]) -> bool:
     except InconclusiveDimensionOperation as err:
         question = cmp_str()
         where = _user_location()
-        base = str(err).split(InconclusiveDimensionOperation._help_msg)[0].rstrip()
-        exc = InconclusiveWithWitnesses(base, lambda: _explain_inconclusive(e1, e2, question, where))
+        exc = InconclusiveWithWitnesses.wrap(err, lambda: _explain_inconclusive(e1, e2, question, where))
         if _LISTENERS:
             _emit(kind="compare", question=question, lhs=e1, rhs=e2, answer="inconclusive",
                   answered_by="smtdims", error=exc)
@@ -456,7 +510,7 @@ def _user_location() -> str:
     return user_location()
 
 
-def _explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> str:
+def _explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> Explanation:
     from smtdims.explain import suggest_fixes
 
     scope = e1.scope if isinstance(e1, _DimExpr) else e2.scope
@@ -467,63 +521,90 @@ def _explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> str:
     lhs, rhs = to_ir(e1), to_ir(e2)
     d = session.decide(lhs, ">=", rhs)
     w_true, w_false = (d.witness_false, d.witness_true) if inverted else (d.witness_true, d.witness_false)
-    at = f"\nsmtdims: the comparison arose at {where}" if where != "<unknown>" else ""
+    location = where if where != "<unknown>" else ""
+    at = f"\nsmtdims: the comparison arose at {where}" if location else ""
     if d.status == UNKNOWN:
-        return f"smtdims: {unknown_advice(d.reason)}{at}"
+        return Explanation(f"smtdims: {unknown_advice(d.reason)}{at}", location=location)
     if d.status != UNDETERMINED:  # pragma: no cover - would mean the hook missed a proof
-        return f"smtdims: proves {d.question} is {d.status}{at}"
+        return Explanation(f"smtdims: proves {d.question} is {d.status}{at}", location=location)
     text = (f"smtdims: the comparison is undetermined: {format_valuation(w_false)} makes {question} false; "
             f"{format_valuation(w_true)} makes it true.")
     # Settling either direction settles the comparison JAX asked.
     fixes = suggest_fixes(session, lhs, ">=", rhs, limit=1, decision=d) or suggest_fixes(session, lhs, "<", rhs, limit=1)
-    if fixes:
-        text += f"\nsmtdims: suggested fix: {fixes[0]}"
+    fix = str(fixes[0]) if fixes else ""
+    if fix:
+        text += f"\nsmtdims: suggested fix: {fix}"
     else:
         text += " Add a constraint or change the shape specification so that it holds for every valuation."
-    return text + at
+    return Explanation(text + at, false_at=w_false, true_at=w_true, fix=fix, location=location)
 
 
-# -- provable equality ----------------------------------------------------------------------------
+# -- equality: stock's for programs, proofs for JAX's own shape checks -----------------------------
+# Which code asked is told by the comparison's nearest frame outside ``__eq__``/``__ne__`` methods
+# (so a key's own ``__eq__``, e.g. ``ShapedArray.__eq__`` comparing shapes for a cache, is walked
+# through): its module, and whether it is executing a written ``==``/``!=`` (from ``dis``, which
+# names the instruction on every CPython, not raw opcodes).
 _EQ_METHODS = frozenset({"__eq__", "__ne__", "_smt_eq", "_smt_ne"})
-_WRITTEN_COMPARISONS = frozenset(dis.opmap[n] for n in ("COMPARE_OP", "CONTAINS_OP") if n in dis.opmap)
+ASKED_BY_JAX = "jax"  # JAX's own code wrote the comparison: a shape check, answered by proof
+ASKED_BY_USER = "user"  # code outside JAX wrote it: stock's answer (the audit may flag it)
+KEY_COMPARISON = "key"  # no code wrote it (a dict/set/cache lookup, list.count, ...): stock's answer
+# Keyed by (code, module): code objects compare by value, not by where they were compiled.
+_CODE_INFO: dict[tuple[Any, str], tuple[bool, frozenset[int], frozenset[int]]] = {}
 
 
-def _key_comparison(frame: Any) -> bool:
-    """True when no Python code wrote this ``==``: a dict/set lookup or one of JAX's C++ caches
-    compared keys (an aval's shape against an unrelated entry's, say).
+def _code_info(code: Any, module: str) -> tuple[bool, frozenset[int], frozenset[int]]:
+    """(is the code JAX's, offsets of its ``==``/``!=``, offsets of its ``in``/``not in``), once per code object."""
+    info = _CODE_INFO.get((code, module))
+    if info is None:
+        eq, contains = set(), set()
+        try:
+            for i in dis.get_instructions(code):
+                if i.opname == "COMPARE_OP" and ("==" in i.argrepr or "!=" in i.argrepr):
+                    eq.add(i.offset)
+                elif i.opname == "CONTAINS_OP":
+                    contains.add(i.offset)
+        except Exception:  # pragma: no cover - code dis cannot read: nothing there counts as written
+            pass
+        info = (module == "jax" or module.startswith("jax."), frozenset(eq), frozenset(contains))
+        if len(_CODE_INFO) < 100_000:
+            _CODE_INFO[(code, module)] = info
+    return info
 
-    Such comparisons are not shape decisions (False only routes a lookup), and which of them
-    happen depends on hash values, which Python randomises per process: reporting them made
-    an audit of the same export differ from run to run (``b == 16`` in 5 of 80 runs), and a
-    proven True would make a cache's answer depend on that luck. They get stock's answer
-    and are not reported.
-    The test: walk out of ``__eq__``/``__ne__`` methods (a key's own ``__eq__`` that compares
-    shapes for the lookup that called it) and look at the instruction the first other frame
-    is executing: ``==``, ``!=`` and ``in`` are COMPARE_OP/CONTAINS_OP; a call (``dict.get``,
-    a cached function such as the interning of ``ShapedArray``) means the comparison came from C.
+
+def asker(frame: Any) -> str:
+    """Who asked the ``==`` that reached ``_DimExpr.__eq__`` (``frame``: the caller of ``__eq__``).
+
+    ``ASKED_BY_JAX`` when a function of JAX's own modules executes ``==``/``!=`` (on dimensions,
+    or on shape tuples and lists): ``core.definitely_equal`` (the seam broadcasting, dot_general
+    and reshape ask) and the comparisons JAX writes itself (concatenate, select, clamp, ...).
+    ``ASKED_BY_USER`` for ``==``, ``!=``, ``in`` written in any other module (answered as stock;
+    the audit records it). ``KEY_COMPARISON`` otherwise: the frame is calling something (``dict.get``,
+    ``list.index``, JAX's C++ caches compare keys, and which do depends on hash values), or
+    JAX's code runs ``in`` (stock's answer there, as for the ``list.index`` that may follow it).
     """
-    if "COMPARE_OP" not in dis.opmap:  # pragma: no cover - an interpreter whose bytecode this does not know
-        return False
     f = frame
     while f is not None and f.f_code.co_name in _EQ_METHODS:
         f = f.f_back
-    if f is None or f.f_lasti < 0:
-        return False
-    try:
-        return f.f_code.co_code[f.f_lasti] not in _WRITTEN_COMPARISONS
-    except IndexError:  # pragma: no cover - a frame not executing bytecode
-        return False
+    if f is None:
+        return KEY_COMPARISON
+    is_jax, eq, contains = _code_info(f.f_code, f.f_globals.get("__name__") or "")
+    at = f.f_lasti
+    if at in eq:
+        return ASKED_BY_JAX if is_jax else ASKED_BY_USER
+    if at in contains and not is_jax:
+        return ASKED_BY_USER
+    return KEY_COMPARISON
 
 
 def _smt_eq(self: Any, other: Any) -> bool:
-    """``==`` that is True when provably equal for every valuation; never raises.
+    """``_DimExpr.__eq__``: stock's answer, except for JAX's own shape checks, which get a proof.
 
-    Stock ``__eq__``'s own steps first (JAX answers exactly when the difference is a
-    constant), so hash-collision lookups in JAX's caches cost what they cost before, and
-    a key comparison (:func:`_key_comparison`) gets stock's answer whatever the difference.
-    Only a symbolic difference that code compared, where JAX answers an unproven False, is tried:
-    evaluation at known valuations (a nonzero difference at a satisfying point
-    refutes), then interval bounds, then Z3, cached per scope.
+    Stock's steps first (its answer is exact when the difference is a constant). A symbolic
+    difference gets stock's False unless JAX's code wrote the comparison (:func:`asker`);
+    then it is True exactly when smtdims proves the difference 0 for every valuation.
+    So a program's ``==``, ``!=``, ``in``, ``list.index`` and dict lookups agree with each
+    other and with ``hash`` as on stock JAX, and no answer depends on hash values.
+    Never raises (``__eq__`` serves hashing).
     """
     if isinstance(other, _DimExpr):
         if other.scope is not self.scope:
@@ -532,26 +613,23 @@ def _smt_eq(self: Any, other: Any) -> bool:
         return False
     diff = self - other
     if not isinstance(diff, _DimExpr):
-        answer = diff == 0  # a constant difference: JAX's answer is exact
-        if _LISTENERS and not _key_comparison(sys._getframe(1)):
-            _emit(kind="eq", question=f"{self} == {other}", lhs=self, rhs=other, answer=answer,
-                  proven_equal=answer, answered_by="stock")
-        return answer
-    if not _EQUALITY[0] and not _LISTENERS:
+        return diff == 0  # a constant difference: JAX's answer is exact
+    if not (_EQUALITY[0] or _LISTENERS):
         return False
-    if _key_comparison(sys._getframe(1)):
-        # A lookup compares keys: stock's syntactic answer keeps JAX's caches as on stock JAX.
-        # A proven True here would hand back the entry of another, provably equal, dimension
-        # (an aval int32[b] for int32[a]), and only when the hashes happen to collide.
+    who = asker(sys._getframe(1))
+    if who == KEY_COMPARISON:
+        return False
+    prove = who == ASKED_BY_JAX and _EQUALITY[0]
+    if not (prove or _LISTENERS):
         return False
     try:
         proven = _provably_zero(diff)
     except Exception:  # __eq__ serves hashing: it must never raise
         proven = False
-    answer = proven if _EQUALITY[0] else False
+    answer = proven if prove else False
     if _LISTENERS:
-        _emit(kind="eq", question=f"{self} == {other}", lhs=self, rhs=other, answer=answer,
-              proven_equal=proven, answered_by="smtdims" if _EQUALITY[0] else "stock")
+        _emit(kind="eq", question=f"{self} == {other}", lhs=self, rhs=other, answer=answer, proven_equal=proven,
+              asked_by=who, answered_by="smtdims" if prove else "stock")
     return answer
 
 
@@ -560,19 +638,17 @@ def _smt_ne(self: Any, other: Any) -> bool:
 
 
 def _provably_zero(diff: Any) -> bool:
+    """Whether ``diff`` is 0 for every valuation; the session's proof cache keeps only answers no
+    clock shaped (a deadline-cut False is asked again)."""
     scope = diff.scope
     if not scope._initialized:
         return False
-    st = _state(scope)
-    key = diff._sorted_terms
-    hit = st.eq_cache.get(key)
-    if hit is None and not scope._explicit_constraints and _nonzero_somewhere(diff):
-        hit = False  # refuted without converting: any valuation (all >= 1) is a witness
-    if hit is None:
-        hit = _decide_equal(scope, to_ir(diff))
-        if len(st.eq_cache) < 100_000:
-            st.eq_cache[key] = hit
-    return hit
+    if not scope._explicit_constraints and _nonzero_somewhere(diff):
+        return False  # refuted without converting: any valuation (all >= 1) is a witness
+    ir = to_ir(diff)
+    if ir.is_constant:
+        return ir.as_constant() == 0
+    return session_for_scope(scope).proves(ir, "==", Expr.const(0))
 
 
 def _nonzero_somewhere(diff: Any) -> bool:
@@ -586,12 +662,6 @@ def _nonzero_somewhere(diff: Any) -> bool:
         except (ZeroDivisionError, ArithmeticError):
             continue
     return False
-
-
-def _decide_equal(scope: Any, diff: Expr) -> bool:
-    if diff.is_constant:
-        return diff.as_constant() == 0
-    return session_for_scope(scope).proves(diff, "==", Expr.const(0))
 
 
 # -- installation -----------------------------------------------------------------------------------
@@ -633,6 +703,11 @@ def is_installed() -> bool:
 def installed_options() -> dict[str, Any]:
     with _INSTALL_LOCK:
         return dict(_installed)
+
+
+def definitely_equal(x: Any, y: Any) -> bool:
+    """JAX's ``core.definitely_equal`` (the equality its shape checks ask; proven while installed)."""
+    return _core.definitely_equal(x, y)
 
 
 def jax_bounds(e: Any) -> tuple[float, float]:
