@@ -233,8 +233,8 @@ def _asked(code_text: str, module: str, **env):
     ("CollidingKey((c,)) == CollidingKey((d,))", ["user"], ["jax"]),  # through a key's own __eq__
 ])
 def test_who_asked(installed, text, user, jax_):
-    """The rule, on this CPython (CI runs it on 3.11 and 3.12; 3.13 in scripts/test_new_jax.sh's
-    sibling run): the module that wrote the comparison, and whether it wrote one (``dis``)."""
+    """The rule, on this CPython (CI: 3.11, 3.12, and 3.13 in scripts/test_py313.sh): the module
+    that wrote the comparison, and whether it wrote one (``dis``)."""
     c, d = export.symbolic_shape("c, d", constraints=("c >= d", "d >= c"))
     env = dict(c=c, d=d, CollidingKey=CollidingKey)
     user_result, user_seen = _asked(text, "my_model", **env)
