@@ -130,10 +130,20 @@ def test_round_limit_and_no_fix_are_said():
     assert result.status == "round limit" and len(result.rounds) == 1
     built, scope, _ = build_specs(["b"])
     leaves, tree = jax.tree_util.tree_flatten(built)
-    result = synthesize(lambda x: x.reshape(3, -1) @ jnp.ones((5, 5)), leaves, tree, scope, None)
-    # 3*b settles the reshape; nothing settles a contraction of b with 5: said, with the partial fix
+    result = synthesize(lambda x: x.reshape(3, -1).sum(1) @ jnp.ones((5,)), leaves, tree, scope, None)
+    # 3*b settles the reshape; nothing settles a contraction of 3 with 5: said, with the partial fix
     assert result.status == "no fix found" and "dot_general" in result.detail
     assert [p.text for p in result.parts] == ["3*b"] and "partial fix" in "\n".join(result.lines())
+
+
+def test_a_contraction_gets_its_equation():
+    """``(3, b/3) @ (5, 5)`` runs natively only at b = 15: the loop reads the equation dot_general asked
+    (the contracted sizes equal) and finds exactly that, after the reshape's rewrite."""
+    built, scope, _ = build_specs(["b"])
+    leaves, tree = jax.tree_util.tree_flatten(built)
+    result = synthesize(lambda x: x.reshape(3, -1) @ jnp.ones((5, 5)), leaves, tree, scope, None)
+    assert result.status == FIXED and result.box is not None and result.box.weakest
+    assert result.box.admitted_ok == result.box.native_ok == 1
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -123,7 +123,7 @@ class NativeBox:
 
     def __init__(self, fn: Callable[..., Any], dims: Dims, dtypes: Sequence[Any], in_tree: Any,
                  constraints: ConstraintSet, *, side: int | None = None, native: str = "eval_shape",
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None, extra: Sequence[dict[str, int]] = ()) -> None:
         if native not in ("eval_shape", "run"):
             raise ValueError(f"native must be 'eval_shape' or 'run', got {native!r}")
         self.fn, self.dims, self.dtypes, self.in_tree, self.native = fn, dims, list(dtypes), in_tree, native
@@ -133,6 +133,12 @@ class NativeBox:
         self.env: dict[Shapes, dict[str, int]] = {}  # box shapes -> a valuation giving them
         for s, env in _box_shapes(dims, constraints, self.variables, self.side):
             self.env.setdefault(s, env)
+        # points beyond the box (failed samples): where small shapes are all empty, the failures are there
+        self.extra: dict[Shapes, dict[str, int]] = {}
+        for env in extra:
+            shapes = shapes_at(dims, env)
+            if shapes is not None and shapes not in self.env:
+                self.env[shapes] = self.extra[shapes] = dict(env)
         self.ok: dict[Shapes, bool] = {}
         self.errors: dict[Shapes, str] = {}
         self.complete = True
@@ -165,9 +171,22 @@ class NativeBox:
             return False, f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
         return True, ""
 
+    def _admitted(self, dims: Dims, constraints: ConstraintSet) -> set[Shapes]:
+        """The box shapes ``dims`` under ``constraints`` admit; the extra points count where the dims are the
+        original ones (a constraint added): each is admitted when its own valuation meets the constraints."""
+        got = admitted(dims, constraints, self.side)
+        if self.extra and dims == self.dims:
+            for shapes, env in self.extra.items():
+                try:
+                    if constraints.holds(env):
+                        got.add(shapes)
+                except (ZeroDivisionError, KeyError):
+                    continue
+        return got
+
     def count(self, dims: Dims, constraints: ConstraintSet) -> BoxCount:
         """Measure a (fixed) specification on the box."""
-        got = admitted(dims, constraints, self.side)
+        got = self._admitted(dims, constraints)
         known = list(self.ok)
         adm = [s for s in known if s in got]
         return BoxCount(
@@ -180,7 +199,7 @@ class NativeBox:
 
     def score(self, dims: Dims, constraints: ConstraintSet) -> tuple[int, int]:
         """(admitted shapes that run natively, -admitted shapes that fail natively): larger is weaker and better."""
-        got = admitted(dims, constraints, self.side)
+        got = self._admitted(dims, constraints)
         ok = sum(1 for s, good in self.ok.items() if good and s in got)
         bad = sum(1 for s, good in self.ok.items() if not good and s in got)
         return ok, -bad

@@ -126,8 +126,10 @@ def diagnose(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, s
     tried: list[tuple[str, int, int]] = []
     if native_fails:
         spec = spec_of(spec_leaves, scope)
-        box = NativeBox(fn, spec.dims, spec.dtypes, in_tree, spec.constraint_set(), side=box_side, deadline=stop)
+        box = NativeBox(fn, spec.dims, spec.dtypes, in_tree, spec.constraint_set(), side=box_side, deadline=stop,
+                        extra=[*native_fails, *artifact_only])
         exprs = [d for leaf in spec.dims for d in leaf] + [adapter_ir(d) for a in exp.out_avals for d in a.shape]
+        exprs += intermediate_dims(fn, spec_leaves, in_tree, budget)
         chosen: list[str] = []
         current = spec
         for _ in range(3):  # at most three constraints, added greedily while some failing shape stays admitted
@@ -164,6 +166,42 @@ def diagnose(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, s
                 verified = bool(report.ok)
     return SampleDiagnosis(tuple(native_fails), native_error, tuple(artifact_only), constraints, exported, count,
                            verified, audit_lines, tuple(tried), time.perf_counter() - t0, report)
+
+
+def intermediate_dims(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, budget: int | None,
+                      limit: int = 2_000) -> list[Expr]:
+    """The symbolic sizes of every intermediate array of ``fn`` (its jaxpr, sub-jaxprs included).
+
+    A size the function needs divisible may never reach an input or output shape:
+    ``x.reshape(b*(t//16), 16, d)`` reshaped back to ``(b, -1, d)`` shows ``floordiv(t, 16)``
+    only in between. Empty when tracing fails (the export succeeded, so it should not).
+    """
+    from .. import adapter, enabled
+
+    try:
+        with enabled(budget=budget):
+            closed = jax.make_jaxpr(fn)(*jax.tree_util.tree_unflatten(in_tree, list(spec_leaves)))
+    except Exception:  # noqa: BLE001 - the divisibilities of the inputs and outputs still stand
+        return []
+    out: list[Expr] = []
+    seen: set[Expr] = set()
+    todo = [closed.jaxpr]
+    while todo and len(out) < limit:
+        jaxpr = todo.pop()
+        for eqn in jaxpr.eqns:
+            for v in eqn.outvars:
+                for d in getattr(getattr(v, "aval", None), "shape", ()):
+                    if export.is_symbolic_dim(d):
+                        e = adapter.to_ir(d)
+                        if e not in seen:
+                            seen.add(e)
+                            out.append(e)
+            for p in eqn.params.values():
+                for sub in (p if isinstance(p, (tuple, list)) else (p,)):
+                    inner = getattr(sub, "jaxpr", sub)
+                    if hasattr(inner, "eqns"):
+                        todo.append(inner)
+    return out
 
 
 def adapter_ir(d: Any) -> Expr:

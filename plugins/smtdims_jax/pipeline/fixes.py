@@ -20,6 +20,7 @@ proof. A fix that excludes shapes that run natively is said so plainly.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import re
@@ -35,7 +36,7 @@ from jax import export
 from smtdims.constraints import Constraint, ConstraintSet
 from smtdims.errors import SmtdimsError
 from smtdims.explain import SPEC, _proves, suggest_fixes
-from smtdims.expr import MAX, MIN, MOD, Expr, Op
+from smtdims.expr import MAX, MIN, MOD, Expr, Op, Var
 from smtdims.parser import parse_expr
 from smtdims.reasoner import Session
 
@@ -259,6 +260,9 @@ class Attempt:
     question: tuple[Expr, Expr] | None = None  # JAX asked lhs >= rhs and it stayed inconclusive
     scope: Any = None
     seconds: float = 0.0
+    # the last equalities JAX's shape checks asked and smtdims could not prove, oldest first: the
+    # equation a failed broadcast, concatenate, split or reshape needed is the last one
+    equations: tuple[tuple[Expr, Expr], ...] = ()
 
     @property
     def message(self) -> str:
@@ -270,16 +274,37 @@ class Attempt:
             ln for ln in text.splitlines() if not ln.strip().startswith("smtdims:")).strip()
 
 
+_EQUATIONS_KEPT = 4
+
+
+def error_chain(err: BaseException) -> list[BaseException]:
+    """``err`` and the errors it was raised from or during (``__cause__``, ``__context__``): a framework
+    that re-raises a shape error as its own (Keras' ``e.__class__(message)``) keeps JAX's there."""
+    out: list[BaseException] = []
+    e: BaseException | None = err
+    while e is not None and e not in out and len(out) < 16:
+        out.append(e)
+        e = e.__cause__ if e.__cause__ is not None else e.__context__
+    return out
+
+
 def attempt(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, ...] | None,
             budget: int | None) -> Attempt:
-    """Export with ``spec``; the inconclusive comparison that stopped it, if one did."""
+    """Export with ``spec``; the inconclusive comparison or the unproven equalities that stopped it."""
     t0 = time.perf_counter()
     try:
         args, scope = spec.build(in_tree)
     except Exception as err:  # noqa: BLE001 - JAX refused the rewritten specification itself
         return Attempt(False, err, seconds=time.perf_counter() - t0)
     seen: list[dict[str, Any]] = []
-    listener = lambda ev: seen.append(ev) if ev.get("answer") == "inconclusive" else None  # noqa: E731
+    equations: collections.deque[tuple[Any, Any]] = collections.deque(maxlen=_EQUATIONS_KEPT)
+
+    def listener(ev: dict[str, Any]) -> None:
+        if ev.get("answer") == "inconclusive":
+            seen.append(ev)
+        elif ev.get("kind") == "eq" and ev.get("asked_by") == adapter.ASKED_BY_JAX and not ev.get("proven_equal"):
+            equations.append((ev["lhs"], ev["rhs"]))
+
     try:
         with enabled(budget=budget):
             adapter.add_listener(listener)
@@ -288,16 +313,23 @@ def attempt(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, 
             finally:
                 adapter.remove_listener(listener)
     except Exception as err:  # noqa: BLE001 - a refusal is data
-        if _raised_by_smtdims(err):
+        chain = error_chain(err)
+        if _raised_by_smtdims(chain[-1]):
             raise
-        ev = next((e for e in reversed(seen) if e.get("error") is err), None)
+        ev = next((e for e in reversed(seen) if any(e.get("error") is x for x in chain)), None)
         q = None
         if ev is not None:
             try:
                 q = (adapter.to_ir(ev["lhs"]), adapter.to_ir(ev["rhs"]))
             except Exception:  # noqa: BLE001 - an operand smtdims cannot read: no comparison fix
                 q = None
-        return Attempt(False, err, q, scope, time.perf_counter() - t0)
+        eqs = []
+        for lhs, rhs in equations:
+            try:
+                eqs.append((adapter.to_ir(lhs), adapter.to_ir(rhs)))
+            except Exception:  # noqa: BLE001 - an operand smtdims cannot read: not an equation it can fix
+                continue
+        return Attempt(False, err, q, scope, time.perf_counter() - t0, tuple(eqs))
     return Attempt(True, scope=scope, seconds=time.perf_counter() - t0)
 
 
@@ -328,7 +360,12 @@ def candidates(att: Attempt, session: Session) -> list[tuple[FixPart, int]]:
                     rank = 3
                 add(f.kind, f.text if f.kind == SPEC else normalise_constraint(f.text), f.variable, f.note, rank)
         return out
-    message = str(att.error) if att.error is not None else ""
+    for lhs, rhs in reversed(att.equations[-2:]):  # the last equation JAX asked; the one before if it has none
+        for kind, text, variable, note, rank in equation_fixes(session, lhs, rhs):
+            add(kind, text, variable, note, rank)
+        if out:
+            return out
+    message = "\n".join(str(e) for e in error_chain(att.error)) if att.error is not None else ""
     rem = _REMAINDER_RE.search(message)
     if rem:
         try:
@@ -374,6 +411,90 @@ def candidates(att: Attempt, session: Session) -> list[tuple[FixPart, int]]:
                 if v is not None and v not in other.variables():
                     add(SPEC, str(other), v, f"so that {v} equals {other}", 0)
             add("constraint", render_constraint(x - y, "=="), None, "the two sizes are equal", 1)
+            break
+    return out
+
+
+def cancel_common_factor(e: Expr, d: Expr) -> tuple[Expr, Expr]:
+    """``(e/g, d/g)`` for the largest product ``g`` of variables dividing every term of both.
+
+    Why it is sound for ``mod(e, d) == 0``: variables are >= 1, so ``g >= 1`` and
+    ``mod(g*x, g*y) == g*mod(x, y)`` (floor(g*x / (g*y)) == floor(x / y)); one is 0 exactly when
+    the other is. This is how ``reshape(b, -1, 4)`` of ``(b, n)`` reads: ``mod(b*n, 4*b)`` is
+    ``b*mod(n, 4)``.
+    """
+    monos = [m for m, _ in e.terms + d.terms]
+    if not monos or any(not m for m in monos):
+        return e, d
+    common: dict[Any, int] | None = None
+    for m in monos:
+        powers = {a: k for a, k in m if isinstance(a, Var)}
+        common = powers if common is None else {a: min(k, powers[a]) for a, k in common.items() if a in powers}
+    if not common:
+        return e, d
+
+    def divide(x: Expr) -> Expr:
+        out: dict[Any, int] = {}
+        for m, c in x.terms:
+            rest = tuple((a, k - common.get(a, 0)) for a, k in m if k - common.get(a, 0) > 0)
+            out[rest] = out.get(rest, 0) + c
+        return Expr._from_dict(out)
+
+    return divide(e), divide(d)
+
+
+def equation_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, str, str | None, str, int]]:
+    """Verified fixes under which smtdims proves ``lhs == rhs``: (kind, text, variable, note, rank).
+
+    The equation is one JAX's shape check asked (a broadcast, a concatenate, a split, a reshape's
+    remainder). Tried: settling each ``min``/``max`` on one side (``t == min(512, t)`` holds
+    exactly when ``t <= 512``), every fix :func:`suggest_fixes` verifies (bounds, the relation
+    itself, spec rewrites ``v -> m*v``), and writing one side for a variable that is the other
+    (``c -> a`` for ``a == c``). A remainder ``mod(g*x, g*y) == 0`` is first reduced to
+    ``mod(x, y) == 0`` (:func:`cancel_common_factor`). Each fix is re-decided before it is offered.
+    """
+    out: list[tuple[str, str, str | None, str, int]] = []
+    goals = [(lhs, rhs)]
+    diff = lhs - rhs
+    remainder = False
+    if rhs.as_constant() == 0 and len(diff.terms) == 1 and len(diff.terms[0][0]) == 1:  # k*mod(e, d) == 0
+        a, power = diff.terms[0][0][0]
+        if isinstance(a, Op) and a.op == MOD and power == 1:
+            remainder = True
+            e, d = cancel_common_factor(a.lhs, a.rhs)
+            k = d.as_constant()
+            # mod(e, -k) == 0 exactly when mod(e, k) == 0: the positive divisor reads better and gives rewrites
+            goal = e.mod(abs(k)) if k is not None and k != 0 else e.mod(d)
+            if goal != diff:
+                goals.insert(0, (goal, Expr.const(0)))
+    for glhs, grhs in goals:
+        gdiff = glhs - grhs
+        for a in sorted(gdiff.atoms(), key=lambda a: a.sort_key()):
+            if isinstance(a, Op) and a.op in (MIN, MAX):
+                for c in (Constraint.make(a.lhs, ">=", a.rhs), Constraint.make(a.lhs, "<=", a.rhs)):
+                    text = render_constraint(c.diff, c.kind)
+                    try:
+                        if _proves(session, glhs, "==", grhs, [Constraint.parse(text)]):
+                            out.append(("constraint", text, None, f"settles {a}", 0 if _plain(text) else 1))
+                    except SmtdimsError:
+                        continue
+        try:
+            fixes = suggest_fixes(session, glhs, "==", grhs)
+        except SmtdimsError:
+            fixes = []
+        for f in fixes:
+            rank = 0 if f.kind != SPEC and f.variable is None else (1 if f.kind != SPEC else 2)
+            if f.kind != SPEC and not _plain(f.text):
+                rank = 3
+            if remainder:  # a divisibility: the rewrite v -> m*v first, then the constraint
+                rank = 0 if f.kind == SPEC else 1
+            out.append((f.kind, f.text if f.kind == SPEC else normalise_constraint(f.text), f.variable, f.note, rank))
+        for x, y in ((glhs, grhs), (grhs, glhs)):
+            v = x.as_var()
+            if v is not None and y.as_constant() is None and v not in y.variables():
+                # before the same relation as a constraint (equal box scores): one variable fewer to explain
+                out.append((SPEC, str(y), v, f"so that {v} equals {y}", -1))
+        if out:
             break
     return out
 
@@ -555,6 +676,6 @@ def _apply_all(spec: Spec, parts: Sequence[FixPart]) -> Spec | None:
 
 
 __all__ = [
-    "FixOptions", "FixPart", "FixResult", "FixRound", "Spec", "candidates", "first_round_fix", "normalise_constraint",
-    "render_constraint", "synthesize",
+    "FixOptions", "FixPart", "FixResult", "FixRound", "Spec", "attempt", "cancel_common_factor", "candidates",
+    "equation_fixes", "error_chain", "first_round_fix", "normalise_constraint", "render_constraint", "synthesize",
 ]

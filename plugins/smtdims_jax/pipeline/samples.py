@@ -20,7 +20,8 @@ _LARGE = (61, 53, 47, 43, 41, 37)  # "large" = minimum + one of these primes (no
 _CAP_STEP = 64  # first solver attempt keeps every variable within minimum + 64
 
 
-Cond = tuple[Expr, str, int]  # lhs op rhs, evaluated exactly and encoded for Z3
+Cond = tuple[Expr, str, int]
+NONEMPTY = "every array non-empty"  # lhs op rhs, evaluated exactly and encoded for Z3
 
 
 def _holds(conds: Sequence[Cond], env: dict[str, int]) -> bool:
@@ -51,8 +52,13 @@ class SampleChooser:
 
     def __init__(self, session: Session, dims: Sequence[Sequence[Expr]], extra_atoms: Sequence[Expr] = (), *,
                  itemsizes: Sequence[int] | None = None, out_dims: Sequence[Sequence[Expr]] = (),
-                 out_itemsizes: Sequence[int] | None = None, max_bytes: int = SAMPLE_BYTES):
+                 out_itemsizes: Sequence[int] | None = None, max_bytes: int = SAMPLE_BYTES,
+                 nonempty: Sequence[Expr] = ()):
         self.session = session
+        # sizes of the outputs and intermediates: one sample makes them all >= 1, so that some run computes
+        # something (a box of small shapes can hold only empty outputs: a comparison of nothing)
+        self.nonempty = list(dict.fromkeys(e for e in nonempty if not e.is_constant))[:200]
+        self._nonempty_set = frozenset(self.nonempty)
         self.max_bytes = max_bytes
         self.itemsizes = list(itemsizes) if itemsizes is not None else [4] * len(dims)
         self.out_dims = [tuple(d) for d in out_dims]
@@ -72,6 +78,11 @@ class SampleChooser:
             b = session.bounds(Expr.var(v))
             self.lo[v] = int(b.lo) if math.isfinite(b.lo) else 1
             self.hi[v] = b.hi
+
+    def is_nonempty(self, env: dict[str, int]) -> bool:
+        """Every output and intermediate array has at least one element at ``env``."""
+        return _holds([(e, ">=", 1) for e in self.nonempty], env) and all(
+            _holds([(d, ">=", 1) for d in leaf], env) for leaf in self.out_dims)
 
     def shapes(self, env: dict[str, int]) -> tuple[tuple[int, ...], ...]:
         return tuple(tuple(d.evaluate(env) for d in leaf) for leaf in self.dims)
@@ -148,15 +159,18 @@ class SampleChooser:
         out: list[tuple[str, list[Cond]]] = []
         if self.shape_vars:
             out.append(("minimum", [(v_(v), "==", self.lo[v]) for v in self.shape_vars]))
+        if self.nonempty:
+            out.append((NONEMPTY, [(e, ">=", 1) for e in self.nonempty]))
+        full = [(e, ">=", 1) for e in self.nonempty]  # preferred with each edge: a residue on empty arrays shows little
         for a in self.div_atoms:
             k = a.rhs.as_constant()
             r = a.lhs.mod(a.rhs)
-            out.append((f"{r} == 0", [(r, "==", 0)]))
+            out.append((f"{r} == 0", [(r, "==", 0), *full]))
             if k is not None and abs(k) > 2:
                 edge = k - 1 if k > 0 else k + 1
-                out.append((f"{r} == {edge}", [(r, "==", edge)]))
+                out.append((f"{r} == {edge}", [(r, "==", edge), *full]))
             else:
-                out.append((f"{r} != 0", [(r, "!=", 0)]))
+                out.append((f"{r} != 0", [(r, "!=", 0), *full]))
         # distinct large values per variable, so that e.g. (a, b) is not sampled only on a == b
         large = {v: int(min(self.hi[v], self.lo[v] + _LARGE[i % len(_LARGE)])) for i, v in enumerate(self.shape_vars)}
         if self.shape_vars:
@@ -198,6 +212,14 @@ class SampleChooser:
                 covered[0].append(label)
                 continue
             env = self._fit(conds, [e for e, _ in chosen])
+            if env is None and self.nonempty and label != NONEMPTY:  # no such edge with every array non-empty
+                base = [c for c in conds if not (c[1] == ">=" and c[2] == 1 and c[0] in self._nonempty_set)]
+                if len(base) < len(conds):
+                    covered = [why for env, why in chosen if _holds(base, env)]
+                    if covered:
+                        covered[0].append(label)
+                        continue
+                    env = self._fit(base, [e for e, _ in chosen])
             if env is not None:
                 chosen.append((env, [label]))
         for k in range(1, 4 * n):  # fill: spread over the region, then anything distinct

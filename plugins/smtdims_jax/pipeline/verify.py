@@ -18,7 +18,7 @@ from smtdims.errors import format_valuation
 from .. import adapter, enabled
 from ._common import Progress, _fn_name, _local_platform, _normalise_platforms, _progress_fn, _raised_by_smtdims, _solver_budget
 from .compare import compare_outputs, random_input
-from .diagnose import diagnose
+from .diagnose import diagnose, intermediate_dims
 from .failure import describe_export_error
 from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, synthesize
 from .fresh import _rejection, run_fresh_process
@@ -153,7 +153,9 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
     say(f"choosing {samples} sample shapes with the solver")
     chooser = SampleChooser(session, dims, [e for leaf in out_dims for e in leaf],
                             itemsizes=[np.dtype(x.dtype).itemsize for x in spec_leaves], out_dims=out_dims,
-                            out_itemsizes=[np.dtype(a.dtype).itemsize for a in exp.out_avals], max_bytes=sample_bytes)
+                            out_itemsizes=[np.dtype(a.dtype).itemsize for a in exp.out_avals], max_bytes=sample_bytes,
+                            nonempty=[*intermediate_dims(fn, spec_leaves, in_tree, budget),
+                                      *(e for leaf in out_dims for e in leaf)])
     chosen = chooser.choose(samples)
     outside = chooser.outside([env for env, _ in chosen])
 
@@ -219,6 +221,14 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
         ))
     checks.append(Check("samples", PASS if results and all(r.status == PASS for r in results) else FAIL,
                         f"{sum(r.status == PASS for r in results)}/{len(results)} match the native function"))
+    if chooser.flat:  # a pass on empty arrays compares nothing: say so, and do not call it verified
+        full = [r for r in results if r.status == PASS and chooser.is_nonempty(r.valuation)]
+        checks.append(Check("non-empty sample", PASS if full else FAIL,
+                            f"{len(full)} passing sample(s) where every output and intermediate array is non-empty"
+                            if full else "no passing sample computes a non-empty array (every output or some "
+                            "intermediate is empty): nothing was compared; no valuation within the sample budget "
+                            "makes them all non-empty" if not any(chooser.is_nonempty(env) for env, _ in chosen)
+                            else "no passing sample computes a non-empty array: nothing was compared"))
     diagnosis = None
     failed = [(r, natives[r.index - 1]) for r in results if r.status == FAIL]
     if failed:
