@@ -77,7 +77,7 @@ def bounds(expr: Any, constraints: ConstraintsLike = (), scope: Any = None, *,
     # the deadline covers the whole call: parsing an expanded power and setting up the scope too
     with options.scoped(budget=budget, deadline=deadline), options.question():
         e, s = _as_expr(expr, "bounds(expr)")
-        return _session(constraints, scope, [s]).bounds(e)
+        return _session(constraints, scope, [s]).bounds(e, readable=True)
 
 
 def symbolic_dim_bounds(expr: Any, constraints: ConstraintsLike = (), scope: Any = None, *,

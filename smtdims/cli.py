@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from .errors import ParseError, SmtdimsError, UnsatisfiableConstraintsError
 from .expr import OPERATIONS, Expr
 from .parser import COMPARISONS, _tokenize, parse_comparison, parse_expr
 from .reasoner import CONFIG, REGISTRY, Session
-from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
+from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, json_dumps
 from .smt import Encoder
 
 # -- exit statuses --------------------------------------------------------------------------------------
@@ -161,7 +162,12 @@ def build_parser(export: Callable[[Any], Any] | None = None) -> argparse.Argumen
     constraints_arg(p)
     p = subs.add_parser("check-constraints", parents=[common],
                         usage="smtdims check-constraints [options] [CONSTRAINT ...] [-c CONSTRAINT ...]",
-                        help="unsatisfiable subsets, redundant constraints, fixed variables")
+                        help="unsatisfiable subsets, redundant constraints, fixed variables",
+                        description="With --json: constraints, satisfiable, example (a valuation that meets them), "
+                                    "redundant (text, implied_by), fixed, ranges ([lo, hi] per variable), reason, "
+                                    "deterministic, budget, deadline, and clean (true when satisfiable, nothing "
+                                    "redundant and no variable fixed: nothing to change); an unsatisfiable set "
+                                    "prints constraints, satisfiable false and conflict (a minimal conflicting subset).")
     p.add_argument("positional", nargs="*", metavar="CONSTRAINT",
                    help="the constraints to check (each one argument; -c CONSTRAINT works too)")
     constraints_arg(p)
@@ -428,7 +434,7 @@ def _emit(args: argparse.Namespace, answers: Sequence[Answer]) -> int:
     """Print the answers (one JSON object for one query, a list for several) and return the status."""
     if getattr(args, "json", False):
         items = [{**a.data, "smtlib": a.script} if a.script is not None else a.data for a in answers]
-        print(json.dumps(items[0] if len(items) == 1 else items, indent=2))
+        print(json_dumps(items[0] if len(items) == 1 else items, indent=2))
     elif _smtlib(args):
         # Several scripts in one stream: (reset) between them keeps each self-contained.
         print("(reset)\n".join(a.script or "" for a in answers), end="")
@@ -442,7 +448,7 @@ def _bounds_status(b: Bounds) -> int:
 
 
 def _bounds_answer(args: argparse.Namespace, session: Session, cs: ConstraintSet, e: Expr) -> Answer:
-    b = session.bounds(e)
+    b = session.bounds(e, readable=True)
     status = _bounds_status(b)
     text = b.describe() + (f"\n  an end is not proven tight: {b.advice}" if status else "")
     script = _bounds_script(cs, e, repr(b), _budget(args)) if _smtlib(args) else None
@@ -459,6 +465,7 @@ def _decision_data(d: Decision, args: argparse.Namespace) -> dict[str, Any]:
 def cmd_bounds(args: argparse.Namespace) -> int:
     session, cs = _session(args)
     exprs = [parse_expr(text) for text in args.expr]  # all parsed before any is answered
+    _warn(cs, exprs)  # the typo hint of decide and explain (issue 29)
     return _emit(args, [_bounds_answer(args, session, cs, e) for e in exprs])
 
 
@@ -525,7 +532,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         e = parse_expr(text)
         _warn(cs, [e])
-        b = session.bounds(e)
+        b = session.bounds(e, readable=True)
         ex = explain_bounds(b)
         status = _bounds_status(b)
         out, data = str(ex), ex.to_dict()  # the explanation says which limit left an end loose
@@ -610,7 +617,8 @@ def _load_export() -> Any:
     return pipeline_cli
 
 
-RUN_USAGE = "smtdims run [--json FILE] [--budget N] [--deadline SECONDS] (SCRIPT.py | -m MODULE) [ARGS ...]"
+RUN_USAGE = ("smtdims run [--json] [--json-out FILE] [--budget N] [--deadline SECONDS] (SCRIPT.py | -m MODULE) "
+             "[ARGS ...]")
 RUN_HELP = f"""usage: {RUN_USAGE}
 
 Run a Python program unmodified with smtdims installed (like `coverage run` or
@@ -620,9 +628,12 @@ summary goes to stderr: who answered JAX's dimension questions and every compari
 that stayed inconclusive, with the user code line that asked it and a verified fix.
 
 options:
-  --json FILE          also write the summary as JSON to FILE
+  --json               also print the summary as JSON on stdout, after the program's
+                       own output (one object, the last thing printed)
+  --json-out FILE      also write the summary as JSON to FILE (never the program, one
+                       of its arguments or an existing .py file)
   --budget N           Z3 rlimit per check (default {CONFIG.budget})
-  --deadline SECONDS   wall-clock limit for the solver
+  --deadline SECONDS   wall-clock limit per question (default {CONFIG.deadline:g} s)
   -m MODULE            run a module as a script (like python -m)
   -h, --help           show this help
 
@@ -636,7 +647,8 @@ class RunArgs:
     target: str
     args: list[str]
     module: bool = False
-    json_path: str | None = None
+    json_path: str | None = None  # --json-out FILE
+    json: bool = False  # --json: the summary as JSON on stdout
     budget: int | None = None
     deadline: float | None = None
     debug: bool = False
@@ -678,8 +690,13 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
             out.deadline = value("--deadline", float)
         elif a == "--debug":
             out.debug = True
-        elif seen_run and name == "--json":
-            out.json_path = value("--json", str)
+        elif a == "--json":  # a flag, as for every other subcommand (issue 29: it took a FILE and overwrote it)
+            out.json = True
+        elif seen_run and name == "--json-out":
+            out.json_path = value("--json-out", str)
+        elif name == "--json":
+            raise UsageError(f"run: --json is a flag (the summary as JSON on stdout) and takes no value; "
+                             f"to write the summary to a file use --json-out FILE; usage: {RUN_USAGE}")
         elif a in ("-h", "--help"):
             out.help = True
             return out
@@ -696,15 +713,37 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
             if i + 1 >= len(argv):
                 break
             out.target, out.args = argv[i + 1], argv[i + 2:]
-            return out
+            return _checked_run_args(out)
         elif seen_run and not a.startswith("-"):
             out.target, out.args = a, argv[i + 1:]
-            return out
+            return _checked_run_args(out)
         else:
             where = "after 'run'" if seen_run else "before 'run'"
             raise UsageError(f"run: unknown option {a!r} {where}; usage: {RUN_USAGE}")
         i += 1
     raise UsageError(f"run: no program given; usage: {RUN_USAGE}")
+
+
+def _checked_run_args(ra: RunArgs) -> RunArgs:
+    """Refuse what would run the wrong thing or overwrite the user's files (issue 29: ``--json
+    victim.py prog.py`` used to write JSON over victim.py): a ``.json`` program (the old
+    ``--json FILE`` spelling), a ``--json-out`` that is the program, one of its arguments or an
+    existing ``.py`` file."""
+    if ra.target.endswith(".json"):
+        raise UsageError(f"run: {ra.target!r} is not a Python program; --json is a flag now (the summary as JSON "
+                         f"on stdout): to write the summary to a file use --json-out {ra.target}")
+    if ra.json_path is not None:
+        out = os.path.realpath(ra.json_path)
+        theirs = [ra.target, *ra.args] if not ra.module else list(ra.args)
+        taken = next((a for a in theirs if a and os.path.realpath(a) == out), None)
+        if taken is not None:
+            what = "the program" if taken == ra.target and not ra.module else "an argument of the program"
+            raise UsageError(f"run: --json-out {ra.json_path!r} is {what}; it would be overwritten: "
+                             "write the summary to another file")
+        if ra.json_path.endswith(".py") and os.path.exists(ra.json_path):
+            raise UsageError(f"run: --json-out {ra.json_path!r} is an existing Python file; it would be overwritten: "
+                             "write the summary to another file (e.g. summary.json)")
+    return ra
 
 
 def _run_command(argv: Sequence[str]) -> int:
@@ -717,7 +756,119 @@ def _run_command(argv: Sequence[str]) -> int:
     except ImportError as err:
         raise UsageError(f"'smtdims run' needs JAX support (smtdims_jax), which could not be imported: {err}") from err
     with limits(None, ra.deadline):
-        return runner.run_program(ra.target, ra.args, module=ra.module, budget=ra.budget, json_path=ra.json_path)
+        return runner.run_program(ra.target, ra.args, module=ra.module, budget=ra.budget, json_path=ra.json_path,
+                                  json_stdout=ra.json)
+
+
+# -- Ctrl-C ------------------------------------------------------------------------------------------------
+class _Interrupts:
+    """Ctrl-C that is never lost: a SIGINT handler for the CLI's run (issue 29).
+
+    Python runs a signal handler at the next bytecode of the main thread. After C work (an
+    extension module's import, an XLA compile) that is often JAX's ``_xla_gc_callback`` (a
+    ``gc.callbacks`` hook), where gc prints "Exception ignored" and drops the KeyboardInterrupt;
+    a bare ``except:`` in a library drops it too, and the run went on to exit 1. So the handler
+    records the Ctrl-C; it raises KeyboardInterrupt only where the exception can travel (not
+    inside a gc callback, a ``__del__`` or an import, not while a KeyboardInterrupt is already
+    unwinding, not in :func:`main`'s own frame), and a watcher thread re-delivers SIGINT every
+    ``REDELIVER_S`` seconds until :func:`main` has the interrupt in hand. :func:`main` returns
+    130 whenever one was recorded. (A Ctrl-C in the first ~0.2 s, while ``smtdims.cli`` itself
+    is imported, gets Python's default: a traceback, and death by SIGINT, which shells report
+    as 130 too.)
+    """
+
+    REDELIVER_S = 0.2
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.done = False  # main has the interrupt in hand (or finished): never raise again
+        self._prev: Any = None
+        self._stop = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    def install(self) -> _Interrupts:
+        """Take SIGINT if Python's default handler has it, in the main thread; otherwise do nothing
+        (an embedding program's own handler, or SIGINT ignored, stays as it is)."""
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._prev = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def close(self) -> None:
+        """Stop re-delivering, then give SIGINT back to the handler it had."""
+        self.done = True
+        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.join()
+        if self._prev is not None:
+            signal.signal(signal.SIGINT, self._prev)
+            self._prev = None
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        if self.done:
+            return
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._redeliver, name="smtdims-ctrl-c", daemon=True)
+            self._watcher.start()
+        if frame is None or frame.f_code is main.__code__ or _unwinding_interrupt() or _swallowing(frame):
+            return  # the watcher delivers it again where it can travel
+        raise KeyboardInterrupt
+
+    def _redeliver(self) -> None:
+        main_id = threading.main_thread().ident
+        while not self._stop.wait(self.REDELIVER_S):
+            if main_id is not None:
+                signal.pthread_kill(main_id, signal.SIGINT)
+
+
+def _unwinding_interrupt() -> bool:
+    """A KeyboardInterrupt is being handled (an ``except``/``finally`` on its way out): let it finish."""
+    return isinstance(sys.exc_info()[1], KeyboardInterrupt)
+
+
+def _swallowing(frame: Any) -> bool:
+    """Whether ``frame`` runs where an exception is dropped or fatal: a ``gc.callbacks`` hook, a
+    ``__del__`` or a weakref callback (Python prints "Exception ignored" and goes on), or an import (measured: a
+    KeyboardInterrupt in Python code that jaxlib's extension calls while it initialises aborts the
+    process, SIGABRT; elsewhere it became an ImportError)."""
+    import gc
+
+    hooks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+    f = frame
+    while f is not None:
+        code = f.f_code
+        if code in hooks or code.co_name == "__del__" or code.co_filename.startswith("<frozen importlib") \
+                or os.path.basename(code.co_filename) in ("weakref.py", "_weakrefset.py"):  # weakref callbacks too
+            return True
+        f = f.f_back
+    return False
+
+
+def _interrupted(json_out: bool) -> int:
+    """Say that Ctrl-C stopped the run (with --json also ``{"error": {...}}`` on stdout); 130."""
+    if json_out:
+        with contextlib.suppress(OSError):
+            print(json_dumps({"error": {"type": "KeyboardInterrupt", "message": "interrupted (Ctrl-C)",
+                                        "exit_status": EXIT_INTERRUPTED}}), flush=True)
+    with contextlib.suppress(OSError):
+        print("smtdims: interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def _run_options(argv: Sequence[str]) -> list[str]:
+    """``smtdims [opts] run [run opts]``: the arguments before the program (the rest are the program's)."""
+    seen_run, i = False, 0
+    while i < len(argv):
+        a = argv[i]
+        if not seen_run:
+            seen_run = a == "run"
+        elif a in ("--budget", "--deadline", "--json-out"):
+            i += 1
+        elif a == "--" or a.startswith("-m") or not a.startswith("-"):
+            return list(argv[:i])
+        i += 1
+    return list(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -725,9 +876,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = _first_command(argv)
     # Options after the subcommand's program belong to the program (smtdims run script.py --json).
-    own = argv[: argv.index("run") + 1] if command == "run" else argv
+    own = _run_options(argv) if command == "run" else argv
+    json_out = "--json" in own
+    # `run`: the program's Ctrl-C is the program's (it may catch KeyboardInterrupt and go on)
+    guard = _Interrupts() if command == "run" else _Interrupts().install()
+    interrupted = False
+    try:
+        rc = _main(argv, command, own)
+    except KeyboardInterrupt:
+        interrupted = True
+    guard.done = True  # here, in main's frame, the handler raises nothing any more
+    if interrupted or guard.seen:
+        rc = _interrupted(json_out and command != "run")
+    guard.close()
+    return rc
+
+
+def _main(argv: list[str], command: str | None, own: list[str]) -> int:
     debug = "--debug" in own
-    json_out = "--json" in own and command != "run"
+    json_out = "--json" in own
     try:
         if command == "run":
             return _run_command(argv)
@@ -757,12 +924,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 info.update(text=located.text, position=located.position, detail=located.detail)
             if isinstance(err, UnsatisfiableConstraintsError):
                 info.update(conflict=list(err.conflict))
-            print(json.dumps({"error": info}))
+            print(json_dumps({"error": info}))
         print(f"smtdims: error: {format_error(err)}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("smtdims: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
     except BrokenPipeError:  # stdout closed early (smtdims ... | head): not an error of smtdims
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -61,6 +61,8 @@ class ConstraintReport:
     listed constraint can be removed, all at once, without changing the set of
     valuations. ``fixed``: variables with a single possible value. ``ranges``: the
     exact range of each variable (sound, possibly loose, outside linear arithmetic).
+    ``clean`` (``"clean"`` in :meth:`to_dict` and ``check-constraints --json``): satisfiable,
+    nothing redundant and no variable fixed, i.e. nothing to change.
     """
 
     constraints: tuple[str, ...]

@@ -451,11 +451,14 @@ class Expr:
             body = "*".join(f"{a}^{e}" if e != 1 else str(a) for a, e in m)
             mag = abs(c)
             if not body:
-                text = int_text(mag)
+                text = readable_int(mag)
+                if " " in text and len(self.terms) > 1:  # 10^5000 - 1 as one term
+                    text = f"({text})"
             elif mag == 1:
                 text = body
             else:
-                text = f"{int_text(mag)}*{body}"
+                coeff = readable_int(mag)
+                text = f"({coeff})*{body}" if " " in coeff else f"{coeff}*{body}"
             if i == 0:
                 parts.append(text if c > 0 else f"-{text}")
             else:
@@ -677,6 +680,70 @@ def int_text(value: int) -> str:
 
 
 _BIG = 10**4000
+
+
+def text_int(text: str) -> int:
+    """Inverse of :func:`int_text`: the int of decimal text of any length."""
+    neg = text.startswith("-")
+    digits = text[1:] if neg else text
+    value = 0
+    for i in range(0, len(digits), 4000):
+        chunk = digits[i:i + 4000]
+        value = value * 10 ** len(chunk) + int(chunk)
+    return -value if neg else value
+
+
+READABLE_DIGITS = 100  # below 10**100 an int prints as Python prints it
+_READABLE = 10**READABLE_DIGITS
+_NEAR = 10**6  # a remainder this small next to a power still reads at a glance
+_LEAD = 20  # at most this many leading digits (bits) before the power
+
+
+def readable_int(value: int) -> str:
+    """Exact text of any int that a reader takes in at a glance and smtdims' parser reads back.
+
+    Below 10**100 (:data:`READABLE_DIGITS` digits) as Python prints it; beyond, ``10^5000``,
+    ``5*10^4999``, ``10^5000 - 1`` or ``3*2^20000 + 7`` (``m*B^k + r`` with base 10 or 2, ``m``
+    and ``r`` short) when such a form exists, else the decimal digits (:func:`int_text`).
+    Why: Python's ``str`` refuses ints past 4,300 digits (``sys.set_int_max_str_digits`` is
+    process-wide, so a library may not lift it), and a 5,000-digit line helps nobody. A form
+    with a remainder contains a space: put it in parentheses inside a product or after ``-``.
+    """
+    if -_READABLE < value < _READABLE:
+        return str(value)
+    if value < 0:
+        text = readable_int(-value)
+        return f"-({text})" if " " in text else f"-{text}"
+    if value & (value - 1) == 0:  # a power of two: no decimal search through a million bits
+        return f"2^{value.bit_length() - 1}"
+    forms = [f for f in (_near_power(value, 10), _near_power(value, 2)) if f is not None]
+    return min(forms, key=len) if forms else int_text(value)
+
+
+def _near_power(value: int, base: int) -> str | None:
+    """``m*base^k + r`` (shortest ``m`` first, ``|r| < 10**6``) for ``value > 0``, or None."""
+    if base == 2:
+        size = value.bit_length()
+    else:  # the number of decimal digits, from the bit length (off by at most one)
+        size = int(value.bit_length() * 0.30102999566398120) + 1
+        if value < 10 ** (size - 1):
+            size -= 1
+    for lead in range(1, _LEAD + 1):
+        k = size - lead
+        if k <= 0:
+            return None
+        power = base**k
+        m = value // power
+        for mm in (m, m + 1):
+            r = value - mm * power
+            if -_NEAR < r < _NEAR and mm > 0:
+                kk = k
+                while mm % base == 0:  # 10*10^k is 10^(k+1)
+                    mm //= base
+                    kk += 1
+                head = f"{base}^{kk}" if mm == 1 else f"{mm}*{base}^{kk}"
+                return head if r == 0 else f"{head} + {r}" if r > 0 else f"{head} - {-r}"
+    return None
 
 
 def all_variables(exprs: Iterable[Expr]) -> frozenset[str]:

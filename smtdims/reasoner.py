@@ -44,7 +44,7 @@ from .heuristic import INF, Interval, IntervalEvaluator, combined_interval, is_i
 from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE, REASON_DEADLINE
 from .points import Points, shrink
 from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
-from .smt import COUNTERS, SAT, UNSAT, CheckResult, Encoder, SolverSession, z3_int_or_inf
+from .smt import COUNTERS, SAT, UNSAT, CheckResult, Encoder, SolverSession, thread_checks, z3_int_or_inf
 from .smt import question as smt_question
 
 __all__ = [
@@ -55,6 +55,8 @@ __all__ = [
 _SEARCH_STEPS = 40  # checks per end of a nonlinear bound
 _SEARCH_STEPS_LINEAR = 400  # incremental checks are cheap; enough for 128-bit-wide ranges
 _SMALL_WITNESS_MAX_VARS = 32  # beyond this, an undetermined answer's witnesses are left as found
+_READABLE_VALUE = 8  # a bound's witness with every value at most this is read at a glance: kept as it is
+_WITNESS_CHECKS = 12  # Z3 checks at most, per end, looking for a bound's smallest witness
 _MAX_PROBE_BITS = 20_000  # about 6,000 decimal digits: Z3 parses such a constant in ~0.4 s
 _UNBOUNDED_PROBES = 6  # probes towards an end with no proven bound before calling it "not found"
 
@@ -74,6 +76,7 @@ _LEGACY = {"geq0_or_leq0": Precision.SIGN, "geq0_or_lt0": Precision.STRICT_SIGN,
 
 COMPARISON_OPS = (">=", "<=", ">", "<", "==", "!=")
 RUNGS = ("constant", "interval", "points", "stock", "presburger", "solver-linear", "solver-nonlinear", "search")
+SOLVER_RUNGS = ("solver-linear", "solver-nonlinear", "search")
 
 
 def precision(need: Any) -> Precision:
@@ -103,6 +106,7 @@ class _Stats:
     def reset(self) -> None:
         with self.lock:
             self.by_rung = dict.fromkeys(RUNGS, 0)
+            self.solver_answers = 0
             self.cache_hits = 0
             self.stock_errors = 0
             self.presburger_declined = 0
@@ -110,8 +114,23 @@ class _Stats:
 
     def answered(self, rung: str) -> None:
         self._last.rung = rung
+        starts = getattr(self._last, "starts", None)
+        # a solver rung counts as a solver answer only if Z3 ran in this question: the search
+        # rung often closes both ends with rays and known points alone (issue 29)
+        ran = rung in SOLVER_RUNGS and bool(starts) and thread_checks() > starts[-1]
         with self.lock:
             self.by_rung[rung] += 1
+            self.solver_answers += ran
+
+    @contextmanager
+    def question(self) -> Iterator[None]:
+        """Marks where this thread's question began, for :meth:`answered`."""
+        starts = self._last.__dict__.setdefault("starts", [])
+        starts.append(thread_checks())
+        try:
+            yield
+        finally:
+            starts.pop()
 
     def bump(self, name: str) -> None:
         with self.lock:
@@ -130,7 +149,7 @@ def stats() -> dict[str, Any]:
         "stock_answers": r["stock"],
         "presburger_answers": r["presburger"],
         "presburger_declined": STATS.presburger_declined,
-        "solver_answers": r["solver-linear"] + r["solver-nonlinear"] + r["search"],
+        "solver_answers": STATS.solver_answers,  # answers of the three Z3 rungs that ran at least one check
         "deadline_answers": STATS.deadline_answers,  # the old name of clock_shaped_answers
         "clock_shaped_answers": STATS.deadline_answers,
         "interrupts": COUNTERS.interrupts,
@@ -261,6 +280,7 @@ class Session:
         self._stock_record = [0, 0]  # linear questions the stock rung was asked / settled
         self._sign_cache: dict[tuple[Expr, Precision], Interval] = {}
         self._bounds_cache: dict[Expr, Bounds] = {}
+        self._readable_cache: dict[Expr, Bounds] = {}  # the same answers with the smallest witnesses
         self._recession: rays.Recession | None = None  # built when an end with no proven bound needs it
         self._presburger: presburger.Engine | None = None  # ISL's view, built on the first eligible bound
         self._decision_cache: dict[tuple[Expr, str, Expr], Decision] = {}
@@ -301,7 +321,7 @@ class Session:
 
     @contextmanager
     def _question(self) -> Iterator[options.Deadline]:
-        with self.lock, deep_recursion(), options.question() as deadline, smt_question():
+        with self.lock, deep_recursion(), options.question() as deadline, smt_question(), STATS.question():
             yield deadline
 
     # -- solver helpers -----------------------------------------------------------------------------------
@@ -647,18 +667,44 @@ class Session:
         return (lo, hi), REASON_DEADLINE not in reasons
 
     # -- exact bounds ----------------------------------------------------------------------------------------------
-    def bounds(self, e: Expr) -> Bounds:
+    def bounds(self, e: Expr, *, readable: bool = False) -> Bounds:
+        """Exact bounds of ``e``. ``readable``: the witnesses shown to people (``smtdims.bounds``,
+        the CLI) are the smallest (:meth:`_small_witness`); callers that use only the values (JAX's
+        questions, constraint ranges, fixes) do not pay for that."""
         with self._question():
-            hit = self._bounds_cache.get(e)
-            if hit is not None:
+            if readable:
+                hit = self._readable_cache.get(e)
+                if hit is not None:
+                    STATS.bump("cache_hits")
+                    return hit
+            b = self._bounds_cache.get(e)
+            if b is not None:
                 STATS.bump("cache_hits")
-                return hit
-            self.ensure_satisfiable()
-            self.check_divisors(e)
-            b = self._bounds(e)
-            if b.deterministic and _cacheable(self._bounds_cache, e):
-                self._bounds_cache[e] = b
+            else:
+                self.ensure_satisfiable()
+                self.check_divisors(e)
+                b = self._bounds(e)
+                if b.deterministic and _cacheable(self._bounds_cache, e):
+                    self._bounds_cache[e] = b
+            if not readable:
+                return b
+            r = self._readable_bounds(e, b)
+            if r.deterministic and _cacheable(self._readable_cache, e):
+                self._readable_cache[e] = r
+            return r
+
+    def _readable_bounds(self, e: Expr, b: Bounds) -> Bounds:
+        """``b`` with the smallest witnesses; not deterministic if a clock cut their search."""
+        lo_w = self._small_witness(e, b.lo, b.lo_tight, b.lo_witness)
+        hi_w = self._small_witness(e, b.hi, b.hi_tight, b.hi_witness)
+        if lo_w == b.lo_witness and hi_w == b.hi_witness:
             return b
+        return Bounds(
+            b.lo, b.hi, expr=b.expr, constraints=b.constraints, answered_by=b.answered_by, context=(self, e),
+            lo_tight=b.lo_tight, hi_tight=b.hi_tight, lo_witness=lo_w, hi_witness=hi_w,
+            deterministic=b.deterministic and options.clocked() is None, reason=b.reason, budget=b.budget,
+            deadline=b.deadline,
+        )
 
     def _mk_bounds(self, e: Expr, lo: _End, hi: _End, by: str, deterministic: bool = True) -> Bounds:
         STATS.answered(by)
@@ -673,6 +719,70 @@ class Session:
             lo_witness=self._complete(lo.witness), hi_witness=self._complete(hi.witness),
             deterministic=deterministic,
         )
+
+    def _small_witness(self, e: Expr, value: int | float, tight: bool,
+                       env: dict[str, int] | None) -> dict[str, int] | None:
+        """A witness of a tight end that a reader checks at a glance: ``b = 1, batch = 3``, not
+        ``batch = 9216``; ``a = b = 1`` for ``max(a, b) - min(a, b) = 0``, not ``a = b = 1024``.
+
+        Once the end is known (never while it is searched: this changes no bound), first exact
+        evaluations only: every variable 1, every variable moved down together, then
+        :func:`points.shrink`; then, while a value is still above
+        ``_READABLE_VALUE``, the least sum of the variables over the valuations that meet the
+        constraints and attain the end, by galloping up from "every variable 1" and bisecting
+        (at most ``_WITNESS_CHECKS`` Z3 checks, under the question's budget and deadline).
+        Every candidate is re-checked exactly (constraints hold, ``e`` equals the end); a check
+        that fails or says unknown keeps the witness found so far. Small scopes only
+        (``_SMALL_WITNESS_MAX_VARS``), as for decisions.
+        """
+        if env is None or not tight or is_inf(value) or len(env) > _SMALL_WITNESS_MAX_VARS:
+            return env
+
+        def attains(w: dict[str, int]) -> bool:
+            try:
+                return e.evaluate(w) == value
+            except ZeroDivisionError:
+                return False
+
+        def valid(w: dict[str, int]) -> bool:
+            try:
+                return self.constraints.holds(w) and attains(w)
+            except ZeroDivisionError:
+                return False
+
+        names = sorted(env)
+        ones = dict.fromkeys(names, 1)
+        if valid(ones):
+            return ones
+        down = min(env.values(), default=1) - 1  # every variable moved down together: a - b, max(a, b) - min(a, b)
+        if down > 0 and valid(shifted := {v: x - down for v, x in env.items()}):
+            env = shifted
+        env = shrink(env, attains, self.constraints)
+        if max(env.values(), default=1) <= _READABLE_VALUE or options.deadline_passed():
+            return env
+        # sum <= lo is refuted: only all-ones has sum len(names); no valuation goes below the variables' ranges
+        floor = sum(max(1, int(low)) if not is_inf(low) else 1 for low in (self.interval(Expr.var(v))[0] for v in names))
+        lo, best, step = max(len(names), floor - 1), sum(env.values()), 1
+        for _ in range(_WITNESS_CHECKS):
+            if lo + 1 >= best or options.deadline_passed():
+                break
+            m = lo + max(1, min(step, (best - lo) // 2))
+
+            def build(enc: Encoder, m: int = m) -> list[z3.BoolRef]:
+                xs = [enc.var(v) for v in names]
+                return [enc.expr(e) == enc.const(value), sum(xs[1:], xs[0]) <= enc.const(m)]
+
+            res = self._check(build, e)
+            if res.status == UNSAT:
+                lo, step = m, step * 2
+            elif res.status == SAT and res.model is not None and all(v in res.model for v in names):
+                cand = {v: res.model[v] for v in names}
+                if not valid(cand):
+                    break  # never trust a model exact arithmetic refutes
+                env, best = cand, sum(cand.values())
+            else:
+                break
+        return env
 
     def _bounds(self, e: Expr, proven: Interval | None = None) -> Bounds:
         self.ensure_satisfiable()

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import format_valuation
-from .expr import int_text
+from .expr import int_text, readable_int, text_int
 from .render import left_align
 
 TRUE, FALSE, UNDETERMINED, UNKNOWN = "true", "false", "undetermined", "unknown"
@@ -55,21 +55,47 @@ def unknown_advice(reason: str, budget: int | None = None, deadline: float | Non
 
 
 def _fmt_bound(v: int | float) -> str:
+    """A bound for people: ``inf``, ``-inf`` or :func:`~smtdims.expr.readable_int` (``10^5000``)."""
     if v == math.inf:
         return "inf"
     if v == -math.inf:
         return "-inf"
-    return int_text(v)
+    return readable_int(v)
 
 
 def _json_bound(v: int | float) -> int | str:
-    """An int, or "inf"/"-inf"; integers beyond Python's 4,300-digit JSON limit as decimal text."""
+    """An int, or "inf"/"-inf"; integers of more than 4,000 digits as exact decimal text
+    (``json.dumps`` refuses ints past Python's 4,300-digit limit; text also survives readers
+    whose numbers are doubles)."""
     if isinstance(v, float):
         return _fmt_bound(v)
     return v if -_JSON_INT < v < _JSON_INT else int_text(v)
 
 
 _JSON_INT = 10**4000
+
+
+def json_safe(data: Any) -> Any:
+    """``data`` (dicts, lists, tuples, scalars) in the JSON convention of every ``--json`` output:
+    an int of more than 4,000 digits becomes its exact decimal text (a string), so that
+    ``json.dumps`` never fails on a big constant; every other value is kept. Why one pass at the
+    end: witnesses, fixes and reports hold ints in many places, and one missed is a crash."""
+    if isinstance(data, bool) or data is None:
+        return data
+    if isinstance(data, int):
+        return data if -_JSON_INT < data < _JSON_INT else int_text(data)
+    if isinstance(data, dict):
+        return {k: json_safe(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [json_safe(v) for v in data]
+    return data
+
+
+def json_dumps(data: Any, **kwargs: Any) -> str:
+    """``json.dumps`` of :func:`json_safe` ``(data)``: valid JSON for integers of any size."""
+    import json
+
+    return json.dumps(json_safe(data), **kwargs)
 
 
 def json_answer(text: str) -> Any:
@@ -175,8 +201,8 @@ class Bounds(tuple):
             "hi": _json_bound(self.hi),
             "lo_tight": self.lo_tight,
             "hi_tight": self.hi_tight,
-            "lo_witness": self.lo_witness,
-            "hi_witness": self.hi_witness,
+            "lo_witness": json_safe(self.lo_witness),
+            "hi_witness": json_safe(self.hi_witness),
             "answered_by": self.answered_by,
             "deterministic": self.deterministic,
             "reason": self.reason,
@@ -198,7 +224,7 @@ class Bounds(tuple):
                 state = "unbounded (proven)" if tight else "no finite bound found"
                 return f"{name} = {_fmt_bound(v)}: {state}"
             state = f"tight, attained at {format_valuation(w)}" if tight else "sound, maybe not tight"
-            return f"{name} = {v}: {state}"
+            return f"{name} = {_fmt_bound(v)}: {state}"
 
         where = f" under {', '.join(self.constraints)}" if self.constraints else ""
         return (
@@ -229,11 +255,16 @@ class Bounds(tuple):
 
 def _rebuild_bounds(d: dict[str, Any]) -> Bounds:
     def back(v: Any) -> int | float:
-        return float(v) if isinstance(v, str) else v
+        if isinstance(v, str):
+            return float(v) if v in ("inf", "-inf") else text_int(v)
+        return v
+
+    def witness(w: dict[str, Any] | None) -> dict[str, int] | None:
+        return None if w is None else {k: text_int(x) if isinstance(x, str) else x for k, x in w.items()}
 
     return Bounds(
         back(d["lo"]), back(d["hi"]), lo_tight=d["lo_tight"], hi_tight=d["hi_tight"],
-        lo_witness=d["lo_witness"], hi_witness=d["hi_witness"], expr=d["expr"],
+        lo_witness=witness(d["lo_witness"]), hi_witness=witness(d["hi_witness"]), expr=d["expr"],
         constraints=tuple(d["constraints"]), answered_by=d["answered_by"],
         deterministic=d.get("deterministic", True), reason=d.get("reason"), budget=d.get("budget"),
         deadline=d.get("deadline"),
@@ -307,6 +338,7 @@ class Decision:
         # Not asdict(): it would deep-copy _context, which holds a session and its lock.
         d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
         d["constraints"] = list(self.constraints)
+        d["witness_true"], d["witness_false"] = json_safe(self.witness_true), json_safe(self.witness_false)
         d["value"] = self.value
         d["deterministic"] = self.deterministic
         return d

@@ -42,7 +42,7 @@ import z3
 
 from . import options
 from .constraints import Constraint, ConstraintSet
-from .expr import CACHE_MAX_TERMS, FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, int_text, symbolic_divisors
+from .expr import CACHE_MAX_TERMS, FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, int_text, symbolic_divisors, text_int
 from .options import REASON_BUDGET, REASON_BUSY, REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
@@ -56,17 +56,6 @@ def z3_int(value: int, ctx: z3.Context) -> z3.ArithRef:
     if -_DIGITS < value < _DIGITS:
         return z3.IntVal(value, ctx)
     return z3.IntVal(int_text(value), ctx)
-
-
-def text_int(text: str) -> int:
-    """Inverse of :func:`int_text`."""
-    neg = text.startswith("-")
-    digits = text[1:] if neg else text
-    value = 0
-    for i in range(0, len(digits), 4000):
-        chunk = digits[i:i + 4000]
-        value = value * 10 ** len(chunk) + int(chunk)
-    return -value if neg else value
 
 
 def model_int(value: z3.ArithRef) -> int:
@@ -90,6 +79,8 @@ class SolverCounters:
     def bump(self, name: str, by: int = 1) -> None:
         with self._lock:
             setattr(self, name, getattr(self, name) + by)
+        if name == "solver_checks":
+            _THREAD.checks = thread_checks() + by
 
     def reset(self) -> None:
         with self._lock:
@@ -99,6 +90,12 @@ class SolverCounters:
 
 
 COUNTERS = SolverCounters()
+_THREAD = threading.local()
+
+
+def thread_checks() -> int:
+    """Z3 checks this thread has run (never reset): a question that ran none is no solver answer."""
+    return getattr(_THREAD, "checks", 0)
 
 
 class DeadlinePassed(Exception):

@@ -61,23 +61,31 @@ def _console_script() -> list[str]:
 
 
 # -- argument handling (in-process, fast) ----------------------------------------------------------------------
-@pytest.mark.parametrize("argv,target,args,module,json_path,budget", [
-    (["run", "prog.py", "3", "--json", "x", "-m", "y"], "prog.py", ["3", "--json", "x", "-m", "y"], False, None, None),
-    (["run", "--json", "s.json", "prog.py"], "prog.py", [], False, "s.json", None),
-    (["run", "--json=s.json", "--budget=7", "prog.py", "--budget", "9"], "prog.py", ["--budget", "9"], False, "s.json", 7),
-    (["--budget", "5", "run", "-m", "pkg.mod", "a", "--help"], "pkg.mod", ["a", "--help"], True, None, 5),
-    (["run", "-mpkg.mod"], "pkg.mod", [], True, None, None),
-    (["run", "--", "-odd.py", "x"], "-odd.py", ["x"], False, None, None),
+@pytest.mark.parametrize("argv,target,args,module,json_path,budget,as_json", [
+    (["run", "prog.py", "3", "--json", "x", "-m", "y"], "prog.py", ["3", "--json", "x", "-m", "y"], False, None, None,
+     False),
+    (["run", "--json-out", "s.json", "prog.py"], "prog.py", [], False, "s.json", None, False),
+    (["run", "--json-out=s.json", "--budget=7", "prog.py", "--budget", "9"], "prog.py", ["--budget", "9"], False, "s.json",
+     7, False),
+    (["--budget", "5", "run", "-m", "pkg.mod", "a", "--help"], "pkg.mod", ["a", "--help"], True, None, 5, False),
+    (["run", "-mpkg.mod"], "pkg.mod", [], True, None, None, False),
+    (["run", "--", "-odd.py", "x"], "-odd.py", ["x"], False, None, None, False),
+    # issue 29: --json is a flag, as for every other subcommand (it took FILE and overwrote victim.py)
+    (["run", "--json", "victim.py", "train_export.py"], "victim.py", ["train_export.py"], False, None, None, True),
+    (["--json", "run", "prog.py"], "prog.py", [], False, None, None, True),
 ])
-def test_everything_after_the_program_is_the_programs(argv, target, args, module, json_path, budget):
+def test_everything_after_the_program_is_the_programs(argv, target, args, module, json_path, budget, as_json):
     ra = cli.parse_run_args(argv)
-    assert (ra.target, ra.args, ra.module, ra.json_path, ra.budget) == (target, args, module, json_path, budget)
+    assert (ra.target, ra.args, ra.module, ra.json_path, ra.budget, ra.json) == (
+        target, args, module, json_path, budget, as_json)
 
 
 @pytest.mark.parametrize("argv,needle", [
     (["run"], "no program given"),
     (["run", "--frobnicate", "x.py"], "unknown option '--frobnicate' after 'run'"),
-    (["--json", "run", "x.py"], "unknown option '--json' before 'run'"),
+    (["--frobnicate", "run", "x.py"], "unknown option '--frobnicate' before 'run'"),
+    (["run", "--json=s.json", "x.py"], "--json is a flag"),
+    (["run", "--json", "s.json", "x.py"], "use --json-out s.json"),
     (["run", "--budget", "0", "x.py"], "--budget must be a positive integer"),
     (["run", "--budget", "many", "x.py"], "invalid --budget value 'many'"),
     (["run", "-m"], "-m needs a module name"),
@@ -145,7 +153,7 @@ def test_pytest_plugin_and_run_share_the_summary():
 def test_run_script_end_to_end(tmp_path):
     pytest.importorskip("jax")
     (tmp_path / "prog.py").write_text(PROGRAM)
-    cmd = [*_console_script(), "--budget", "1234567", "run", "--json", "summary.json", "prog.py", "3", "--json", "x"]
+    cmd = [*_console_script(), "--budget", "1234567", "run", "--json-out", "summary.json", "prog.py", "3", "--json", "x"]
     res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180, env=_env())
     assert res.returncode == 3, res.stdout + res.stderr  # the program's sys.exit(3)
     assert "argv: ['prog.py', '3', '--json', 'x'] name: __main__ budget: 1234567" in res.stdout

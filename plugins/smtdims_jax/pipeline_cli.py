@@ -89,10 +89,12 @@ def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
     # SUPPRESS defaults, as smtdims' own options: given before `export` they must survive the subparser
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                    help="print the report as JSON instead of a table")
+    from smtdims.options import CONFIG  # the defaults in force (smtdims' other commands print the same)
+
     p.add_argument("--budget", type=int, metavar="N", default=argparse.SUPPRESS,
-                   help="Z3 rlimit per check, for the export and the sample choice (default: smtdims' budget)")
+                   help=f"Z3 rlimit per check, for the export and the sample choice (default {CONFIG.budget})")
     p.add_argument("--deadline", type=float, metavar="SECONDS", default=argparse.SUPPRESS,
-                   help="wall-clock limit per solver query (as smtdims' other commands; default: none)")
+                   help=f"wall-clock limit per solver question, as smtdims' other commands (default {CONFIG.deadline:g} s)")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                    help="show tracebacks (of usage errors and of a failed export)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
@@ -233,11 +235,43 @@ def run_export(args: argparse.Namespace) -> int:
         return error(err, EXIT_INTERNAL, "internal error")
     if debug and report.exception is not None:
         traceback.print_exception(report.exception)
+    overflow = _overflow(report.exception)
+    if overflow is not None:  # a constant JAX cannot hold (a spec's; the constraints' are checked first)
+        return error(ValueError(overflow))
+    if report.exception is not None and report.export_error is not None and not report.export_error.location \
+            and not report.export_error.smtdims and report.export_error.type != "InconclusiveDimensionOperation":
+        _say_where(report.exception, debug)  # an ordinary bug: the shape questions smtdims located say where
     try:
         _print(json.dumps(report.to_dict(), indent=2) if getattr(args, "json", False) else report.table())
     except _ClosedPipe:
         return EXIT_BROKEN_PIPE
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _overflow(err: BaseException | None) -> str | None:
+    """JAX's bare "Python integer N out of bounds for int32" (a dimension constant past its dimension
+    dtype) as what it means and what to do, or None."""
+    if not isinstance(err, OverflowError) or "out of bounds for int" not in str(err):
+        return None
+    bits = "64" if "int64" in str(err) else "32"
+    more = "" if bits == "64" else "; a 64-bit input dtype (float64, int64) or JAX_ENABLE_X64=1 makes them int64"
+    return (f"{' '.join(str(err).split())}: JAX computes dimension values as int{bits}, so every constant in the "
+            f"specs and constraints must lie within -2^{int(bits) - 1} .. 2^{int(bits) - 1} - 1; write a smaller "
+            f"one{more}")
+
+
+def _say_where(err: BaseException, debug: bool) -> None:
+    """A failed export that is an ordinary bug (an IndexError, an einsum mismatch: no comparison smtdims
+    located) names the innermost frame of the user's code, and how to see the whole traceback."""
+    from .run import _raise_site
+
+    try:
+        site = _raise_site(err)
+    except Exception:  # the report is out already; this line is a courtesy
+        site = ""
+    where = f" at {site} (the innermost frame of your code)" if site else ""
+    hint = "" if debug else "; rerun with --debug for the traceback"
+    print(f"smtdims export: the export raised {type(err).__name__}{where}{hint}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,14 +14,15 @@ exception (its traceback is printed, as Python does).
 
 from __future__ import annotations
 
-import json
+import contextlib
+import functools
 import os
 import re
 import runpy
 import sys
 import traceback
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 STATS_KEYS = ("stock_answers", "fast_path_answers", "solver_answers", "solver_checks", "solver_unknowns", "cache_hits")
@@ -49,16 +50,16 @@ def _fix_for(lhs: Any, rhs: Any) -> str:
     are computed as ``not >=``), ranked by the valuations of a small box it admits (a relation
     beats a bound that excludes more), or ``""``. Without the function there are no native runs
     and no further rounds: ``smtdims export --fix`` gives the whole fix."""
+    from smtdims.explain import settling_fix
     from smtdims.reasoner import REGISTRY
 
     from . import scope_constraints, to_ir
-    from .pipeline.fixes import first_round_fix
 
     scope = getattr(lhs, "scope", None) or getattr(rhs, "scope", None)
     if scope is None:
         return ""
     session = REGISTRY.get(scope_constraints(scope))
-    fix = first_round_fix(session, to_ir(lhs), to_ir(rhs))
+    fix = settling_fix(session, to_ir(lhs), to_ir(rhs))
     return str(fix) if fix is not None else ""
 
 
@@ -78,6 +79,15 @@ def _remainder_fix_for(lhs: Any, remainder: str) -> str:
 
 _REMAINDER_RE = re.compile(r"The remainder (.+?) should be 0")
 _RECENT_EQ = 32  # the last ``==`` questions kept, to find the scope of a failed reshape
+_RECORDED = "_smtdims_recorded"  # set on an exception once a Recorder has counted it
+
+
+def failure_kind(err: BaseException) -> str | None:
+    """The kind of failed export the summaries list besides inconclusive comparisons (which are
+    recorded as they are asked): ``"reshape"`` for a reshape's "The remainder ... should be 0",
+    else None. One classification for ``smtdims run`` and ``pytest --smtdims``."""
+    return "reshape" if _REMAINDER_RE.search(str(err)) is not None else None
+
 
 class Recorder:
     """Collects decision events and reasoner counters while listening (:meth:`listen`).
@@ -125,10 +135,13 @@ class Recorder:
 
     def record_failure(self, err: BaseException, label: str = "", where: str = "") -> None:
         """A failed export that is not an inconclusive comparison (those are recorded as they happen):
-        a reshape's "The remainder ... should be 0", with the spec rewrite that settles it."""
-        m = _REMAINDER_RE.search(str(err))
-        if m is None:
+        a reshape's "The remainder ... should be 0", with the spec rewrite that settles it. Each
+        exception counts once, whether the program caught it (:meth:`watch_exports`) or not."""
+        m = _REMAINDER_RE.search(str(err)) if failure_kind(err) is not None else None
+        if m is None or getattr(err, _RECORDED, False):
             return
+        with contextlib.suppress(Exception):  # an exception class that refuses attributes: counted twice at worst
+            setattr(err, _RECORDED, True)
         first = str(err).strip().splitlines()[0]
         key = (first, where)
         entry = self.failed.get(key)
@@ -144,6 +157,41 @@ class Recorder:
         entry["count"] += 1
         if label and label not in entry["tests"]:
             entry["tests"].append(label)
+
+    @contextlib.contextmanager
+    def watch_exports(self) -> Iterator[None]:
+        """Record the failed exports that the program catches (``try: export.export(...)(spec) except
+        ...``), as pytest records a failed test: ``jax.export.export``'s exporting function is wrapped
+        for the block, re-raising everything unchanged. Why: an inconclusive comparison is seen as it
+        is asked, but a reshape's failure is only an exception, and a caught one left no trace."""
+        mod = sys.modules.get("jax.export")
+        real = getattr(mod, "export", None)
+        if mod is None or real is None or getattr(real, "_smtdims_watch", False):
+            yield
+            return
+
+        @functools.wraps(real)
+        def export(*args: Any, **kwargs: Any) -> Any:
+            do_export = real(*args, **kwargs)
+
+            @functools.wraps(do_export)
+            def watched(*a: Any, **k: Any) -> Any:
+                try:
+                    return do_export(*a, **k)
+                except Exception as err:
+                    with contextlib.suppress(Exception):  # the summary must never change the program's error
+                        self.record_failure(err, where=_raise_site(err))
+                    raise
+
+            return watched
+
+        export._smtdims_watch = True  # type: ignore[attr-defined]
+        mod.export = export  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            if getattr(mod, "export", None) is export:
+                mod.export = real  # type: ignore[attr-defined]
 
     def user_location(self) -> str:
         if self._skip is None:
@@ -265,7 +313,7 @@ class Recorder:
         return lines
 
     def summary_dict(self, scope: str) -> dict[str, Any]:
-        """The summary as JSON-able data (``smtdims run --json FILE``)."""
+        """The summary as JSON-able data (``smtdims run --json`` / ``--json-out FILE``)."""
         lines = self.summary_lines(scope)
         return {
             "scope": scope,
@@ -310,24 +358,31 @@ def _print_user_traceback(err: BaseException) -> None:
 
 
 def _raise_site(err: BaseException) -> str:
-    """``file:line in fn`` of the innermost frame of the program (not JAX, smtdims or the stdlib)."""
+    """``file:line in fn`` of the innermost frame of the program (not JAX, smtdims or the stdlib; an
+    installed package such as opt_einsum only when no frame of the program's own is found)."""
     skip = library_dirs()
-    site = ""
+    sites: list[tuple[bool, str]] = []
     tb = err.__traceback__
     while tb is not None:
         path = os.path.abspath(tb.tb_frame.f_code.co_filename)
         if not path.startswith(skip) and not path.startswith("<") and path != os.path.abspath(__file__):
             rel = os.path.relpath(path)
-            site = f"{rel if not rel.startswith('..') else path}:{tb.tb_lineno} in {tb.tb_frame.f_code.co_name}"
+            installed = f"{os.sep}site-packages{os.sep}" in path or f"{os.sep}dist-packages{os.sep}" in path
+            sites.append((installed, f"{rel if not rel.startswith('..') else path}:{tb.tb_lineno} in "
+                                     f"{tb.tb_frame.f_code.co_name}"))
         tb = tb.tb_next
-    return site
+    own = [site for installed, site in sites if not installed]
+    return (own or [site for _, site in sites] or [""])[-1]
 
 
 def run_program(target: str, args: Sequence[str] = (), *, module: bool = False, budget: int | None = None,
-                json_path: str | None = None, stream: Any = None) -> int:
+                json_path: str | None = None, stream: Any = None, json_stdout: bool = False) -> int:
     """Run ``target`` (a script path, or a module name with ``module=True``) as ``__main__`` with
     smtdims installed; print the summary to ``stream`` (stderr) and, with ``json_path``, write it
-    there as JSON. Returns the program's exit status."""
+    there as JSON (``--json-out FILE``); ``json_stdout`` prints it as JSON on stdout after the
+    program's own output (``--json``). Returns the program's exit status."""
+    from smtdims.results import json_dumps
+
     from . import enabled
 
     if not module and not os.path.exists(target):
@@ -347,7 +402,7 @@ def run_program(target: str, args: Sequence[str] = (), *, module: bool = False, 
     rec = Recorder()
     name = f"-m {target}" if module else target
     status = 0
-    with enabled(budget=budget):
+    with enabled(budget=budget), rec.watch_exports():
         rec.listen()
         try:
             sys.argv = [target, *args]
@@ -381,12 +436,15 @@ def run_program(target: str, args: Sequence[str] = (), *, module: bool = False, 
         print(header(), file=out)
         for line in rec.summary_lines(scope):
             print(line, file=out)
+        data = {"program": name, "argv": [target, *args], "exit_status": status, **rec.summary_dict(scope)}
+        if json_stdout:
+            with contextlib.suppress(OSError, ValueError):  # a program that closed stdout
+                sys.stdout.flush()
+                print(json_dumps(data, indent=2), flush=True)
         if json_path is not None:
-            data = {"program": name, "argv": [target, *args], "exit_status": status, **rec.summary_dict(scope)}
             try:
                 with open(json_path, "w", encoding="utf-8") as f:
-                    json.dump(data, f, indent=2)
-                    f.write("\n")
+                    f.write(json_dumps(data, indent=2) + "\n")
             except OSError as err:
                 print(f"smtdims run: could not write the JSON summary to {json_path!r}: {err}", file=sys.stderr)
                 status = status or 2

@@ -159,6 +159,62 @@ def check_constraints(constraints: Sequence[str], shapes: Sequence[str]) -> None
                              f"(the shapes use {', '.join(sorted(known)) or 'no variables'}){hint}")
 
 
+# -- constraints in JAX's syntax ----------------------------------------------------------------------------
+_JAX_LACKS = ("**", "//", "%")  # smtdims' parser takes these (Python's spelling); jax.export's does not
+
+
+def jax_constraint(text: str, *, x64: bool = False) -> str:
+    """``text`` as jax.export's parser reads it, after smtdims' parser has read it (issue 29).
+
+    JAX's parser has no ``**``, ``//``, ``%`` or grouping parentheses (``2*(n + 1)``), and its
+    error names "dimension 0" of a "symbolic shape" for a constraint; smtdims reads them all, so
+    such a constraint is written back in JAX's syntax (``n <= 2**40`` -> ``n <= 1099511627776``,
+    ``n >= n // 2`` -> ``n >= floordiv(n, 2)``); any other text goes to JAX as written. Every
+    constant must fit JAX's dimension values: int32 (int64 with ``jax_enable_x64``, which a 64-bit
+    input dtype turns on), else JAX fails late with a bare ``OverflowError``; here it is a
+    ``ValueError`` that names the limit and what to write.
+    """
+    from smtdims.parser import _tokenize, parse_comparison
+
+    lhs, op, rhs = parse_comparison(text)  # ParseError (a ValueError) with the position of the mistake
+    _check_dim_constants(text, (lhs, rhs, lhs - rhs), x64)
+    toks = _tokenize(text)
+    grouping = any(t.text == "(" and (i == 0 or toks[i - 1].kind != "name") for i, t in enumerate(toks) if t.kind == "op")
+    if grouping or any(t.kind == "op" and t.text in _JAX_LACKS for t in toks):
+        return f"{lhs} {op} {rhs}"
+    return text
+
+
+def _check_dim_constants(text: str, exprs: Sequence[Any], x64: bool) -> None:
+    """Every integer in ``exprs`` (coefficients, constants, divisors) fits JAX's dimension dtype."""
+    bits = 64 if x64 else 32
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    for c in _constants(exprs):
+        if not lo <= c <= hi:
+            from smtdims.expr import readable_int
+
+            more = ("" if x64 else "; with a 64-bit input dtype (float64, int64) or JAX_ENABLE_X64=1 "
+                    f"the limit is {2**63 - 1} (2^63 - 1)")
+            raise ValueError(
+                f"constraint {text!r}: the constant {readable_int(c)} is out of range for JAX's dimension values, "
+                f"int{bits} ({lo} to {hi}: JAX raises OverflowError while exporting), so no dimension can exceed "
+                f"{hi} here: write a bound within that range or drop the constraint{more}")
+
+
+def _constants(exprs: Sequence[Any]) -> list[int]:
+    """The integers of ``exprs`` in order (the sides as written first, then their difference)."""
+    out: list[int] = []
+    todo = list(exprs)
+    while todo:
+        e = todo.pop(0)
+        for mono, coeff in e.terms:
+            out.append(coeff)
+            for a, _ in mono:
+                if hasattr(a, "lhs"):  # floordiv/mod/max/min: their operands too
+                    todo += [a.lhs, a.rhs]
+    return out
+
+
 def build_specs(arg_specs: Sequence[Any], constraints: Sequence[str] = ()) -> tuple[tuple[Any, ...], Any, list[str]]:
     """``jax.ShapeDtypeStruct`` pytrees sharing one scope, the scope, and the specialised dims found.
 
@@ -177,9 +233,11 @@ def build_specs(arg_specs: Sequence[Any], constraints: Sequence[str] = ()) -> tu
     if scopes and constraints:
         raise ValueError("constraints= cannot be added to the scope of ShapeDtypeStructs that already exist; "
                          "pass them where the scope is made: symbolic_shape(..., constraints=...)")
-    check_constraints(constraints, [x.shape for p in parsed for x in jax.tree_util.tree_leaves(p, is_leaf=is_leaf)
-                                    if isinstance(x, _StringSpec)])
-    scope = next(iter(scopes.values())) if scopes else export.SymbolicScope(tuple(constraints))
+    leaves = [x for p in parsed for x in jax.tree_util.tree_leaves(p, is_leaf=is_leaf)]
+    check_constraints(constraints, [x.shape for x in leaves if isinstance(x, _StringSpec)])
+    wide = bool(jax.config.jax_enable_x64) or _needs_x64(leaves)  # as export_and_verify will run it
+    jax_texts = tuple(jax_constraint(c, x64=wide) for c in constraints)
+    scope = next(iter(scopes.values())) if scopes else export.SymbolicScope(jax_texts)
     specialised: list[str] = []
 
     def build(path: Any, x: Any) -> Any:
