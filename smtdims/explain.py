@@ -12,6 +12,7 @@ the witness of each end and the constraints that bound it.
 from __future__ import annotations
 
 import html
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
@@ -22,7 +23,7 @@ import z3
 from . import options
 from .constraints import Constraint, ConstraintSet
 from .errors import SmtdimsError, UnsatisfiableConstraintsError, format_valuation
-from .expr import FLOORDIV, MOD, Expr, Op
+from .expr import FLOORDIV, MOD, Expr, Op, readable_int
 from .heuristic import is_inf
 from .reasoner import REGISTRY, Session, _relation
 from .render import left_align
@@ -78,7 +79,7 @@ class BoundEnd:
             return f"{self.name} = {_fmt_bound(self.value)}: {state}"
         side = "below" if self.name == "lo" else "above"
         where = f"attained at {format_valuation(self.witness)}" if self.tight else "sound, maybe not tight"
-        return f"{self.name} = {self.value}, {where}; bounded {side} by: {_support_text(self.support, self.minimal)}"
+        return f"{self.name} = {_fmt_bound(self.value)}, {where}; bounded {side} by: {_support_text(self.support, self.minimal)}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "value": _json_bound(self.value), "tight": self.tight, "witness": self.witness,
@@ -228,7 +229,7 @@ def _explain_decision(decision: Decision) -> Explanation:
         rel_op = op if d.status == FALSE else _NEGATED[op]
         support, minimal = minimal_support(session, lambda enc: [_relation(rel_op, enc.expr(diff))], diff)
         return Explanation(**base, support=support, minimal=minimal)
-    fixes = suggest_fixes(session, lhs, op, rhs, decision=d)
+    fixes = best_fixes(session, lhs, op, rhs, decision=d)
     return Explanation(**base, witness_true=d.witness_true, witness_false=d.witness_false, fixes=tuple(fixes))
 
 
@@ -482,7 +483,8 @@ def suggest_fixes(session: Session, lhs: Expr, op: str, rhs: Expr, *, limit: int
         if r is not None and not is_inf(r[0]) and r[0] - 1 >= 1:
             candidates.append((v, "<=", int(r[0]) - 1))
     for v, cop, k in candidates:
-        c = Constraint.parse(f"{v} {cop} {k}")
+        # made, not parsed: Python's str() refuses a bound past 4,300 digits (issue 29)
+        c = Constraint.make(Expr.var(v), cop, Expr.const(k), f"{v} {cop} {readable_int(k)}")
         if _proves(session, lhs, op, rhs, [c]):
             if cop == ">=":
                 lower.append((v, k))
@@ -512,6 +514,78 @@ def suggest_fixes(session: Session, lhs: Expr, op: str, rhs: Expr, *, limit: int
             if offer(Fix(SPEC, str(new), v, note)):
                 return out
     return out
+
+
+BOX_VALUATIONS = 400  # about this many valuations rank fixes: 1..64 for one variable, 1..20 for two, 1..7 for three
+
+
+def _box_side(n_vars: int) -> int:
+    return 1 if n_vars <= 0 else max(3, min(64, int(round(BOX_VALUATIONS ** (1.0 / n_vars)))))
+
+
+def fix_as_constraint(fix: Fix) -> Constraint:
+    """The valuations a fix keeps, as one constraint: ``v -> v + k`` keeps ``v >= k + 1``; ``v -> m*v``
+    keeps the multiples of ``m``; a constraint is itself."""
+    if fix.kind != SPEC:
+        return Constraint.parse(fix.text)
+    new = Expr.lift(_parse(fix.text))
+    k = (new - Expr.var(fix.variable)).as_constant()
+    if k is not None:
+        return Constraint.parse(f"{fix.variable} >= {k + 1}")
+    return Constraint.make(Expr.var(fix.variable).mod(new.terms[0][1]), "==", Expr.const(0))
+
+
+def _parse(text: str) -> Expr:
+    from .parser import parse_expr
+
+    return parse_expr(text)
+
+
+def weakest_first(session: Session, fixes: Sequence[Fix], names: Sequence[str] = (), side: int | None = None) -> list[Fix]:
+    """``fixes`` ordered by how many valuations of a small box (every variable in ``1..side``) the
+    constraints keep with each in place, most first; ties keep their order.
+
+    Why: every fix settles the question; the one that keeps the most valuations loses the least
+    (``a + 1 >= b`` keeps what ``b <= 2`` throws away). The box is a measure, not a proof: the
+    fixes were each verified before. One policy for ``explain``, the error message, the audit and
+    ``smtdims run`` (the export pipeline measures native runs instead: :mod:`smtdims_jax.pipeline.box`).
+    """
+    if len(fixes) < 2:
+        return list(fixes)
+    base = session.constraints.constraints
+    all_names = sorted(set(names) | session.constraints.variables()
+                       | {v for f in fixes for v in fix_as_constraint(f).diff.variables()})
+    n = side if side is not None else _box_side(len(all_names))
+    grid = [dict(zip(all_names, values, strict=True)) for values in itertools.product(range(1, n + 1), repeat=len(all_names))]
+
+    def kept(f: Fix) -> int:
+        try:
+            cs = ConstraintSet(base + (fix_as_constraint(f),))
+        except SmtdimsError:
+            return -1
+        count = 0
+        for env in grid:
+            try:
+                count += cs.holds(env)
+            except (ZeroDivisionError, KeyError):
+                continue
+        return count
+
+    scored = [(-kept(f), i, f) for i, f in enumerate(fixes)]
+    return [f for _, _, f in sorted(scored, key=lambda x: (x[0], x[1]))]
+
+
+def best_fixes(session: Session, lhs: Expr, op: str, rhs: Expr, *, decision: Decision | None = None) -> list[Fix]:
+    """Every verified fix of ``lhs op rhs``, weakest first (:func:`weakest_first`)."""
+    fixes = suggest_fixes(session, lhs, op, rhs, decision=decision)
+    return weakest_first(session, fixes, sorted(lhs.variables() | rhs.variables()))
+
+
+def settling_fix(session: Session, lhs: Expr, rhs: Expr, *, decision: Decision | None = None) -> Fix | None:
+    """The weakest verified fix that settles an inconclusive ``lhs >= rhs`` (JAX's question; ``<`` and
+    ``>`` are asked as ``not >=``): the ``>=`` direction, or ``<`` where ``>=`` has none."""
+    fixes = best_fixes(session, lhs, ">=", rhs, decision=decision) or best_fixes(session, lhs, "<", rhs)
+    return fixes[0] if fixes else None
 
 
 def _divided_vars(*exprs: Expr) -> list[tuple[str, int]]:

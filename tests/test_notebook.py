@@ -68,9 +68,10 @@ def _check_outputs(nb) -> None:
 
     plot = cells["undetermined-plot"]
     assert [o for o in plot.outputs if "image/png" in o.get("data", {})]
-    before, after = _shown(plot).splitlines()[-2:]
-    assert "'fails': 0" not in before and "'fails': 0" in after and "'infeasible': 0" in before
-    assert "b <= 2" in _shown(cells["undetermined-fixed"]) and "int32[]" in _shown(cells["undetermined-fixed"])
+    before, first, after = _shown(plot).splitlines()[-3:]
+    assert "'fails': 0" not in before and "'fails': 0" in first and "'fails': 0" in after
+    assert "'infeasible': 0" in before and "'holds': 89" in before and "'holds': 89" in first
+    assert "a + 1 >= b ->" in _shown(cells["undetermined-fixed"]) and "int32[]" in _shown(cells["undetermined-fixed"])
 
     row7 = _shown(cells["inconclusive-explain"], "text/html")
     for q in ("b &gt;= 2", "a &gt;= b", "a - b &gt;= 0"):
@@ -247,8 +248,13 @@ def test_the_notebooks_claims():
         assert fix.verified
         if fix.kind == "constraint":
             assert smtdims.decide("a + 1", ">=", "b", constraints=[fix.text]).status == "true", fix
+    assert fixes[0].text == "a + 1 >= b"  # "the comparison itself comes first"
+    whole = classify_region("a + 1", ">=", "b", x="a", y="b", x_range=(1, 12), y_range=(1, 12))
+    first = classify_region("a + 1", ">=", "b", [fixes[0].text], x="a", y="b", x_range=(1, 12), y_range=(1, 12))
     fixed = classify_region("a + 1", ">=", "b", ["b <= 2"], x="a", y="b", x_range=(1, 12), y_range=(1, 12))
-    assert fixed.fails == () and fixed.holds  # "the suggested constraint b <= 2 cuts away every red point"
+    # "the first fix cuts away exactly the red points"; "b <= 2 cuts them away too, and many green ones"
+    assert first.fails == () and len(first.holds) == len(whole.holds)
+    assert fixed.fails == () and 0 < len(fixed.holds) < len(whole.holds) / 2
     for lhs, op, rhs in (("b", ">=", 2), ("a", ">=", "b"), ("a - b", ">=", 0)):
         ex = explain(lhs, op, rhs)
         assert ex.status == "undetermined" and ex.fixes and ex.witness_true and ex.witness_false

@@ -511,7 +511,7 @@ def _user_location() -> str:
 
 
 def _explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> Explanation:
-    from smtdims.explain import suggest_fixes
+    from smtdims.explain import settling_fix
 
     scope = e1.scope if isinstance(e1, _DimExpr) else e2.scope
     m = _CMP_RE.search(question)
@@ -529,9 +529,9 @@ def _explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> Explan
         return Explanation(f"smtdims: proves {d.question} is {d.status}{at}", location=location)
     text = (f"smtdims: the comparison is undetermined: {format_valuation(w_false)} makes {question} false; "
             f"{format_valuation(w_true)} makes it true.")
-    # Settling either direction settles the comparison JAX asked.
-    fixes = suggest_fixes(session, lhs, ">=", rhs, limit=1, decision=d) or suggest_fixes(session, lhs, "<", rhs, limit=1)
-    fix = str(fixes[0]) if fixes else ""
+    # Settling either direction settles the comparison JAX asked; the weakest first (one policy: explain).
+    found = settling_fix(session, lhs, rhs, decision=d)
+    fix = str(found) if found is not None else ""
     if fix:
         text += f"\nsmtdims: suggested fix: {fix}"
     else:

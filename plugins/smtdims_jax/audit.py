@@ -472,13 +472,13 @@ def _analyse_compare(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], sessio
         session = session_of(e1, e2)
         l_ir, r_ir = ad.to_ir(e1), ad.to_ir(e2)
         d = session.decide(l_ir, ">=", r_ir)
-        from smtdims.explain import suggest_fixes
+        from smtdims.explain import settling_fix
 
-        fixes = suggest_fixes(session, l_ir, ">=", r_ir, limit=1, decision=d)
+        fix = settling_fix(session, l_ir, r_ir, decision=d)
         w_true, w_false = (d.witness_false, d.witness_true) if inverted else (d.witness_true, d.witness_false)
         detail = f"true at {format_valuation(w_true)}; false at {format_valuation(w_false)}"
-        if fixes:
-            detail += f"; fix: {fixes[0]}"
+        if fix is not None:
+            detail += f"; fix: {fix}"
         return AuditRecord(**base, answer="inconclusive", answered_by=by, flag=INCONCLUSIVE, detail=detail,
                            witness=w_false)
     answer = (not geq) if inverted and isinstance(geq, bool) else geq

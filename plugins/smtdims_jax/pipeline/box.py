@@ -8,13 +8,19 @@ error shows there; ``native="run"`` runs it on zeros instead). A fixed specifica
 *admits* a box shape when some valuation of its own variables (each in ``1..N``; the
 rewrites smtdims makes, ``v -> m*v + c`` with ``m >= 1``, ``c >= 0``, never need a
 larger value) meets its constraints and gives exactly those input shapes.
+
+A box whose runnable shapes all give empty outputs says nothing about a fix (``h <= 4`` that
+makes a conv's output empty "admits" them all): then the box grows along its diagonal (every
+variable ``v``, ``v`` in ``N+1..64``) until it holds shapes with non-empty outputs, and fixes are
+ranked by the non-empty shapes they admit first (:meth:`NativeBox.weakness`).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +33,7 @@ from smtdims.expr import Expr
 
 BOX_SHAPES = 400  # target size of the box: N = 64 for one variable, 20 for two, 7 for three
 MAX_SIDE = 64
+_DIAGONAL_ENOUGH = 8  # non-empty shapes the grown box seeks before it stops
 
 Shapes = tuple[tuple[int, ...], ...]
 Dims = tuple[tuple[Expr, ...], ...]
@@ -135,27 +142,69 @@ class NativeBox:
             self.env.setdefault(s, env)
         # points beyond the box (failed samples): where small shapes are all empty, the failures are there
         self.extra: dict[Shapes, dict[str, int]] = {}
-        for env in extra:
-            shapes = shapes_at(dims, env)
-            if shapes is not None and shapes not in self.env:
-                self.env[shapes] = self.extra[shapes] = dict(env)
+        self._deadline = deadline
+        self._add_points(extra, measure=False)
         self.ok: dict[Shapes, bool] = {}
+        self.nonempty: set[Shapes] = set()  # shapes that run natively with every input and output non-empty
         self.errors: dict[Shapes, str] = {}
         self.complete = True
         # JAX's traceback filtering costs ~10x the trace of a refused shape (measured: 15 ms vs 1.3 ms)
         filtering = jax.config.jax_traceback_filtering
         jax.config.update("jax_traceback_filtering", "off")
         try:
-            for s in self.env:
-                if deadline is not None and time.monotonic() > deadline:
-                    self.complete = False  # the rest is not measured: the counts cover fewer shapes
-                    break
-                self.ok[s], err = self.runs(s)
-                if err:
-                    self.errors[s] = err
+            self._measure(list(self.env))
+            if not self.nonempty and self.variables:
+                self._add_points(self._diagonal(constraints), measure=True)
         finally:
             jax.config.update("jax_traceback_filtering", filtering)
         self.seconds = time.perf_counter() - t0
+
+    def _diagonal(self, constraints: ConstraintSet) -> Iterator[dict[str, int]]:
+        """Every variable ``v`` for ``v`` in ``side+1..MAX_SIDE``, where the constraints admit it, until a
+        few shapes run with non-empty outputs (the box is grown only while that is all it lacks)."""
+        for v in range(self.side + 1, MAX_SIDE + 1):
+            if len(self.nonempty) >= _DIAGONAL_ENOUGH:
+                return
+            env = dict.fromkeys(self.variables, v)
+            try:
+                if constraints.holds(env):
+                    yield env
+            except (ZeroDivisionError, KeyError):
+                continue
+
+    def _measure(self, shapes: Sequence[Shapes]) -> None:
+        for s in shapes:
+            if self._deadline is not None and time.monotonic() > self._deadline:
+                self.complete = False  # the rest is not measured: the counts cover fewer shapes
+                return
+            self.ok[s], err = self.runs(s)
+            if err:
+                self.errors[s] = err
+
+    def _add_points(self, envs: Iterable[dict[str, int]], *, measure: bool) -> list[Shapes]:
+        """Add valuations beyond the box (measured one by one when ``measure``, so that a generator can
+        stop on what was measured)."""
+        added = []
+        for env in envs:
+            shapes = shapes_at(self.dims, env)
+            if shapes is not None and shapes not in self.env:
+                self.env[shapes] = self.extra[shapes] = dict(env)
+                added.append(shapes)
+                if measure:
+                    self._measure([shapes])
+                    if not self.complete:
+                        break
+        return added
+
+    def add(self, envs: Sequence[dict[str, int]]) -> None:
+        """Measure more valuations of the original variables (a fix's extremes: ``t = 512`` and ``t = 513``
+        for ``t <= 512``); they count like box shapes from then on."""
+        filtering = jax.config.jax_traceback_filtering
+        jax.config.update("jax_traceback_filtering", "off")
+        try:
+            self._add_points(envs, measure=True)
+        finally:
+            jax.config.update("jax_traceback_filtering", filtering)
 
     def runs(self, shapes: Shapes) -> tuple[bool, str]:
         """Whether the native function accepts inputs of these shapes (and JAX's message if not)."""
@@ -163,12 +212,15 @@ class NativeBox:
         args = jax.tree_util.tree_unflatten(self.in_tree, leaves)
         try:
             if self.native == "eval_shape":
-                jax.eval_shape(self.fn, *args)
+                out = jax.eval_shape(self.fn, *args)
             else:
                 zeros = [np.zeros(x.shape, x.dtype) for x in leaves]
-                jax.block_until_ready(self.fn(*jax.tree_util.tree_unflatten(self.in_tree, zeros)))
+                out = jax.block_until_ready(self.fn(*jax.tree_util.tree_unflatten(self.in_tree, zeros)))
         except Exception as err:  # any refusal is "does not run here"
             return False, f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+        sizes = [math.prod(s) for s in shapes] + [math.prod(getattr(x, "shape", ())) for x in jax.tree_util.tree_leaves(out)]
+        if all(n > 0 for n in sizes):
+            self.nonempty.add(shapes)
         return True, ""
 
     def _admitted(self, dims: Dims, constraints: ConstraintSet) -> set[Shapes]:
@@ -197,9 +249,18 @@ class NativeBox:
             native=self.native, seconds=self.seconds,
         )
 
-    def score(self, dims: Dims, constraints: ConstraintSet) -> tuple[int, int]:
-        """(admitted shapes that run natively, -admitted shapes that fail natively): larger is weaker and better."""
+    def weakness(self, dims: Dims, constraints: ConstraintSet) -> tuple[int, int, int]:
+        """(admitted shapes that run with non-empty outputs, that run, -admitted that fail): larger is weaker.
+
+        Non-empty first: a fix that admits only shapes whose outputs are empty (``h <= 4`` before a
+        stride-2 conv and a pool) keeps nothing a user runs, however many such shapes it admits."""
         got = self._admitted(dims, constraints)
+        ok, bad = self.score(dims, constraints, got)
+        return sum(1 for s in self.nonempty if s in got), ok, bad
+
+    def score(self, dims: Dims, constraints: ConstraintSet, got: set[Shapes] | None = None) -> tuple[int, int]:
+        """(admitted shapes that run natively, -admitted shapes that fail natively): larger is weaker and better."""
+        got = self._admitted(dims, constraints) if got is None else got
         ok = sum(1 for s, good in self.ok.items() if good and s in got)
         bad = sum(1 for s, good in self.ok.items() if not good and s in got)
         return ok, -bad

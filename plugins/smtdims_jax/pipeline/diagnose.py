@@ -132,9 +132,21 @@ def diagnose(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, s
         exprs += intermediate_dims(fn, spec_leaves, in_tree, budget)
         chosen: list[str] = []
         current = spec
-        for _ in range(3):  # at most three constraints, added greedily while some failing shape stays admitted
-            ok0, bad0 = box.score(current.dims, current.constraint_set())
-            if bad0 == 0 or time.monotonic() > stop:
+        # Greedy, at most three constraints: each step takes the candidate with the fewest misjudged box
+        # shapes (failing ones admitted plus running ones with non-empty outputs excluded; then running
+        # ones with empty outputs excluded), and only if that is fewer than before. Why not "fewest failing
+        # admitted": a bound such as b >= 33 admits no failing shape because it admits almost nothing. Why
+        # empty outputs count last: past a stride-2 conv most small shapes give empty arrays, which run
+        # whatever the fix says, and a user runs none of them.
+        ne_all, ok_all = box.weakness(spec.dims, spec.constraint_set())[:2]
+
+        def misjudged(weak: tuple[int, int, int]) -> tuple[int, int, int]:
+            ne, ok, bad = weak
+            return -bad + (ne_all - ne), (ok_all - ok) - (ne_all - ne), -bad
+
+        for _ in range(3):
+            before = misjudged(box.weakness(current.dims, current.constraint_set()))
+            if before[2] == 0 or time.monotonic() > stop:
                 break
             scored = []
             for text in [*_divisibilities(exprs), *_lower_bounds(box)]:
@@ -143,17 +155,17 @@ def diagnose(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, s
                 try:
                     text = normalise_constraint(text)
                     trial = current.apply(FixPart("constraint", text))
-                    ok, bad = box.score(trial.dims, trial.constraint_set())
+                    weak = box.weakness(trial.dims, trial.constraint_set())
                 except Exception:  # noqa: BLE001 - a candidate we cannot state is no candidate
                     continue
-                tried.append((text, ok, -bad))
-                scored.append(((bad, ok), text, trial))
+                tried.append((text, weak[1], -weak[2]))
+                scored.append((misjudged(weak), text, trial))
             if not scored:
                 break
-            scored.sort(key=lambda x: x[0], reverse=True)  # fewest admitted failing first, then most admitted ok
-            (bad, ok), text, trial = scored[0]
-            if -bad >= -bad0:
-                break  # no candidate excludes anything more
+            scored.sort(key=lambda x: x[0])
+            score, text, trial = scored[0]
+            if score >= before:
+                break  # no candidate misjudges fewer shapes
             chosen.append(text)
             current = trial
         if chosen:

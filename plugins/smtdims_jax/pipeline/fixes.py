@@ -21,7 +21,6 @@ proof. A fix that excludes shapes that run natively is said so plainly.
 from __future__ import annotations
 
 import collections
-import itertools
 import math
 import re
 import time
@@ -34,15 +33,15 @@ import numpy as np
 from jax import export
 
 from smtdims.constraints import Constraint, ConstraintSet
-from smtdims.errors import SmtdimsError
-from smtdims.explain import SPEC, _proves, suggest_fixes
-from smtdims.expr import MAX, MIN, MOD, Expr, Op, Var
+from smtdims.errors import SmtdimsError, format_valuation
+from smtdims.explain import SPEC, _proves, settling_fix, suggest_fixes, weakest_first
+from smtdims.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
 from smtdims.parser import parse_expr
 from smtdims.reasoner import Session
 
 from .. import adapter, enabled
-from ._common import Progress, _raised_by_smtdims
-from .box import BoxCount, Dims, NativeBox
+from ._common import Progress, _raised_by_smtdims, paste_target
+from .box import BoxCount, Dims, NativeBox, shapes_at
 from .report import _first_line
 
 NOT_NEEDED, FIXED, NO_FIX, ROUND_LIMIT, DEADLINE = "not needed", "fixed", "no fix found", "round limit", "deadline"
@@ -85,13 +84,15 @@ class FixRound:
     """One round: the error, the verified candidates with their box scores, the one chosen."""
 
     error: str
-    candidates: tuple[tuple[str, int, int], ...]  # (fix, admitted shapes that run natively, admitted that fail)
+    # (fix, admitted shapes that run natively, admitted that fail, admitted that run with non-empty outputs)
+    candidates: tuple[tuple[str, int, int, int], ...]
     chosen: str
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
         return {"error": self.error, "chosen": self.chosen, "seconds": round(self.seconds, 3),
-                "candidates": [{"fix": f, "admitted_ok": ok, "admitted_failing": bad} for f, ok, bad in self.candidates]}
+                "candidates": [{"fix": f, "admitted_ok": ok, "admitted_failing": bad, "admitted_nonempty": ne}
+                               for f, ok, bad, ne in self.candidates]}
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,9 @@ class FixResult:
     function: str = ""
     seconds: float = 0.0
     report: Any = field(default=None, repr=False, compare=False)  # the final VerificationReport
+    target: str = ""  # MODULE:FUNCTION or path/file.py:FUNCTION for `smtdims export`; "" if none names it
+    # the fix's edges measured natively: (valuation, runs natively, the fix admits it); t = 512 and t = 513
+    extremes: tuple[tuple[dict[str, int], bool, bool], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -146,25 +150,35 @@ class FixResult:
         """The same fix as ``smtdims export`` arguments."""
         return " ".join([*(f'--spec "{a}"' for a in self.in_avals), *(f'-c "{c}"' for c in self.constraints)])
 
+    def command(self) -> str:
+        """The whole ``smtdims export`` command, ready to paste (``MODULE:FUNCTION`` where one can be named)."""
+        return f"smtdims export {self.target or 'MODULE:FUNCTION'} {self.cli()}"
+
     def lines(self) -> list[str]:
         out = [f"whole fix: {self.status}" + (f" ({self.detail})" if self.detail else "")
                + f", {len(self.rounds)} round(s), {self.seconds:.1f}s"]
         for i, r in enumerate(self.rounds, 1):
             out.append(f"  round {i}: {_first_line(r.error, 140)}")
-            for f, ok, bad in r.candidates[:4]:
+            for f, ok, bad, ne in r.candidates[:4]:
                 mark = "->" if f == r.chosen else "  "
                 failing = f", {bad} native-failing" if bad else ""
-                out.append(f"    {mark} {f}  [admits {ok} native-ok{failing} box shapes]")
+                out.append(f"    {mark} {f}  [admits {ok} native-ok ({ne} non-empty){failing} box shapes]")
         if self.dropped:
             out.append(f"  minimised: dropped {'; '.join(self.dropped)}")
         if self.parts:
             label = "the fix" if self.status == FIXED else "partial fix (the export still fails with it)"
             out.append(f"  {label}: " + "; ".join(str(p) for p in self.parts))
             out.append(f"  in_avals {', '.join(self.in_avals)}; constraints {', '.join(self.constraints) or 'none'}")
-            out.append(f"  smtdims export {self.cli()}")
+            out.append(f"  {self.command()}")
+            if not self.target:
+                out.append("  (MODULE:FUNCTION: the function is a lambda or local; define it at module level to name it)")
             out += ["  " + ln for ln in self.code().splitlines()]
         if self.box is not None:
             out.append("  " + self.box.sentence(self.function.split(":")[-1]))
+        for env, runs, admits in self.extremes:
+            verdict = ("admitted, runs natively" if admits and runs else "excluded, fails natively" if not admits and not runs
+                       else "admitted, FAILS natively" if admits else "excluded, but RUNS natively (the fix is too strong)")
+            out.append(f"  at the fix's edge {format_valuation(env)}: {verdict}")
         if self.verified is not None:
             out.append("  verified end to end (export, fresh process, samples): " + ("yes" if self.verified else "NO"))
             if not self.verified:
@@ -177,8 +191,10 @@ class FixResult:
             "in_avals": list(self.in_avals), "shapes": list(self.shapes), "constraints": list(self.constraints),
             "rounds": [r.to_dict() for r in self.rounds], "dropped": list(self.dropped),
             "box": self.box.to_dict() if self.box is not None else None, "verified": self.verified,
+            "extremes": [{"valuation": env, "runs_natively": runs, "admitted": admits} for env, runs, admits in self.extremes],
             "verification": list(self.verification), "code": self.code() if self.parts else "",
-            "cli": self.cli() if self.parts else "", "seconds": round(self.seconds, 3),
+            "cli": self.cli() if self.parts else "", "command": self.command() if self.parts else "",
+            "target": self.target, "seconds": round(self.seconds, 3),
         }
 
 
@@ -334,16 +350,24 @@ def attempt(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, 
 
 
 # -- candidates ------------------------------------------------------------------------------------
-def candidates(att: Attempt, session: Session) -> list[tuple[FixPart, int]]:
-    """Verified fixes for the refusal, each with a tie-break rank (lower first among equal box scores)."""
-    out: list[tuple[FixPart, int]] = []
-    seen: set[tuple[str, str, str | None]] = set()
+Candidate = tuple[tuple[FixPart, ...], int]  # the parts applied together, and a tie-break rank
 
-    def add(kind: str, text: str, variable: str | None, note: str, rank: int) -> None:
-        key = (kind, text, variable if kind == SPEC else None)
+
+def candidates(att: Attempt, session: Session) -> list[Candidate]:
+    """Verified fixes for the refusal, each a group of parts applied together (most are one part; the
+    divisibilities that settle an equation may be several) with a tie-break rank (lower first among
+    equal box scores)."""
+    out: list[Candidate] = []
+    seen: set[tuple[tuple[str, str, str | None], ...]] = set()
+
+    def add_group(parts: Sequence[FixPart], rank: int) -> None:
+        key = tuple((p.kind, p.text, p.variable if p.kind == SPEC else None) for p in parts)
         if key not in seen:
             seen.add(key)
-            out.append((FixPart(kind, text, variable, note), rank))
+            out.append((tuple(parts), rank))
+
+    def add(kind: str, text: str, variable: str | None, note: str, rank: int) -> None:
+        add_group([FixPart(kind, text, variable, note)], rank)
 
     if att.question is not None:
         lhs, rhs = att.question
@@ -363,6 +387,9 @@ def candidates(att: Attempt, session: Session) -> list[tuple[FixPart, int]]:
     for lhs, rhs in reversed(att.equations[-2:]):  # the last equation JAX asked; the one before if it has none
         for kind, text, variable, note, rank in equation_fixes(session, lhs, rhs):
             add(kind, text, variable, note, rank)
+        for texts in divisibility_fixes(session, lhs, rhs):
+            # after the equation's own fixes at equal box scores: they name fewer atoms
+            add_group([FixPart("constraint", t, None, "a floor division in the equation is exact") for t in texts], 3)
         if out:
             return out
     message = "\n".join(str(e) for e in error_chain(att.error)) if att.error is not None else ""
@@ -499,6 +526,47 @@ def equation_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, st
     return out
 
 
+_DIVISIBILITY_ATOMS = 8  # floordiv/mod atoms at most: each is one more proof in the minimisation
+
+
+def divisibility_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, ...]]:
+    """The fewest exact-division constraints under which smtdims proves ``lhs == rhs``, as one group.
+
+    A reshape after a strided conv, a pool or a patchify asks ``P*Q == 16*floordiv(P, 4)*floordiv(Q, 4)``:
+    true exactly when each ``floordiv(X, k)`` in it divides exactly, ``mod(X, k) == 0`` (then
+    ``k*floordiv(X, k) == X``). Every ``floordiv``/``mod`` by a constant in the equation, nested ones
+    included, gives one such constraint; if all of them together prove the equation, each is dropped in
+    turn (innermost first, so ``mod(P, 4) == 0`` stays and ``mod(h - 3, 2) == 0`` goes) while the rest
+    still prove it. Each group is re-decided with :func:`_proves`, as every fix is.
+    """
+    found: list[tuple[int, Expr, int]] = []  # (depth, dividend, divisor)
+
+    def walk(e: Expr, depth: int) -> None:
+        for a in e.atoms():
+            if isinstance(a, Op):
+                k = a.rhs.as_constant() if a.op in (FLOORDIV, MOD) else None
+                if k is not None and abs(k) >= 2 and (a.lhs, abs(k)) not in [(x, y) for _, x, y in found]:
+                    found.append((depth, a.lhs, abs(k)))
+                walk(a.lhs, depth + 1)
+                walk(a.rhs, depth + 1)
+
+    walk(lhs - rhs, 0)
+    if not found or len(found) > _DIVISIBILITY_ATOMS:
+        return []
+    found.sort(key=lambda x: x[0])  # outermost first
+    # k divides X exactly when it divides -X: the side with fewer negative terms reads better (mod(h, 2), not mod(-h, 2))
+    conds = [Constraint.make((-x if sum(c < 0 for _, c in x.terms) > sum(c > 0 for _, c in x.terms) else x).mod(k),
+                             "==", Expr.const(0)) for _, x, k in found]
+    if not _proves(session, lhs, "==", rhs, conds):
+        return []
+    kept = list(conds)
+    for c in reversed(conds):  # innermost first
+        trial = [x for x in kept if x is not c]
+        if trial and _proves(session, lhs, "==", rhs, trial):
+            kept = trial
+    return [tuple(normalise_constraint(c.text) for c in kept)]
+
+
 def _plain(text: str) -> bool:
     """A constraint over variables only (no max/min/floordiv/mod atoms)."""
     try:
@@ -510,53 +578,13 @@ def _plain(text: str) -> bool:
 
 # -- the first round alone (no function to run: smtdims run, pytest --smtdims) ---------------------------
 def first_round_fix(session: Session, lhs: Expr, rhs: Expr, side: int | None = None) -> Any:
-    """The weakest verified fix of an inconclusive ``lhs >= rhs``: the one whose constraints admit the
-    most valuations of a box (every variable in ``1..side``); None if smtdims has none.
-
-    Without the function there are no native runs, so the box counts valuations, not working
-    shapes: a relation (``a + b >= 16``) still beats a bound that excludes more (``a >= 15``).
-    The ``>=`` direction is tried first (JAX asked whether it holds), ``<`` only if it has none.
-    """
-    from .box import box_side
-
-    fixes: list[Any] = []
-    for op in (">=", "<"):
-        try:
-            fixes = suggest_fixes(session, lhs, op, rhs)
-        except SmtdimsError:
-            fixes = []
-        if fixes:
-            break
-    if len(fixes) < 2:
-        return fixes[0] if fixes else None
-    names = sorted(lhs.variables() | rhs.variables() | session.constraints.variables())
-    n = side if side is not None else box_side(len(names))
-    base = list(session.constraints.constraints)
-
-    def admits(f: Any) -> int:
-        if f.kind == SPEC:  # v -> v + k is v >= k + 1; v -> m*v is mod(v, m) == 0: the valuations it keeps
-            new = parse_expr(f.text)
-            k = (new - Expr.var(f.variable)).as_constant()
-            extra = (Constraint.parse(f"{f.variable} >= {k + 1}") if k is not None else
-                     Constraint.make(Expr.var(f.variable).mod(new.terms[0][1]), "==", Expr.const(0)))
-        else:
-            extra = Constraint.parse(f.text)
-        cs = ConstraintSet(tuple(base) + (extra,))
-        count = 0
-        for values in itertools.product(range(1, n + 1), repeat=len(names)):
-            try:
-                count += cs.holds(dict(zip(names, values, strict=True)))
-            except (ZeroDivisionError, KeyError):
-                continue
-        return count
-
-    scored = []
-    for i, f in enumerate(fixes):
-        try:
-            scored.append((admits(f), -i, f))
-        except Exception:  # noqa: BLE001 - a fix we cannot count keeps its place, last
-            scored.append((-1, -i, f))
-    return max(scored, key=lambda x: (x[0], x[1]))[2]
+    """The weakest verified fix of an inconclusive ``lhs >= rhs``: :func:`smtdims.explain.settling_fix`
+    (kept under this name for callers of the pipeline; ``side`` sets the ranking box)."""
+    if side is None:
+        return settling_fix(session, lhs, rhs)
+    fixes = suggest_fixes(session, lhs, ">=", rhs) or suggest_fixes(session, lhs, "<", rhs)
+    ranked = weakest_first(session, fixes, sorted(lhs.variables() | rhs.variables()), side)
+    return ranked[0] if ranked else None
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -599,23 +627,22 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         session = Session(spec.constraint_set(), budget) if last.scope is None else adapter.session_for_scope(last.scope)
         say(f"fix round {len(done_rounds) + 1}: {msg}")
         scored = []
-        for part, rank in candidates(last, session):
-            try:
-                trial = spec.apply(part)
-                ok, bad = box.score(trial.dims, trial.constraint_set())
-            except Exception:  # noqa: BLE001 - a rewrite we cannot apply is no candidate
-                continue
-            scored.append(((-ok, -bad, rank), part, ok, -bad))
+        for group, rank in candidates(last, session):
+            trial = _apply_all(spec, group)
+            if trial is None or not _jax_accepts(trial):
+                continue  # a rewrite we cannot apply, or a constraint JAX's parser refuses: no candidate
+            nonempty, ok, bad = box.weakness(trial.dims, trial.constraint_set())
+            scored.append(((-nonempty, -ok, -bad, rank), group, ok, -bad, nonempty))
         scored.sort(key=lambda x: x[0])
         if not scored:
             status, detail = NO_FIX, f"smtdims found no verified fix for: {msg}"
             done_rounds.append(FixRound(last.message, (), "", time.perf_counter() - t0))
             break
         chosen = scored[0][1]
-        parts.append(chosen)
-        spec = spec.apply(chosen)
-        done_rounds.append(FixRound(last.message, tuple((str(p), ok, bad) for _, p, ok, bad in scored),
-                                    str(chosen), time.perf_counter() - t0))
+        parts.extend(chosen)
+        spec = _apply_all(spec, chosen) or spec
+        done_rounds.append(FixRound(last.message, tuple((_group_text(g), ok, bad, ne) for _, g, ok, bad, ne in scored),
+                                    _group_text(chosen), time.perf_counter() - t0))
     dropped: list[str] = []
     if status == FIXED and len(parts) > 1:
         base_bad = -box.score(spec.dims, spec.constraint_set())[1]
@@ -631,6 +658,9 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
             i -= 1
     if status == FIXED:
         spec = _without_implied(spec, budget)
+    extremes: tuple[tuple[dict[str, int], bool, bool], ...] = ()
+    if status == FIXED and spec.dims == original.dims and time.monotonic() < stop:
+        extremes = _measure_extremes(box, spec, original, budget)
     count = box.count(spec.dims, spec.constraint_set()) if parts or status == NOT_NEEDED else None
     verified: bool | None = None
     lines: tuple[str, ...] = ()
@@ -645,7 +675,37 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         status=status, detail=detail, parts=tuple(parts), in_avals=spec.aval_texts(), shapes=spec.shape_texts(),
         constraints=spec.constraints, rounds=tuple(done_rounds), dropped=tuple(dropped), box=count, verified=verified,
         verification=lines, function=name, seconds=time.perf_counter() - t_start, report=report,
+        target=paste_target(fn), extremes=extremes,
     )
+
+
+def _measure_extremes(box: NativeBox, spec: Spec, original: Spec,
+                      budget: int | None) -> tuple[tuple[dict[str, int], bool, bool], ...]:
+    """Each variable the fix bounds, at its bound and one past it (others at their least values), run
+    natively: ``t <= 512`` is checked at ``t = 512`` (must run) and ``t = 513`` (fails, or the fix is too
+    strong). Only valuations the original specification admits count; a box of small shapes never gets there."""
+    fixed = spec.constraint_set()
+    names = sorted(frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf)))
+    out = []
+    try:
+        session = Session(fixed, budget)
+        least = {v: int(session.bounds(Expr.var(v)).lo) for v in names}
+        for v in sorted(fixed.variables() & set(names)):
+            b = session.bounds(Expr.var(v))
+            for end, step in ((b.hi, 1), (b.lo, -1)):
+                if not math.isfinite(end) or (step < 0 and end <= box.side):
+                    continue
+                for value in (int(end), int(end) + step):
+                    env = {**least, v: value}
+                    if value < 1 or not original.constraint_set().holds(env):
+                        continue
+                    box.add([env])
+                    shapes = shapes_at(spec.dims, env)
+                    if shapes is not None and shapes in box.ok:
+                        out.append((env, box.ok[shapes], bool(fixed.holds(env))))
+    except (SmtdimsError, ZeroDivisionError, KeyError):
+        return tuple(out)
+    return tuple(out)
 
 
 def _without_implied(spec: Spec, budget: int | None) -> Spec:
@@ -666,6 +726,20 @@ def _without_implied(spec: Spec, budget: int | None) -> Spec:
     return Spec(spec.dims, spec.dtypes, tuple(kept))
 
 
+def _group_text(parts: Sequence[FixPart]) -> str:
+    return "; ".join(str(p) for p in parts)
+
+
+def _jax_accepts(spec: Spec) -> bool:
+    """Whether jax.export's parser takes the constraints (an equality's left side must be one term
+    times a coefficient, ``4*b*P*Q + ... == 64*b*...`` is refused): a fix must be writable in JAX."""
+    try:
+        export.SymbolicScope(spec.constraints)
+    except Exception:  # noqa: BLE001 - any refusal: JAX cannot take this fix as written
+        return False
+    return True
+
+
 def _apply_all(spec: Spec, parts: Sequence[FixPart]) -> Spec | None:
     try:
         for p in parts:
@@ -677,5 +751,6 @@ def _apply_all(spec: Spec, parts: Sequence[FixPart]) -> Spec | None:
 
 __all__ = [
     "FixOptions", "FixPart", "FixResult", "FixRound", "Spec", "attempt", "cancel_common_factor", "candidates",
+    "divisibility_fixes",
     "equation_fixes", "error_chain", "first_round_fix", "normalise_constraint", "render_constraint", "synthesize",
 ]

@@ -146,6 +146,10 @@ class VerificationReport:
             return "-" if x is None else f"{x:.3f}s"
 
         lines = [f"smtdims export check of {self.function}"]
+        fixed = self.fix is not None and self.fix.ok
+        if fixed:  # the answer first: what to write, verified; the failed export as specified follows
+            lines.append(f"  FIXED: {'; '.join(str(p) for p in self.fix.parts)} (verified end to end)")
+            lines.append(f"    {self.fix.command()}")
         head = [
             ("platforms", ", ".join(self.platforms)),
             ("constraints", ", ".join(self.constraints) or "none"),
@@ -163,7 +167,7 @@ class VerificationReport:
         rows = [("#", "valuation", "input shapes", "chosen for", "compile", "run", "result")]
         for s in self.samples:
             shapes = ", ".join(str(x) for x in s.shapes)
-            rows.append((str(s.index), format_valuation(s.valuation), shapes, ", ".join(s.why),
+            rows.append((str(s.index), format_valuation(s.valuation), shapes, _chosen_for(s.why),
                          t(s.compile_s), t(s.run_s), s.status.upper() if s.status != PASS else s.status))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         if self.samples:
@@ -181,10 +185,12 @@ class VerificationReport:
         lines.append("  checks: " + " | ".join(f"{c.name} {c.status}" for c in self.checks))
         fails = self.failures
         if fails:
-            lines.append("  FAILED:")
-            lines += [f"    {f}" for f in fails]
-            if self.fix is not None and self.fix.ok:
+            if fixed:
+                lines.append("  as specified: " + "; ".join(_first_line(f, 160) for f in fails))
                 lines.append(f"  FIXED: with {self.fix.cli()} every check passes (the whole fix above)")
+            else:
+                lines.append("  FAILED:")
+                lines += [f"    {f}" for f in fails]
             if self.diagnosis is not None:
                 lines.append("  why:")
                 lines += [f"    {ln}" for ln in self.diagnosis.lines(self.function.split(":")[-1])]
@@ -213,6 +219,26 @@ class VerificationReport:
             if e.fix_verified is False and self.fix is None:
                 out.append("    (smtdims export --fix, or export_and_verify(..., fix=True), iterates to the whole fix)")
         return out
+
+
+CHOSEN_FOR_WIDTH = 48  # the table's "chosen for" column; to_dict() keeps every reason
+
+
+def _chosen_for(why: list[str] | tuple[str, ...], width: int = CHOSEN_FOR_WIDTH) -> str:
+    """The reasons a sample was chosen, as many whole ones as fit in ``width`` then ``(+N more)``
+    (a sample that covers many goals made the column 230 characters wide, issue 29)."""
+    out = ""
+    for i, reason in enumerate(why):
+        more = f" (+{len(why) - i} more)" if i else ""
+        text = f"{out}, {reason}" if out else reason
+        rest = f" (+{len(why) - i - 1} more)" if i + 1 < len(why) else ""
+        if len(text) + len(rest) > width:
+            if not out:  # even the first one is too long: cut it
+                cut = width - len(rest) - 3
+                return reason[:max(cut, 8)] + "..." + rest
+            return out + more
+        out = text
+    return out
 
 
 def _first_line(text: str, limit: int = 160) -> str:
