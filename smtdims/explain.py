@@ -21,6 +21,7 @@ from typing import Any
 import z3
 
 from . import options
+from . import results as _results
 from .constraints import Constraint, ConstraintSet
 from .errors import SmtdimsError, UnsatisfiableConstraintsError, format_valuation
 from .expr import FLOORDIV, MOD, Expr, Op, readable_int
@@ -217,6 +218,10 @@ def explain_decision(decision: Decision) -> Explanation:
         return _explain_decision(decision)
 
 
+def _session_of(constraints: ConstraintSet, budget: int | None) -> Session:
+    return REGISTRY.get(constraints, budget)
+
+
 def _explain_decision(decision: Decision) -> Explanation:
     session, lhs, op, rhs = _decision_context(decision)
     d = decision if decision._context is not None else session.decide(lhs, op, rhs)
@@ -242,7 +247,8 @@ def explain_bounds(bounds: Bounds) -> Explanation:
 def _explain_bounds(bounds: Bounds) -> Explanation:
     ctx = getattr(bounds, "_context", None)
     if ctx is not None:
-        session, e = ctx
+        constraints, budget, e = ctx
+        session = _session_of(constraints, budget)
     else:
         from .parser import parse_expr
 
@@ -271,7 +277,8 @@ def _explain_bounds(bounds: Bounds) -> Explanation:
 def _decision_context(d: Decision) -> tuple[Session, Expr, str, Expr]:
     ctx = d._context
     if ctx is not None:
-        return ctx
+        constraints, budget, lhs, op, rhs = ctx
+        return _session_of(constraints, budget), lhs, op, rhs
     from .parser import parse_expr
 
     try:
@@ -609,3 +616,6 @@ def _spec_rewrite_proves(session: Session, lhs: Expr, op: str, rhs: Expr, v: str
         Constraint(c.diff.substitute(env), c.kind, f"{c.text} [with {v} := {new}]") for c in session.constraints
     ))
     return _proves(session, lhs.substitute(env), op, rhs.substitute(env), replace=cs)
+
+
+_results.EXPLAINERS.update(decision=explain_decision, bounds=explain_bounds)

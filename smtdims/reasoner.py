@@ -463,7 +463,7 @@ class Session:
         return Decision(
             str(lhs), op, str(rhs), status,
             constraints=tuple(c.text for c in self.constraints), answered_by=by,
-            _context=(self, lhs, op, rhs), **kw,
+            _context=(self.constraints, self.budget, lhs, op, rhs), **kw,
         )
 
     def _decide(self, lhs: Expr, op: str, rhs: Expr) -> Decision:
@@ -700,7 +700,8 @@ class Session:
         if lo_w == b.lo_witness and hi_w == b.hi_witness:
             return b
         return Bounds(
-            b.lo, b.hi, expr=b.expr, constraints=b.constraints, answered_by=b.answered_by, context=(self, e),
+            b.lo, b.hi, expr=b.expr, constraints=b.constraints, answered_by=b.answered_by,
+            context=(self.constraints, self.budget, e),
             lo_tight=b.lo_tight, hi_tight=b.hi_tight, lo_witness=lo_w, hi_witness=hi_w,
             deterministic=b.deterministic and options.clocked() is None, reason=b.reason, budget=b.budget,
             deadline=b.deadline,
@@ -715,7 +716,7 @@ class Session:
             STATS.bump("deadline_answers")
         return Bounds(
             lo.value, hi.value, expr=str(e), constraints=tuple(c.text for c in self.constraints), answered_by=by,
-            context=(self, e), lo_tight=lo.tight, hi_tight=hi.tight,
+            context=(self.constraints, self.budget, e), lo_tight=lo.tight, hi_tight=hi.tight,
             lo_witness=self._complete(lo.witness), hi_witness=self._complete(hi.witness),
             deterministic=deterministic,
         )

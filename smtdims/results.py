@@ -54,6 +54,16 @@ def unknown_advice(reason: str, budget: int | None = None, deadline: float | Non
     return reason
 
 
+# Explanations live in smtdims.explain, which registers them here when imported (importing any
+# smtdims module runs the package's __init__, which imports it): results are values and do not
+# import the module that reasons about them.
+EXPLAINERS: dict[str, Any] = {}
+
+
+def _explainer(kind: str) -> Any:
+    return EXPLAINERS[kind]
+
+
 def _fmt_bound(v: int | float) -> str:
     """A bound for people: ``inf``, ``-inf`` or :func:`~smtdims.expr.readable_int` (``10^5000``)."""
     if v == math.inf:
@@ -157,7 +167,8 @@ class Bounds(tuple):
         from .options import CLOCK_BUSY, CLOCK_INTERRUPTED, REASON_DEADLINE, REASON_INCOMPLETE, clocked
 
         self = super().__new__(cls, (lo, hi))
-        object.__setattr__(self, "_context", context)  # (Session, Expr) for explain(); not data
+        # (ConstraintSet, budget, Expr): what explain() needs to find the session again; values only
+        object.__setattr__(self, "_context", context)
         # False when the deadline cut the search short: then an end may be looser than the budget allows
         object.__setattr__(self, "deterministic", deterministic)
         if reason is None:  # why an end is not tight: the clock that shaped it, else the budget / incompleteness
@@ -182,9 +193,7 @@ class Bounds(tuple):
 
     def explain(self):
         """Why these bounds: the witness of each end and the constraints that bound it."""
-        from .explain import explain_bounds
-
-        return explain_bounds(self)
+        return _explainer("bounds")(self)
 
     def __reduce__(self):
         return (_rebuild_bounds, (self.to_dict(),))
@@ -291,7 +300,7 @@ class Decision:
     reason: str = ""
     budget: int | None = field(default=None, compare=False)  # the limits in force for this answer
     deadline: float | None = field(default=None, compare=False)
-    _context: Any = field(default=None, repr=False, compare=False)
+    _context: Any = field(default=None, repr=False, compare=False)  # (ConstraintSet, budget, lhs, op, rhs)
     _clock: str | None = field(default=None, repr=False, compare=False)  # what shaped it, if a clock did
 
     def __post_init__(self) -> None:
@@ -330,12 +339,10 @@ class Decision:
 
     def explain(self):
         """Why this answer: the constraints a proof rests on, or witnesses and suggested fixes."""
-        from .explain import explain_decision
-
-        return explain_decision(self)
+        return _explainer("decision")(self)
 
     def to_dict(self) -> dict[str, Any]:
-        # Not asdict(): it would deep-copy _context, which holds a session and its lock.
+        # Not asdict(): _context (the parsed question) and _clock are not data of the answer.
         d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
         d["constraints"] = list(self.constraints)
         d["witness_true"], d["witness_false"] = json_safe(self.witness_true), json_safe(self.witness_false)

@@ -193,3 +193,28 @@ def _assert_admits_exactly(report, runs_natively, names, values=range(1, 60)):
     for vals in itertools.product(values, repeat=len(names)):
         env = dict(zip(names, vals, strict=True))
         assert cs.holds(env) == runs_natively(env), (env, cs)
+
+
+def keras_like_call(x):
+    """Keras' traceback filtering re-creates the error as ``e.__class__(message)`` and raises it ``from None``
+    (keras/src/utils/traceback_utils.py); a framework may also wrap it in its own type."""
+    try:
+        return gpt_jnp(x)
+    except Exception as e:  # noqa: BLE001 - the re-raise under test
+        raise e.__class__(f"Exception encountered when calling layer 'embeddings'.\n\n{e}") from None
+
+
+def wrapped_call(x):
+    try:
+        return gpt_jnp(x)
+    except Exception as e:  # noqa: BLE001 - the re-raise under test
+        raise RuntimeError("layer call failed") from e
+
+
+@pytest.mark.parametrize("fn", [keras_like_call, wrapped_call], ids=["e.__class__(msg) from None", "RuntimeError from e"])
+def test_a_framework_reraised_error_still_gets_its_fix(fn):
+    """The loop reads the equation from JAX's seam, not from the exception: a re-created or wrapped error
+    changes nothing (keras-hub's BertBackbone raised RuntimeError and the loop crashed)."""
+    report = export_and_verify(fn, "float32[b, t, 32]", fix=True, samples=4)
+    assert report.fix is not None and report.fix.ok, report.table()
+    assert report.fix.constraints == ("t <= 128",)

@@ -39,7 +39,7 @@ from smtdims.expr import FLOORDIV, MAX, MIN, MOD, Expr
 from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, REGISTRY, STATS, Session, register_stock_rung
 from smtdims.results import UNDETERMINED, UNKNOWN, unknown_advice
 
-from . import exact_stock
+from . import exact_stock, frames
 
 SUPPORTED_JAX = ((0, 7, 0), (0, 12, 0, 1))  # inclusive range, tested in CI (0.7.2, 0.10.2, 0.12.0.1)
 
@@ -505,9 +505,7 @@ def _smt_geq_decision(e1: Any, e2: Any, cmp_str: Callable[[], str]) -> bool:
 
 
 def _user_location() -> str:
-    from .audit import user_location
-
-    return user_location()
+    return frames.where(sys._getframe(1))[0]
 
 
 def _explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> Explanation:

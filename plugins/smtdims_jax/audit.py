@@ -37,17 +37,14 @@ This module is the adapter side of audit mode (it imports JAX); the reasoning co
 from __future__ import annotations
 
 import contextlib
-import functools
 import html
 import json
 import math
 import os
-import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from types import CodeType, FrameType
 from typing import Any
 
 from smtdims import options
@@ -57,14 +54,13 @@ from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, Session, su
 from smtdims.render import html_table
 from smtdims.results import FALSE, TRUE, UNDETERMINED, _fmt_bound, json_answer
 
-from . import adapter
+from . import adapter, frames
 
 UNPROVEN_INEQUALITY = "unproven-inequality"
 PROVABLY_EQUAL = "provably-equal"
 REFUTED_STOCK = "refuted-stock"
 INCONCLUSIVE = "inconclusive"
-USER = "user"
-JAX = "jax"
+USER, JAX = frames.USER, frames.JAX
 # Flags shown even when JAX asked the question itself: they concern the export whoever asked.
 _ALWAYS_SHOWN = frozenset({INCONCLUSIVE, REFUTED_STOCK})
 
@@ -99,135 +95,11 @@ class _Raw:
     count: int = 1
 
 
-# -- where the user asked -------------------------------------------------------------------------------
-def _dir_of(module_name: str) -> str | None:
-    m = sys.modules.get(module_name)
-    f = getattr(m, "__file__", None) if m is not None else None
-    return os.path.dirname(os.path.abspath(f)) + os.sep if f else None
-
-
-def _internal_dirs() -> tuple[str, ...]:
-    """Directories whose frames are never the user's: smtdims, the adapter, JAX and the array
-    libraries JAX calls into (their frames are walked through, not reported)."""
-    dirs = [os.path.dirname(os.path.abspath(__file__)) + os.sep]
-    for mod in ("smtdims", "jax", "jaxlib", "numpy", "ml_dtypes", "opt_einsum"):
-        d = _dir_of(mod)
-        if d is not None:
-            dirs.append(d)
-    return tuple(dirs)
-
-
-_STDLIB_SKIP = tuple(os.path.abspath(m.__file__) for m in (contextlib, threading, functools))
-
-# JAX's symbolic-dimension machinery: a user frame calling into it asked the question itself.
-_DIM_FILES = (os.sep + os.path.join("export", "shape_poly.py"), os.sep + os.path.join("export", "shape_poly_decision.py"))
-_CORE_FILE = os.sep + os.path.join("_src", "core.py")
-_CORE_DIM_FUNCTIONS = frozenset({
-    "definitely_equal", "definitely_equal_one_of_dim", "definitely_equal_shape", "max_dim", "min_dim",
-    "concrete_dim_or_error", "is_constant_dim", "is_empty_shape", "divide_shape_sizes", "dilate_dim", "stride_dim",
-})
-
-# frame kinds
-_PASS, _DIM, _LIBRARY, _USER = range(4)
-_KIND_CACHE: dict[tuple[CodeType, tuple[str, ...], tuple[str, ...]], int] = {}
-
-
-def _frame_kind(code: CodeType, skip_dirs: tuple[str, ...], jax_dirs: tuple[str, ...]) -> int:
-    key = (code, skip_dirs, jax_dirs)
-    kind = _KIND_CACHE.get(key)
-    if kind is None:
-        path = os.path.abspath(code.co_filename)
-        if path.startswith(jax_dirs):
-            if path.endswith(_DIM_FILES) or (path.endswith(_CORE_FILE) and code.co_name in _CORE_DIM_FUNCTIONS):
-                kind = _DIM
-            else:
-                kind = _LIBRARY
-        elif path.startswith(skip_dirs) or path in _STDLIB_SKIP:
-            kind = _PASS
-        else:
-            kind = _USER
-        if len(_KIND_CACHE) > 50_000:  # code objects of notebook cells come and go
-            _KIND_CACHE.clear()
-        _KIND_CACHE[key] = kind
-    return kind
-
-
-def _jax_dirs() -> tuple[str, ...]:
-    return tuple(d for d in (_dir_of("jax"), _dir_of("jaxlib")) if d is not None)
-
-
-def _where(frame: FrameType | None, skip_dirs: tuple[str, ...], jax_dirs: tuple[str, ...]) -> tuple[str, str]:
-    """``(location, origin)`` of the question being decided in ``frame``'s call chain.
-
-    The location is the first frame outward that is not smtdims, JAX, an array library
-    or a stdlib helper. The origin is ``"user"`` when every JAX frame between that frame
-    and the decision is symbolic-dimension machinery (the user called ``==``,
-    ``core.max_dim``, ... directly), ``"jax"`` when some other JAX code asked.
-    """
-    origin = USER
-    f = frame
-    while f is not None:
-        kind = _frame_kind(f.f_code, skip_dirs, jax_dirs)
-        if kind == _USER:
-            return f"{display_filename(f.f_code.co_filename)}:{f.f_lineno} in {f.f_code.co_name}", origin
-        if kind == _LIBRARY:
-            origin = JAX
-        f = f.f_back
-    return "<unknown>", JAX
-
-
-def user_location(skip_dirs: tuple[str, ...] | None = None) -> str:
-    """``file:line in function`` of the first frame outside jax, smtdims, the array libraries
-    and the stdlib helpers (a notebook cell reads ``In [n]:line in function``)."""
-    dirs = skip_dirs if skip_dirs is not None else _internal_dirs()
-    return _where(sys._getframe(1), dirs, _jax_dirs())[0]
-
-
-def question_origin(skip_dirs: tuple[str, ...] | None = None) -> tuple[str, str]:
-    """``(location, origin)`` of the decision being made by the caller: see :func:`_where`."""
-    dirs = skip_dirs if skip_dirs is not None else _internal_dirs()
-    return _where(sys._getframe(1), dirs, _jax_dirs())
-
-
-# -- notebook cells -----------------------------------------------------------------------------------
-_IPYKERNEL_CELL = re.compile(r"(^|[\\/])ipykernel_\d+[\\/][^\\/]+\.py$")
-_IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
-
-
-def cell_name(filename: str) -> str | None:
-    """``In [n]`` for the file name IPython compiled cell ``n`` under, ``<cell>`` for a cell
-    whose number is not known, None for anything else.
-
-    ipykernel names cells ``/tmp/ipykernel_<pid>/<hash>.py`` and records the execution
-    count in its compiler (``get_ipython().compile``); the terminal names them
-    ``<ipython-input-<n>-<hash>>``.
-    """
-    m = _IPYTHON_INPUT.match(filename)
-    if m:
-        return f"In [{m.group(1)}]"
-    number = _ipython_cell_number(filename)
-    if number is not None:
-        return f"In [{number}]"
-    if _IPYKERNEL_CELL.search(filename):
-        return "<cell>"
-    return None
-
-
-def _ipython_cell_number(filename: str) -> int | None:
-    if "IPython" not in sys.modules:  # never import IPython from a script
-        return None
-    try:
-        shell = sys.modules["IPython"].get_ipython()
-        compiler = getattr(shell, "compile", None)
-        number = getattr(compiler, "_filename_map", {}).get(filename)
-        return int(number) if number is not None else None
-    except Exception:  # a location must never raise
-        return None
-
-
-def display_filename(filename: str) -> str:
-    """``filename``, or ``In [n]`` / ``<cell>`` for a notebook cell (see :func:`cell_name`)."""
-    return cell_name(filename) or filename
+# -- where the user asked: one rule (frames.py) ----------------------------------------------------------
+user_location = frames.user_location
+question_origin = frames.question_origin
+cell_name = frames.cell_name
+display_filename = frames.display_filename
 
 
 # -- the report ---------------------------------------------------------------------------------------------
@@ -249,8 +121,8 @@ class AuditReport:
         self._local = threading.local()  # per thread: who answered the last bounds question; analysing?
         self._raw: dict[tuple, _Raw] = {}
         self._records: list[AuditRecord] | None = None
-        self._skip = _internal_dirs()
-        self._jax = _jax_dirs()
+        self._skip = frames.library_dirs()
+        self._jax = frames.jax_dirs()
         self.show_internal = show_internal
         self.events = 0
         self._closed = False
@@ -268,7 +140,7 @@ class AuditReport:
             if getattr(self._local, "last_bounds_by", None) == "stock JAX":
                 by = "stock JAX"
             self._local.last_bounds_by = None
-        location, origin = _where(sys._getframe(1), self._skip, self._jax)
+        location, origin = frames.where(sys._getframe(1), self._skip, self._jax)
         key = (kind, event.get("question"), str(event.get("answer")), by, location, origin)
         with self._lock:
             self.events += 1

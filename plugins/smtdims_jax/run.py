@@ -25,23 +25,15 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from . import frames
+
 STATS_KEYS = ("stock_answers", "fast_path_answers", "solver_answers", "solver_checks", "solver_unknowns", "cache_hits")
 MAX_FIXES = 20  # distinct inconclusive comparisons whose fix is computed (each costs solver calls)
 
 
 def library_dirs(extra_modules: Sequence[str] = ()) -> tuple[str, ...]:
-    """Directories whose frames are not "user code" when locating a comparison."""
-    import jax
-
-    import smtdims
-
-    dirs = [os.path.dirname(m.__file__ or "") for m in (jax, smtdims)]
-    dirs += [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.__file__)]
-    for name in ("jaxlib", "numpy", *extra_modules):
-        mod = sys.modules.get(name)
-        if mod is not None and getattr(mod, "__file__", None):
-            dirs.append(os.path.dirname(mod.__file__))
-    return tuple(os.path.abspath(d) + os.sep for d in dirs if d)
+    """Directories whose frames are not "user code" when locating a comparison (:mod:`.frames`)."""
+    return frames.library_dirs(tuple(extra_modules))
 
 
 def _fix_for(lhs: Any, rhs: Any) -> str:
@@ -196,12 +188,8 @@ class Recorder:
     def user_location(self) -> str:
         if self._skip is None:
             self._skip = library_dirs(self._skip_modules)
-        for frame in reversed(traceback.extract_stack()[:-2]):
-            path = os.path.abspath(frame.filename)
-            if not path.startswith(self._skip) and not frame.filename.startswith("<frozen"):
-                rel = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
-                return f"{rel}:{frame.lineno} in {frame.name}"
-        return "(no user frame found)"
+        where = frames.where(sys._getframe(1), self._skip)[0]
+        return where if where != "<unknown>" else "(no user frame found)"
 
     def fixes(self) -> None:
         """Compute the fix of each inconclusive comparison not computed yet (solver calls)."""
@@ -358,21 +346,8 @@ def _print_user_traceback(err: BaseException) -> None:
 
 
 def _raise_site(err: BaseException) -> str:
-    """``file:line in fn`` of the innermost frame of the program (not JAX, smtdims or the stdlib; an
-    installed package such as opt_einsum only when no frame of the program's own is found)."""
-    skip = library_dirs()
-    sites: list[tuple[bool, str]] = []
-    tb = err.__traceback__
-    while tb is not None:
-        path = os.path.abspath(tb.tb_frame.f_code.co_filename)
-        if not path.startswith(skip) and not path.startswith("<") and path != os.path.abspath(__file__):
-            rel = os.path.relpath(path)
-            installed = f"{os.sep}site-packages{os.sep}" in path or f"{os.sep}dist-packages{os.sep}" in path
-            sites.append((installed, f"{rel if not rel.startswith('..') else path}:{tb.tb_lineno} in "
-                                     f"{tb.tb_frame.f_code.co_name}"))
-        tb = tb.tb_next
-    own = [site for installed, site in sites if not installed]
-    return (own or [site for _, site in sites] or [""])[-1]
+    """``file:line in fn`` of the innermost frame of the program (:func:`.frames.raise_site`)."""
+    return frames.raise_site(err)
 
 
 def run_program(target: str, args: Sequence[str] = (), *, module: bool = False, budget: int | None = None,
