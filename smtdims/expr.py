@@ -52,6 +52,7 @@ class Op:
     # memoised: expressions are hashed and sorted constantly on the hot path
     _hash: int | None = field(default=None, compare=False, repr=False)
     _text: str | None = field(default=None, compare=False, repr=False)
+    _depth: int | None = field(default=None, compare=False, repr=False)  # see nesting()
 
     def __hash__(self) -> int:
         h = self._hash
@@ -768,12 +769,58 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-@contextmanager
-def deep_recursion(limit: int = 20_000) -> Iterator[None]:
-    """Expressions nested a few hundred levels deep recurse further than Python's default.
+def _nested_ops(op: Op) -> list[Op]:
+    return [a for side in (op.lhs, op.rhs) for m, _ in side.terms for a, _ in m if isinstance(a, Op)]
 
-    Counted across threads, so one thread cannot restore the limit while another is deep.
+
+def nesting(*exprs: Expr) -> int:
+    """How deeply operations nest in ``exprs`` (0: polynomials of variables); without recursion,
+    memoised per operation. ``floordiv(max(a, b), 2)`` is 2."""
+    best = 0
+    for e in exprs:
+        for m, _ in e.terms:
+            for root, _ in m:
+                if not isinstance(root, Op):
+                    continue
+                stack = [(root, False)]
+                while stack:
+                    op, ready = stack.pop()
+                    if op._depth is not None:
+                        continue
+                    inner = _nested_ops(op)
+                    if ready:
+                        object.__setattr__(op, "_depth", 1 + max((x._depth or 0 for x in inner), default=0))
+                        continue
+                    stack.append((op, True))
+                    stack.extend((x, False) for x in inner if x._depth is None)
+                best = max(best, root._depth or 0)
+    return best
+
+
+FRAMES_PER_LEVEL = 12  # Python frames one nesting level costs, at most (measured: the parser ~6, atoms() 2)
+_FRAMES_SPARE = 300  # frames kept free for what a question calls besides the recursion (Z3's API, JAX)
+
+
+def _stack_depth() -> int:
+    n, f = 0, sys._getframe(1)
+    while f is not None:
+        n, f = n + 1, f.f_back
+    return n
+
+
+@contextmanager
+def deep_recursion(depth: int | None = None, limit: int = 20_000) -> Iterator[None]:
+    """Room for expressions nested ``depth`` levels deep (``None``: unknown, assume deep).
+
+    Python's recursion limit is process-wide: raising it changes every other thread's limit too.
+    So it is raised only when the stack now in use plus ``FRAMES_PER_LEVEL`` frames per level does
+    not fit under it (200 nested ``max`` under the default limit of 1,000); the expressions of real
+    programs nest a few levels and leave the limit as it is. When raised, it is counted across
+    threads, so one thread cannot restore the limit while another is deep.
     """
+    if depth is not None and depth * FRAMES_PER_LEVEL + _stack_depth() + _FRAMES_SPARE <= sys.getrecursionlimit():
+        yield
+        return
     with _RECURSION_LOCK:
         if _RECURSION["users"] == 0:
             _RECURSION["saved"] = sys.getrecursionlimit()

@@ -302,10 +302,22 @@ def _parse_expr(text: str) -> Expr:
     p = _Parser(text)
     if p.tok.kind == "end":
         raise p.error("empty expression")
-    with deep_recursion():  # about six frames per nesting level
+    with deep_recursion(_paren_depth(text)):  # about six frames per nesting level
         e = p.expr()
     p.at_end()
     return e
+
+
+def _paren_depth(text: str) -> int:
+    """The deepest parenthesis nesting of ``text`` (each call or group is one level of recursion)."""
+    depth = best = 0
+    for ch in text:
+        if ch == "(":
+            depth += 1
+            best = max(best, depth)
+        elif ch == ")":
+            depth -= 1
+    return best
 
 
 def _split_comparison(text: str, allowed: tuple[str, ...]) -> tuple[str, str, str, int]:

@@ -39,7 +39,7 @@ import z3
 from . import options, presburger, rays
 from .constraints import ConstraintSet
 from .errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
-from .expr import CACHE_MAX_TERMS, Expr, Var, deep_recursion, symbolic_divisors
+from .expr import CACHE_MAX_TERMS, Expr, Var, deep_recursion, nesting, symbolic_divisors
 from .heuristic import INF, Interval, IntervalEvaluator, combined_interval, is_inf, propagate_var_ranges
 from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE, REASON_DEADLINE
 from .points import Points, shrink
@@ -279,6 +279,7 @@ class Session:
         self._interval_cache: dict[Expr, Interval] = {}
         self._stock_record = [0, 0]  # linear questions the stock rung was asked / settled
         self._sign_cache: dict[tuple[Expr, Precision], Interval] = {}
+        self._constraint_nesting: int | None = None  # nesting() of the constraints, on the first question
         self._bounds_cache: dict[Expr, Bounds] = {}
         self._readable_cache: dict[Expr, Bounds] = {}  # the same answers with the smallest witnesses
         self._recession: rays.Recession | None = None  # built when an end with no proven bound needs it
@@ -320,8 +321,12 @@ class Session:
         return _sign_interval(lo, hi, *self.interval(red)) if red != e else (lo, hi)
 
     @contextmanager
-    def _question(self) -> Iterator[options.Deadline]:
-        with self.lock, deep_recursion(), options.question() as deadline, smt_question(), STATS.question():
+    def _question(self, *exprs: Expr) -> Iterator[options.Deadline]:
+        """One question about ``exprs``: the session's lock, the deadline, recursion room for their nesting."""
+        if self._constraint_nesting is None:
+            self._constraint_nesting = nesting(*(c.diff for c in self.constraints.constraints))
+        depth = max(self._constraint_nesting, nesting(*exprs))
+        with self.lock, deep_recursion(depth), options.question() as deadline, smt_question(), STATS.question():
             yield deadline
 
     # -- solver helpers -----------------------------------------------------------------------------------
@@ -443,7 +448,7 @@ class Session:
         if op not in COMPARISON_OPS:
             raise ValueError(f"unknown comparison {op!r}; use one of {', '.join(COMPARISON_OPS)}")
         key = (lhs, op, rhs)
-        with self._question():
+        with self._question(lhs, rhs):
             hit = self._decision_cache.get(key)
             if hit is not None:
                 STATS.bump("cache_hits")
@@ -515,7 +520,7 @@ class Session:
         The cheap form of :meth:`decide` for hot paths that only act on a proof (JAX's ``==``).
         """
         key = (lhs, op, rhs)
-        with self._question():
+        with self._question(lhs, rhs):
             hit = self._proof_cache.get(key)
             if hit is not None:
                 STATS.bump("cache_hits")
@@ -576,7 +581,7 @@ class Session:
             STATS.answered("interval")
             return (lo, hi)
         key = (e, need)
-        with self._question():
+        with self._question(e):
             hit = self._sign_cache.get(key)
             if hit is not None:
                 STATS.bump("cache_hits")
@@ -671,7 +676,7 @@ class Session:
         """Exact bounds of ``e``. ``readable``: the witnesses shown to people (``smtdims.bounds``,
         the CLI) are the smallest (:meth:`_small_witness`); callers that use only the values (JAX's
         questions, constraint ranges, fixes) do not pay for that."""
-        with self._question():
+        with self._question(e):
             if readable:
                 hit = self._readable_cache.get(e)
                 if hit is not None:
