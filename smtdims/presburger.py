@@ -178,6 +178,12 @@ class _Worker:
 
 
 _WORKER = _Worker()
+
+
+def worker() -> _Worker:
+    """The process's ISL worker (one per process; tests and diagnostics read its ``kills``, ``proc``,
+    ``generation`` and ``broken`` here rather than in module state)."""
+    return _WORKER
 _KEYS = itertools.count(1)  # domain keys, unique in the process
 _KEYS_LOCK = threading.Lock()
 

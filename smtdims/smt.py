@@ -384,6 +384,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def is_shared_context(ctx: z3.Context) -> bool:
+    """Whether ``ctx`` is the process's shared context (without creating one)."""
+    return bool(_CONTEXT) and ctx is _CONTEXT[0]
+
+
 def shared_context() -> z3.Context:
     with Z3_LOCK:
         if not _CONTEXT:
@@ -673,6 +678,11 @@ _QUESTION = threading.local()
 ABANDON_GRACE = 0.25  # seconds past the deadline before a check is given up (Z3 usually stops in ms)
 MAX_ORPHANS = 4  # given-up checks still running: past this, no check in a context of its own starts
 _ORPHANS: set[threading.Thread] = set()
+
+
+def given_up_checks() -> frozenset[threading.Thread]:
+    """The threads of given-up checks still running (at most ``MAX_ORPHANS``)."""
+    return frozenset(_ORPHANS)
 
 
 def minimise_by_deletion(rest: list[z3.BoolRef], check: Callable[[list[z3.BoolRef]], tuple[object, str]],

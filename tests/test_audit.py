@@ -184,9 +184,9 @@ def test_listener_removed_and_budget_restored(stock):
 
     before = CONFIG.budget
     with audit(budget=12345) as report:
-        assert report.record in adapter._LISTENERS
+        assert report.record in adapter.listeners()
         assert CONFIG.budget == 12345
-    assert report.record not in adapter._LISTENERS
+    assert report.record not in adapter.listeners()
     assert CONFIG.budget == before and not smtdims_jax.is_installed()
 
 

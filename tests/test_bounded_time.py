@@ -210,7 +210,7 @@ def _checks_ignore_the_interrupt(monkeypatch, module) -> list[float]:
     started: list[float] = []
 
     def stuck(s, ctx, assumptions=None):
-        if smt._CONTEXT and ctx is smt._CONTEXT[0]:
+        if smt.is_shared_context(ctx):
             return real(s, ctx, assumptions)
         started.append(time.monotonic())
         time.sleep(IGNORED)
@@ -291,9 +291,9 @@ def test_high_degree_power_checks_stop_when_given_up(call):
     args = ("(-b + 1)^108 + a*b*c",) if call == "bounds" else ("(-b + 1)^108 + a*b*c", ">=", "1")
     timed(getattr(smtdims, call), *args, deadline=DEADLINE)
     end = time.monotonic() + 20  # generous: a loaded machine; before the change they never ended
-    while smt._ORPHANS and time.monotonic() < end:
+    while smt.given_up_checks() and time.monotonic() < end:
         time.sleep(0.1)
-    assert not smt._ORPHANS, f"{len(smt._ORPHANS)} given-up checks still run 20 s later"
+    assert not smt.given_up_checks(), f"{len(smt.given_up_checks())} given-up checks still run 20 s later"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own niceness is Linux's")
@@ -311,14 +311,14 @@ def test_a_given_up_check_yields_the_cpu():
     release = threading.Event()
     mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     with options.scoped(deadline=0.2), options.question():
-        before = set(smt._ORPHANS)
+        before = set(smt.given_up_checks())
         with pytest.raises(smt.GivenUp):
             smt.give_up_at_deadline(z3.Context(), lambda: release.wait(10))  # ignores the interrupt
-        [orphan] = smt._ORPHANS - before
+        [orphan] = smt.given_up_checks() - before
     try:
         assert orphan.is_alive() and os.getpriority(os.PRIO_PROCESS, orphan.native_id) == smt.ORPHAN_NICE
         assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # the caller's stays
     finally:
         release.set()
         orphan.join(5)
-    assert orphan not in smt._ORPHANS
+    assert orphan not in smt.given_up_checks()

@@ -212,13 +212,18 @@ def _asked(code_text: str, module: str, **env):
     from smtdims_jax import adapter
 
     seen = []
-    adapter.add_listener(lambda ev: seen.append(ev.get("asked_by")) if ev["kind"] == "eq" else None)
+
+    def listener(ev):
+        if ev["kind"] == "eq":
+            seen.append(ev.get("asked_by"))
+
+    adapter.add_listener(listener)
     ns = {"__name__": module, **env}
     exec(compile(f"def probe():\n    return {code_text}\n", f"<{module}>", "exec"), ns)
     try:
         result = ns["probe"]()
     finally:
-        adapter._LISTENERS.clear()
+        adapter.remove_listener(listener)
     return result, seen
 
 

@@ -69,7 +69,7 @@ def test_a_witness_from_the_worker_that_fails_is_refused(monkeypatch):
     eng = presburger.Engine(ConstraintSet.of(["a <= 5", "b <= 7"]))
     e = parse_expr("a + b")
     fake = {"lo": 2, "hi": 12, "wlo": [3, 3], "whi": [5, 7]}  # (3, 3) gives 6, not 2
-    monkeypatch.setattr(presburger._WORKER, "call", lambda request, *limits: (fake, presburger._WORKER.generation))
+    monkeypatch.setattr(presburger.worker(), "call", lambda request, *limits: (fake, presburger.worker().generation))
     assert eng.bounds(e) is None
     assert eng.bounds(e, {2: {"a": 1, "b": 1}}) is None  # the worker's own point is the one checked
     fake = {"lo": 2, "hi": 12, "whi": [5, 7]}  # no point for lo: a known one attains it
@@ -80,11 +80,11 @@ def test_a_late_worker_is_killed_and_z3_answers(monkeypatch):
     e = parse_expr("floordiv(a + 3, 4) - mod(b, 3)")
     cs = ConstraintSet.of(["a <= 20", "b >= 2*a - 30"])
     assert presburger.Engine(cs).bounds(e) is not None  # a worker is up
-    kills = presburger._WORKER.kills
+    kills = presburger.worker().kills
     monkeypatch.setattr(presburger, "CALL_LIMIT", 0.0)  # every answer is late
     eng = presburger.Engine(cs)
     assert eng.bounds(e) is None and eng.disabled
-    assert presburger._WORKER.kills == kills + 1 and presburger._WORKER.proc is None
+    assert presburger.worker().kills == kills + 1 and presburger.worker().proc is None
     b = Session(cs).bounds(e)
     assert b.answered_by == "search" and (b.lo, b.hi) == (-1, 5) and b.lo_tight and b.hi_tight
     monkeypatch.setattr(presburger, "CALL_LIMIT", 1.0)
@@ -94,8 +94,8 @@ def test_a_late_worker_is_killed_and_z3_answers(monkeypatch):
 def test_a_worker_that_died_is_replaced():
     cs = ConstraintSet.of(["a <= 5"])
     assert presburger.Engine(cs).bounds(parse_expr("3*a - 1"))[:2] == (2, 14)
-    presburger._WORKER.proc.kill()
-    presburger._WORKER.proc.wait()
+    presburger.worker().proc.kill()
+    presburger.worker().proc.wait()
     assert presburger.Engine(cs).bounds(parse_expr("3*a + 1"))[:2] == (4, 16)
 
 
@@ -145,17 +145,17 @@ def test_a_worker_that_lost_the_domain_gets_it_again(monkeypatch):
     assert _isl_worker.handle(islpy, ctx, domains, {"op": "sat", "key": 7, "dom": None, "tup": "v0",
                                                     "expr": "(v0)", "rel": "<"}) == {"missing": True}
     sent = []
-    real = presburger._WORKER.call
+    real = presburger.worker().call
 
     def forgetful(request, *limits):
         sent.append(request["dom"] is not None)
         if len(sent) == 1:
-            return {"missing": True}, presburger._WORKER.generation
+            return {"missing": True}, presburger.worker().generation
         return real(request, *limits)
 
     eng = presburger.Engine(ConstraintSet.of(["a <= 5"]))
-    eng._sent[("a",)] = presburger._WORKER.generation  # as if it had been sent already
-    monkeypatch.setattr(presburger._WORKER, "call", forgetful)
+    eng._sent[("a",)] = presburger.worker().generation  # as if it had been sent already
+    monkeypatch.setattr(presburger.worker(), "call", forgetful)
     assert eng.satisfiable(parse_expr("a - 6"), "<") is True
     assert sent == [False, True]  # asked without the domain, then again with it
 
@@ -165,16 +165,16 @@ import os
 from smtdims import ConstraintSet, parse_expr, presburger
 cs = ConstraintSet.of(["a <= 5"])
 assert presburger.Engine(cs).bounds(parse_expr("a"))[:2] == (1, 5)
-parent_proc = presburger._WORKER.proc
+parent_proc = presburger.worker().proc
 r, w = os.pipe()
 pid = os.fork()
 if pid == 0:  # the child answers through a worker of its own
-    ok = presburger.Engine(cs).bounds(parse_expr("2*a"))[:2] == (2, 10) and presburger._WORKER.proc is not parent_proc
+    ok = presburger.Engine(cs).bounds(parse_expr("2*a"))[:2] == (2, 10) and presburger.worker().proc is not parent_proc
     os.write(w, b"1" if ok else b"0")
     os._exit(0)
 os.waitpid(pid, 0)
 assert os.read(r, 1) == b"1", "the child could not answer"
-assert presburger._WORKER.proc is parent_proc and presburger.Engine(cs).bounds(parse_expr("3*a"))[:2] == (3, 15)
+assert presburger.worker().proc is parent_proc and presburger.Engine(cs).bounds(parse_expr("3*a"))[:2] == (3, 15)
 print("ok")
 """
 

@@ -330,6 +330,17 @@ def remove_listener(fn: Callable[[dict[str, Any]], None]) -> None:
             _LISTENERS.remove(fn)
 
 
+def listeners() -> tuple[Callable[[dict[str, Any]], None], ...]:
+    """The listeners now called for every decision (a copy)."""
+    with _INSTALL_LOCK:
+        return tuple(_LISTENERS)
+
+
+def exact_stock_rung() -> Callable[..., Any] | None:
+    """The exact-arithmetic copy of stock JAX's bounds procedure, or None where it could not be built."""
+    return _EXACT_STOCK
+
+
 def _emit(**event: Any) -> None:
     """Events: ``kind`` ("bounds" | "compare" | "eq"), ``question``, ``answer``, ``answered_by``
     ("stock" | "smtdims"), plus kind-specific keys (``expr``, ``prec``, ``stock``, ``lhs``, ``rhs``,
