@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import itertools
 import math
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -530,6 +531,17 @@ def _box_side(n_vars: int) -> int:
     return 1 if n_vars <= 0 else max(3, min(64, int(round(BOX_VALUATIONS ** (1.0 / n_vars)))))
 
 
+def box_valuations(names: Sequence[str], side: int, most: int = 4 * BOX_VALUATIONS) -> list[dict[str, int]]:
+    """Every valuation of ``names`` in ``1..side``, or ``most`` of them drawn with a fixed seed when
+    there are more (``side ** len(names)`` grows past any budget with the variables). The same
+    valuations on every call: a ranking must not depend on the run."""
+    total = side ** len(names)
+    if total <= most:
+        return [dict(zip(names, values, strict=True)) for values in itertools.product(range(1, side + 1), repeat=len(names))]
+    rng = random.Random(0)
+    return [{v: rng.randint(1, side) for v in names} for _ in range(most)]
+
+
 def fix_as_constraint(fix: Fix) -> Constraint:
     """The valuations a fix keeps, as one constraint: ``v -> v + k`` keeps ``v >= k + 1``; ``v -> m*v``
     keeps the multiples of ``m``; a constraint is itself."""
@@ -559,17 +571,23 @@ def weakest_first(session: Session, fixes: Sequence[Fix], names: Sequence[str] =
     """
     if len(fixes) < 2:
         return list(fixes)
-    base = session.constraints.constraints
-    all_names = sorted(set(names) | session.constraints.variables()
-                       | {v for f in fixes for v in fix_as_constraint(f).diff.variables()})
-    n = side if side is not None else _box_side(len(all_names))
-    grid = [dict(zip(all_names, values, strict=True)) for values in itertools.product(range(1, n + 1), repeat=len(all_names))]
-
-    def kept(f: Fix) -> int:
+    def as_constraint(f: Fix) -> Constraint | None:
         try:
-            cs = ConstraintSet(base + (fix_as_constraint(f),))
+            return fix_as_constraint(f)
         except SmtdimsError:
+            return None
+
+    fixed = [as_constraint(f) for f in fixes]
+    grid_names = sorted(set(names) | {v for c in fixed if c is not None for v in c.diff.variables()})
+    # the user's constraints over these variables only: the others restrict every fix alike, and a
+    # grid over hundreds of variables is 3^n points (it ran out of memory on 200)
+    base = tuple(c for c in session.constraints.constraints if c.diff.variables() <= set(grid_names))
+    grid = box_valuations(grid_names, side if side is not None else _box_side(len(grid_names)))
+
+    def kept(c: Constraint | None) -> int:
+        if c is None:
             return -1
+        cs = ConstraintSet(base + (c,))
         count = 0
         for env in grid:
             try:
@@ -578,7 +596,7 @@ def weakest_first(session: Session, fixes: Sequence[Fix], names: Sequence[str] =
                 continue
         return count
 
-    scored = [(-kept(f), i, f) for i, f in enumerate(fixes)]
+    scored = [(-kept(c), i, f) for i, (c, f) in enumerate(zip(fixed, fixes, strict=True))]
     return [f for _, _, f in sorted(scored, key=lambda x: (x[0], x[1]))]
 
 

@@ -205,3 +205,13 @@ def test_user_constraints_follow_a_rewrite_and_implied_ones_go():
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_the_native_box_is_bounded_for_many_variables():
+    """A model with ten symbolic dimensions: 3^10 box shapes would be traced one by one; the box samples."""
+    from smtdims_jax.pipeline.box import MAX_VALUATIONS, valuations
+
+    names = [f"d{i}" for i in range(10)]
+    got = list(valuations(names, 3))
+    assert len(got) == MAX_VALUATIONS and got == list(valuations(names, 3))
+    assert len(list(valuations(["b", "t"], 20))) == 400

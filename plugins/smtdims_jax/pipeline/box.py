@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -61,11 +62,25 @@ def admitted(dims: Dims, constraints: ConstraintSet, side: int) -> set[Shapes]:
     return {s for s, _ in _box_shapes(dims, constraints, names, side)}
 
 
+MAX_VALUATIONS = 4 * BOX_SHAPES  # past this many (3^8 for 8 variables), the box is a fixed-seed sample
+
+
+def valuations(names: Sequence[str], side: int) -> Iterator[dict[str, int]]:
+    """Every valuation of ``names`` in ``1..side``, or ``MAX_VALUATIONS`` of them drawn with a fixed seed
+    when there are more: a model with ten symbolic dimensions must not trace 59,049 shapes."""
+    if side ** len(names) <= MAX_VALUATIONS:
+        for values in itertools.product(range(1, side + 1), repeat=len(names)):
+            yield dict(zip(names, values, strict=True))
+        return
+    rng = random.Random(0)
+    for _ in range(MAX_VALUATIONS):
+        yield {v: rng.randint(1, side) for v in names}
+
+
 def _box_shapes(dims: Dims, constraints: ConstraintSet, names: Sequence[str],
                 side: int) -> Iterator[tuple[Shapes, dict[str, int]]]:
     """``(shapes, valuation)`` for every valuation of ``names`` in ``1..side`` the constraints admit."""
-    for values in itertools.product(range(1, side + 1), repeat=len(names)):
-        env = dict(zip(names, values, strict=True))
+    for env in valuations(names, side):
         try:
             if not constraints.holds(env):
                 continue
@@ -224,16 +239,18 @@ class NativeBox:
         return True, ""
 
     def _admitted(self, dims: Dims, constraints: ConstraintSet) -> set[Shapes]:
-        """The box shapes ``dims`` under ``constraints`` admit; the extra points count where the dims are the
-        original ones (a constraint added): each is admitted when its own valuation meets the constraints."""
-        got = admitted(dims, constraints, self.side)
-        if self.extra and dims == self.dims:
-            for shapes, env in self.extra.items():
-                try:
-                    if constraints.holds(env):
-                        got.add(shapes)
-                except (ZeroDivisionError, KeyError):
-                    continue
+        """The measured shapes ``dims`` under ``constraints`` admit. With the original dims (a constraint
+        added) a shape is admitted when its own valuation meets the constraints; a spec rewrite is
+        enumerated over its own variables (:func:`admitted`)."""
+        if dims != self.dims:
+            return admitted(dims, constraints, self.side)
+        got: set[Shapes] = set()
+        for shapes, env in self.env.items():
+            try:
+                if constraints.holds(env):
+                    got.add(shapes)
+            except (ZeroDivisionError, KeyError):
+                continue
         return got
 
     def count(self, dims: Dims, constraints: ConstraintSet) -> BoxCount:
@@ -266,4 +283,4 @@ class NativeBox:
         return ok, -bad
 
 
-__all__ = ["BOX_SHAPES", "BoxCount", "NativeBox", "admitted", "box_side", "shapes_at"]
+__all__ = ["BOX_SHAPES", "MAX_VALUATIONS", "BoxCount", "NativeBox", "admitted", "box_side", "shapes_at", "valuations"]
