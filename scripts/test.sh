@@ -8,6 +8,6 @@ PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[test]"
+. scripts/_install.sh
+install_once .venv -e ".[test]"
 exec .venv/bin/python -m pytest "$@"

@@ -46,8 +46,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 is_py312 "$VENV/bin/python" || { echo "test_new_jax: FAILED: ${VENV} is not Python >= 3.12; remove it" >&2; exit 3; }
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e ".[test]" "jax==${NEW_JAX}" "jaxlib==${NEW_JAX}"
+. scripts/_install.sh
+install_once "$VENV" -e ".[test]" "jax==${NEW_JAX}" "jaxlib==${NEW_JAX}"
 got=$("$VENV/bin/python" -c 'import jax, jaxlib; print(jax.__version__, jaxlib.__version__)')
 if [ "$got" != "${NEW_JAX} ${NEW_JAX}" ]; then
   echo "expected jax/jaxlib ${NEW_JAX}, found ${got}" >&2

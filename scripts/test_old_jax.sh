@@ -13,8 +13,8 @@ VENV=${OLD_JAX_VENV:-.venv/jax-${OLD_JAX}}  # inside .venv/, which git ignores
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e ".[test]" "jax==${OLD_JAX}" "jaxlib==${OLD_JAX}"
+. scripts/_install.sh
+install_once "$VENV" -e ".[test]" "jax==${OLD_JAX}" "jaxlib==${OLD_JAX}"
 got=$("$VENV/bin/python" -c 'import jax, jaxlib; print(jax.__version__, jaxlib.__version__)')
 if [ "$got" != "${OLD_JAX} ${OLD_JAX}" ]; then
   echo "expected jax/jaxlib ${OLD_JAX}, found ${got}" >&2

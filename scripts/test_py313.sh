@@ -19,7 +19,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   fi
   "$PY" -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e ".[test]" "jax==${NEW_JAX}" "jaxlib==${NEW_JAX}"
+. scripts/_install.sh
+install_once "$VENV" -e ".[test]" "jax==${NEW_JAX}" "jaxlib==${NEW_JAX}"
 echo "testing the equality rule on $("$VENV/bin/python" -V) with jax $("$VENV/bin/python" -c 'import jax; print(jax.__version__)')"
 exec env JAX_PLATFORMS=cpu "$VENV/bin/python" -m pytest tests/test_equality.py tests/test_audit.py tests/test_dropin.py "$@"

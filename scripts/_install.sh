@@ -1,0 +1,20 @@
+# Sourced by the test scripts: install_once VENV PIP_ARGS... installs the editable package with
+# PIP_ARGS into VENV, and skips pip when neither pyproject.toml nor the arguments changed since the
+# last successful install there (pip's "already satisfied" pass costs ~20 s on every run otherwise).
+# SMTDIMS_REINSTALL=1 forces the install.
+install_once() {
+  local venv=$1
+  shift
+  local stamp_file="$venv/.smtdims-install-stamp"
+  local stamp
+  stamp=$( { cat pyproject.toml; echo "$*"; "$venv/bin/python" -V 2>&1; } | sha256sum | cut -d' ' -f1)
+  if [ "${SMTDIMS_REINSTALL:-0}" != 1 ] && [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ] \
+      && "$venv/bin/python" -c 'import smtdims, smtdims_jax' >/dev/null 2>&1; then
+    echo "install: $venv is up to date (pyproject.toml unchanged; SMTDIMS_REINSTALL=1 reinstalls)"
+    return 0
+  fi
+  rm -f "$stamp_file"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q "$@"
+  echo "$stamp" > "$stamp_file"
+}
