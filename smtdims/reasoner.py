@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, TypeVar
 
 import z3
 
@@ -52,6 +52,7 @@ __all__ = [
     "Precision", "Session", "register_stock_rung", "reset_stats", "stats", "sufficient",
 ]
 
+_A = TypeVar("_A")  # an answer: Decision, bool, Bounds, (Interval, deterministic)
 _SEARCH_STEPS = 40  # checks per end of a nonlinear bound
 _SEARCH_STEPS_LINEAR = 400  # incremental checks are cheap; enough for 128-bit-wide ranges
 _SMALL_WITNESS_MAX_VARS = 32  # beyond this, an undetermined answer's witnesses are left as found
@@ -278,7 +279,7 @@ class Session:
         self._focus: dict[frozenset[int], Session] = {}
         self._interval_cache: dict[Expr, Interval] = {}
         self._stock_record = [0, 0]  # linear questions the stock rung was asked / settled
-        self._sign_cache: dict[tuple[Expr, Precision], Interval] = {}
+        self._sign_cache: dict[tuple[Expr, Precision], tuple[Interval, bool]] = {}  # (answer, deterministic)
         self._constraint_nesting: int | None = None  # nesting() of the constraints, on the first question
         self._bounds_cache: dict[Expr, Bounds] = {}
         self._readable_cache: dict[Expr, Bounds] = {}  # the same answers with the smallest witnesses
@@ -447,16 +448,26 @@ class Session:
     def decide(self, lhs: Expr, op: str, rhs: Expr) -> Decision:
         if op not in COMPARISON_OPS:
             raise ValueError(f"unknown comparison {op!r}; use one of {', '.join(COMPARISON_OPS)}")
-        key = (lhs, op, rhs)
-        with self._question(lhs, rhs):
-            hit = self._decision_cache.get(key)
+        return self._answer(self._decision_cache, (lhs, op, rhs), (lhs, rhs), lambda: self._decide(lhs, op, rhs))
+
+    def _answer(self, cache: dict, key: Any, exprs: tuple[Expr, ...], compute: Callable[[], _A],
+                deterministic: Callable[[_A], bool] = lambda _: True) -> _A:
+        """One question: the cached answer, or ``compute()`` stored when nothing clock-shaped it.
+
+        The one cache policy of every question (decide, proves, sign_bounds, bounds): an answer is
+        stored only when no deadline, interrupt or busy worker shaped it (``options.clocked()`` is
+        None and the answer says it is deterministic), so a later question in the scope never
+        inherits what a clock cut short; very large expressions are not stored (``_cacheable``).
+        """
+        with self._question(*exprs):
+            hit = cache.get(key)
             if hit is not None:
                 STATS.bump("cache_hits")
                 return hit
-            d = self._decide(lhs, op, rhs)
-            if options.clocked() is None and _cacheable(self._decision_cache, lhs, rhs):  # no clock shaped it
-                self._decision_cache[key] = d
-            return d
+            result = compute()
+            if options.clocked() is None and deterministic(result) and _cacheable(cache, *exprs):
+                cache[key] = result
+            return result
 
     def _decision(self, lhs: Expr, op: str, rhs: Expr, status: str, by: str, **kw) -> Decision:
         STATS.answered(by)
@@ -519,16 +530,7 @@ class Session:
 
         The cheap form of :meth:`decide` for hot paths that only act on a proof (JAX's ``==``).
         """
-        key = (lhs, op, rhs)
-        with self._question(lhs, rhs):
-            hit = self._proof_cache.get(key)
-            if hit is not None:
-                STATS.bump("cache_hits")
-                return hit
-            proven = self._proves(lhs, op, rhs)
-            if options.clocked() is None and _cacheable(self._proof_cache, lhs, rhs):  # no clock shaped it
-                self._proof_cache[key] = proven
-            return proven
+        return self._answer(self._proof_cache, (lhs, op, rhs), (lhs, rhs), lambda: self._proves(lhs, op, rhs))
 
     def _proves(self, lhs: Expr, op: str, rhs: Expr) -> bool:
         self.ensure_satisfiable()
@@ -580,16 +582,10 @@ class Session:
                     self.ensure_satisfiable()
             STATS.answered("interval")
             return (lo, hi)
-        key = (e, need)
-        with self._question(e):
-            hit = self._sign_cache.get(key)
-            if hit is not None:
-                STATS.bump("cache_hits")
-                return hit
-            result, deterministic = self._sign_bounds(e, need, lo, hi, origin, zero_divisors)
-            if deterministic and options.clocked() is None and _cacheable(self._sign_cache, e):
-                self._sign_cache[key] = result
-            return result
+        answer = self._answer(self._sign_cache, (e, need), (e,),
+                              lambda: self._sign_bounds(e, need, lo, hi, origin, zero_divisors),
+                              deterministic=lambda r: r[1])
+        return answer[0]
 
     def _stock_unprofitable(self) -> bool:
         """After 4 linear questions in this scope where stock settled fewer than 1 in 4, skip it.
@@ -676,27 +672,19 @@ class Session:
         """Exact bounds of ``e``. ``readable``: the witnesses shown to people (``smtdims.bounds``,
         the CLI) are the smallest (:meth:`_small_witness`); callers that use only the values (JAX's
         questions, constraint ranges, fixes) do not pay for that."""
-        with self._question(e):
-            if readable:
-                hit = self._readable_cache.get(e)
-                if hit is not None:
-                    STATS.bump("cache_hits")
-                    return hit
-            b = self._bounds_cache.get(e)
-            if b is not None:
-                STATS.bump("cache_hits")
-            else:
-                self.ensure_satisfiable()
-                self.check_divisors(e)
-                b = self._bounds(e)
-                if b.deterministic and _cacheable(self._bounds_cache, e):
-                    self._bounds_cache[e] = b
-            if not readable:
-                return b
-            r = self._readable_bounds(e, b)
-            if r.deterministic and _cacheable(self._readable_cache, e):
-                self._readable_cache[e] = r
-            return r
+        def exact() -> Bounds:
+            self.ensure_satisfiable()
+            self.check_divisors(e)
+            return self._bounds(e)
+
+        def deterministic(b: Bounds) -> bool:
+            return b.deterministic
+
+        if not readable:
+            return self._answer(self._bounds_cache, e, (e,), exact, deterministic)
+        return self._answer(self._readable_cache, e, (e,),
+                            lambda: self._readable_bounds(e, self._answer(self._bounds_cache, e, (e,), exact, deterministic)),
+                            deterministic)
 
     def _readable_bounds(self, e: Expr, b: Bounds) -> Bounds:
         """``b`` with the smallest witnesses; not deterministic if a clock cut their search."""
