@@ -1,4 +1,4 @@
-"""The README's "Inside jax.export" message: an inconclusive comparison, with smtdims installed."""
+"""The "Inside jax.export" message of docs/api.md: an inconclusive comparison, with smtdims installed."""
 
 import jax
 from jax import errors, export, lax

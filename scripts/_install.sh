@@ -1,11 +1,12 @@
 # Sourced by the test scripts: install_once VENV PIP_ARGS... installs the editable package with
 # PIP_ARGS into VENV, and skips pip when neither pyproject.toml nor the arguments changed since the
 # last successful install there (pip's "already satisfied" pass costs ~20 s on every run otherwise).
-# SMTDIMS_REINSTALL=1 forces the install.
+# SMTDIMS_REINSTALL=1 forces the install. INSTALL_STAMP=NAME keeps a stamp of its own, so that two
+# installs into one venv (the tests' and the docs') do not undo each other's stamp.
 install_once() {
   local venv=$1
   shift
-  local stamp_file="$venv/.smtdims-install-stamp"
+  local stamp_file="$venv/.smtdims-install-stamp${INSTALL_STAMP:+-$INSTALL_STAMP}"
   local stamp
   stamp=$( { cat pyproject.toml; echo "$*"; "$venv/bin/python" -V 2>&1; } | sha256sum | cut -d' ' -f1)
   if [ "${SMTDIMS_REINSTALL:-0}" != 1 ] && [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ] \

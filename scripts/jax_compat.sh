@@ -14,7 +14,7 @@
 # for a jax newer than every tag, the newest source. The file is copied to a temporary
 # folder and never into this repository.
 # Expected with jax 0.10.2: 8 failures, each a bound smtdims proves tighter than JAX's
-# test asserts or an unsatisfiable constraint set JAX does not notice (see README, Guarantees).
+# test asserts or an unsatisfiable constraint set JAX does not notice (see docs/guarantees.md).
 set -euo pipefail
 usage="usage: scripts/jax_compat.sh [--stock] [--new | --python PY] [--parts] SRC [pytest args]"
 cd "$(dirname "$0")/.."

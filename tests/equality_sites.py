@@ -2,7 +2,7 @@
 
 Each site is a function of ``x: f32[c]`` and ``y: f32[d]`` under ``c >= d, d >= c``: stock JAX
 refuses it (its syntactic ``==`` says the shapes differ), smtdims proves the shapes equal.
-``python tests/equality_sites.py`` prints the README's table row for the installed JAX;
+``python tests/equality_sites.py`` prints the table row of docs/equality.md for the installed JAX;
 ``tests/test_equality.py`` asserts every site on every JAX that CI runs.
 """
 

@@ -1,4 +1,4 @@
-"""The benchmarks run (quick mode) and write the JSON fields the README's tables come from.
+"""The benchmarks run (quick mode) and write the JSON fields the tables of docs/performance.md come from.
 
 Benchmarks are not tests: nothing here looks at a time, a ratio or whether a target is met.
 """

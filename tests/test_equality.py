@@ -107,7 +107,7 @@ def test_equality_can_be_turned_off():
 
 @pytest.mark.parametrize("site", [k for k, (_, how) in equality_sites.SITES.items() if how != "hash"])
 def test_jax_shape_checks_get_proofs(site):
-    """Every shape check of the README's table, on the JAX at hand (CI: 0.7.2, 0.10.2, 0.12.0.1):
+    """Every shape check of the table in docs/equality.md, on the JAX at hand (CI: 0.7.2, 0.10.2, 0.12.0.1):
     stock refuses ``c`` against ``d`` although ``c >= d, d >= c``; smtdims exports, and the export
     computes what the function computes natively."""
     fn, _ = equality_sites.SITES[site]

@@ -109,7 +109,7 @@ _DURATION = re.compile(r"\b\d+(\.\d+)? ?(ms|s)\b")
 def visible_outputs(nb) -> list[tuple[str, str, str]]:
     """``(cell id, kind, text)`` of everything the code cells show, normalised for comparison.
 
-    Normalisation (documented in README, Notebook): pictures (``image/*``) are left out, since
+    Normalisation (documented in docs/debugging.md, Notebook): pictures (``image/*``) are left out, since
     their bytes depend on the matplotlib and freetype builds, not on smtdims; object addresses
     (``at 0x7f...``) and durations (``0.52 s``, ``13 ms``) are masked; consecutive stream chunks
     are joined (the kernel may split one print). Everything else must match exactly.

@@ -1,10 +1,11 @@
-"""Every transcript in the README is what the commands print now (issue 20: docs drift).
+"""Every transcript in the README and the documentation pages (``docs/*.md``) is what the commands
+print now (issue 20: docs drift; issue 29.9: the transcripts moved with their pages).
 
 The blocks and the normalisation (versions, timings, sizes) are those of
 ``tools/readme_transcripts.py``, which also regenerates them:
 ``python tools/readme_transcripts.py --write``. A new ```console block, or a ```python block
-followed by its output, is picked up without changing this file. About 45 s: the two
-``smtdims export`` transcripts compile and run in fresh processes.
+followed by its output, on any of those pages is picked up without changing this file. About 45 s:
+the two ``smtdims export`` transcripts compile and run in fresh processes.
 """
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ rt = importlib.util.module_from_spec(_spec)
 sys.modules["readme_transcripts"] = rt  # dataclasses look their module up
 _spec.loader.exec_module(rt)
 
-BLOCKS = rt.parse(rt.README.read_text())
+BLOCKS = rt.all_blocks()
 
 
-def test_the_readme_has_transcripts():
+def test_the_readme_and_the_docs_have_transcripts():
     kinds = [b.kind for b in BLOCKS]
     assert kinds.count("console") >= 4 and kinds.count("python") >= 1
     assert any("smtdims run prog.py" in c.text for b in BLOCKS for c in b.commands)
+    assert any(b.source == "README.md" and b.kind == "console" for b in BLOCKS), "the README's first example"
+    assert {b.source for b in BLOCKS} >= {"README.md", "docs/cli.md", "docs/export.md", "docs/debugging.md"}
+    assert rt.README in rt.pages() and all(p.suffix == ".md" for p in rt.pages())
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.name for b in BLOCKS])
@@ -56,6 +60,18 @@ def test_a_stale_block_is_reported_and_rewritten(tmp_path):
     rt.main(["--write", str(readme)])
     assert "$ echo hello\nhello\n$ echo $?\n0\n" in readme.read_text() and "```\n2\n```" in readme.read_text()
     assert rt.main([str(readme)]) == 0
+
+
+def test_write_rewrites_each_page_in_place(tmp_path):
+    one, two = tmp_path / "one.md", tmp_path / "two.md"
+    one.write_text("```console\n$ echo one\nuno\n```\n")
+    two.write_text("# page\n\n```console\n$ echo two\ndos\n```\n\ntext\n")
+    assert [b.name.split(":")[0] for b in rt.parse_file(two)] == ["two.md"]
+    assert rt.main([str(one), str(two)]) == 1
+    rt.main(["--write", str(one), str(two)])
+    assert one.read_text() == "```console\n$ echo one\none\n```\n"
+    assert two.read_text() == "# page\n\n```console\n$ echo two\ntwo\n```\n\ntext\n"
+    assert rt.main([str(one), str(two)]) == 0
 
 
 def test_install_lines_for_an_index_and_a_clone_with_supported_versions():

@@ -1,8 +1,13 @@
-"""Run every transcript in the README and compare it with what the commands print now.
+"""Run every transcript in the README and the documentation pages and compare it with what the
+commands print now.
 
     python tools/readme_transcripts.py            # check: a diff per stale block, exit status 1
-    python tools/readme_transcripts.py --write    # regenerate the outputs in README.md in place
+    python tools/readme_transcripts.py --write    # regenerate the outputs in place, in every page
     python tools/readme_transcripts.py --list     # the blocks found, one line each
+    python tools/readme_transcripts.py docs/cli.md   # only the pages named
+
+The pages are ``README.md`` and every ``docs/*.md`` (the documentation site's pages, see
+``mkdocs.yml``): a transcript lives on the page that documents it and is checked there.
 
 What counts as a transcript (any block written this way is picked up, old or new):
 
@@ -38,6 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 SEP = "\x1e"  # printed after each command: splits one bash session's output per command
 TIMEOUT_S = 300
 
@@ -46,6 +52,19 @@ _NORMALISE = [
     (re.compile(r"\b\d+(\.\d+)?(ms|s)\b"), r"<t>\2"),
     (re.compile(r"\b\d+ bytes\b"), "<n> bytes"),
 ]
+
+
+def pages() -> list[Path]:
+    """The files whose transcripts are checked: the README, then the documentation pages."""
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def _source(path: Path) -> str:
+    """How a block's file is named in messages: relative to the repository when inside it."""
+    try:
+        return path.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return path.name
 
 
 def normalise(text: str) -> str:
@@ -67,20 +86,21 @@ class Command:
 
 @dataclass
 class Block:
-    """One transcript: ``kind`` is "console" or "python"; ``first``/``last`` the README lines of its
-    output (0-based, exclusive end) for console blocks the whole body."""
+    """One transcript: ``kind`` is "console" or "python"; ``body`` the lines of its page that hold
+    its output (for console blocks the whole body); ``source`` the page, as messages name it."""
 
     kind: str
     line: int  # 1-based line of the opening fence, for messages
-    body: tuple[int, int]  # the body's line span in the README (0-based, end exclusive)
+    body: tuple[int, int]  # the body's line span in the page (0-based, end exclusive)
     commands: list[Command] = field(default_factory=list)  # console
     code: str = ""  # python
     expected: list[str] = field(default_factory=list)  # python
+    source: str = "README.md"  # the page the block is on
 
     @property
     def name(self) -> str:
         first = self.commands[0].text if self.commands else self.code.strip().splitlines()[0]
-        return f"README.md:{self.line} {first[:60]}"
+        return f"{self.source}:{self.line} {first[:60]}"
 
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
@@ -102,13 +122,14 @@ def _fences(lines: list[str]) -> list[tuple[str, int, int]]:
     return out
 
 
-def parse(text: str) -> list[Block]:
+def parse(text: str, source: str = "README.md") -> list[Block]:
+    """The transcripts of one page's text; ``source`` names the page in messages."""
     lines = text.splitlines()
     fences = _fences(lines)
     blocks: list[Block] = []
     for k, (lang, start, end) in enumerate(fences):
         if lang == "console":
-            b = Block("console", start + 1, (start + 1, end))
+            b = Block("console", start + 1, (start + 1, end), source=source)
             for line in lines[start + 1:end]:
                 if line.startswith("$ "):
                     b.commands.append(Command(line[2:]))
@@ -120,8 +141,17 @@ def parse(text: str) -> list[Block]:
             nlang, nstart, nend = fences[k + 1]
             if nlang == "" and all(not x.strip() for x in lines[end + 1:nstart]):
                 blocks.append(Block("python", start + 1, (nstart + 1, nend), code="\n".join(lines[start + 1:end]),
-                                    expected=lines[nstart + 1:nend]))
+                                    expected=lines[nstart + 1:nend], source=source))
     return blocks
+
+
+def parse_file(path: Path) -> list[Block]:
+    return parse(path.read_text(), _source(path))
+
+
+def all_blocks() -> list[Block]:
+    """Every transcript of the README and the documentation pages, page by page."""
+    return [b for p in pages() for b in parse_file(p)]
 
 
 def _scratch() -> tempfile.TemporaryDirectory:
@@ -185,7 +215,7 @@ def run_python(block: Block) -> list[str]:
 
 
 def actual(block: Block) -> list[str]:
-    """The block's body as the commands print it now (what --write puts in the README)."""
+    """The block's body as the commands print it now (what --write puts in the page)."""
     if block.kind == "python":
         return run_python(block)
     lines = []
@@ -206,23 +236,24 @@ def expected(block: Block) -> list[str]:
 
 
 def diff(block: Block, got: list[str]) -> str:
-    """"" when the block matches after normalisation, else a unified diff (README vs now)."""
+    """"" when the block matches after normalisation, else a unified diff (the page vs now)."""
     a, b = normalise("\n".join(expected(block))), normalise("\n".join(got))
     if a == b:
         return ""
-    return "\n".join(difflib.unified_diff(a.splitlines(), b.splitlines(), f"{block.name} (README)", "now", lineterm=""))
+    return "\n".join(difflib.unified_diff(a.splitlines(), b.splitlines(), f"{block.name} (page)", "now", lineterm=""))
 
 
-def write(readme: Path, results: list[tuple[Block, list[str]]]) -> int:
-    """Replace each stale block's body; returns how many changed."""
-    lines = readme.read_text().splitlines()
+def write(page: Path, results: list[tuple[Block, list[str]]]) -> int:
+    """Replace each stale block's body in ``page`` (whose blocks ``results`` holds); returns how many
+    changed."""
+    lines = page.read_text().splitlines()
     changed = 0
     for block, got in sorted(results, key=lambda r: -r[0].body[0]):  # bottom up: earlier spans stay valid
         if diff(block, got):
             lo, hi = block.body
             lines[lo:hi] = got
             changed += 1
-    readme.write_text("\n".join(lines) + "\n")
+    page.write_text("\n".join(lines) + "\n")
     return changed
 
 
@@ -231,17 +262,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="regenerate stale outputs in place")
     ap.add_argument("--list", action="store_true", help="list the transcripts found")
     ap.add_argument("--only", metavar="TEXT", help="only blocks whose name contains TEXT")
-    ap.add_argument("readme", nargs="?", default=str(README))
+    ap.add_argument("pages", nargs="*", metavar="PAGE", help="markdown files (default: README.md and docs/*.md)")
     args = ap.parse_args(argv)
-    path = Path(args.readme)
-    blocks = [b for b in parse(path.read_text()) if not args.only or args.only in b.name]
+    paths = [Path(p) for p in args.pages] or pages()
+    by_page = [(p, [b for b in parse_file(p) if not args.only or args.only in b.name]) for p in paths]
+    blocks = [b for _, bs in by_page for b in bs]
     if args.list:
         print("\n".join(f"{b.kind:8} {b.name}" for b in blocks))
         return 0
-    results = [(b, actual(b)) for b in blocks]
-    stale = [(b, d) for b, got in results if (d := diff(b, got))]
+    results = {id(b): (b, actual(b)) for b in blocks}
+    stale = [(b, d) for b, got in results.values() if (d := diff(b, got))]
     if args.write:
-        print(f"{write(path, results)} block(s) rewritten in {path}")
+        for path, bs in by_page:
+            if bs:
+                print(f"{write(path, [results[id(b)] for b in bs])} block(s) rewritten in {_source(path)}")
         return 0
     for _, d in stale:
         print(d + "\n")
