@@ -10,4 +10,4 @@ if [ ! -x .venv/bin/python ]; then
 fi
 . scripts/_install.sh
 install_once .venv -e ".[test]"
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest $(parallel "$@") "$@"

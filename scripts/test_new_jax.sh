@@ -54,4 +54,4 @@ if [ "$got" != "${NEW_JAX} ${NEW_JAX}" ]; then
   exit 2
 fi
 echo "testing with jax/jaxlib ${got} on $("$VENV/bin/python" -V 2>&1) in ${VENV}"
-exec env JAX_PLATFORMS=cpu "$VENV/bin/python" -m pytest "$@"
+exec env JAX_PLATFORMS=cpu "$VENV/bin/python" -m pytest $(parallel "$@") "$@"

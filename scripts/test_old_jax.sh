@@ -21,4 +21,4 @@ if [ "$got" != "${OLD_JAX} ${OLD_JAX}" ]; then
   exit 2
 fi
 echo "testing with jax/jaxlib ${got} in ${VENV}"
-exec env JAX_PLATFORMS=cpu "$VENV/bin/python" -m pytest "$@"
+exec env JAX_PLATFORMS=cpu "$VENV/bin/python" -m pytest $(parallel "$@") "$@"
