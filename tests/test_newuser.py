@@ -347,3 +347,17 @@ def test_chosen_for_column_is_truncated():
     assert len(text) <= CHOSEN_FOR_WIDTH and text.startswith("minimum, non-empty") and text.endswith("more)")
     assert _chosen_for(["minimum", "spread"]) == "minimum, spread"
     assert len(_chosen_for(["x" * 300])) <= CHOSEN_FOR_WIDTH
+
+
+def test_an_audit_with_nothing_to_show_prints_no_empty_table():
+    """Issue 29.8: a header and a rule over no rows read as a broken table; the summary says it all."""
+    import jax
+    import jax.numpy as jnp
+    from jax import export
+
+    from smtdims_jax.audit import audit
+
+    with audit() as report:
+        export.export(jax.jit(lambda x: x + 1))(jax.ShapeDtypeStruct(export.symbolic_shape("b"), jnp.int32))
+    text = str(report)
+    assert "nothing flagged" in text and "----" not in text and "question" not in text, text

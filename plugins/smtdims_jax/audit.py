@@ -225,6 +225,8 @@ class AuditReport:
 
     def __str__(self) -> str:
         rs = self.records
+        if not rs:  # a header and a rule over no rows read as a broken table (issue 29)
+            return self.summary()
         header = self._columns()
         rows = [self._cells(r) for r in rs]
         widths = [min(60, max([len(h)] + [len(row[i]) for row in rows])) for i, h in enumerate(header)]
