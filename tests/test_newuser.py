@@ -354,7 +354,6 @@ def test_an_audit_with_nothing_to_show_prints_no_empty_table():
     import jax
     import jax.numpy as jnp
     from jax import export
-
     from smtdims_jax.audit import audit
 
     with audit() as report:

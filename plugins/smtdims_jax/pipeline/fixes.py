@@ -443,28 +443,32 @@ def candidates(att: Attempt, session: Session) -> list[Candidate]:
 
 
 def cancel_common_factor(e: Expr, d: Expr) -> tuple[Expr, Expr]:
-    """``(e/g, d/g)`` for the largest product ``g`` of variables dividing every term of both.
+    """``(e/g, d/g)`` for the largest ``g`` dividing every term of both: a positive integer (the gcd of
+    the coefficients) times a product of variables.
 
     Why it is sound for ``mod(e, d) == 0``: variables are >= 1, so ``g >= 1`` and
     ``mod(g*x, g*y) == g*mod(x, y)`` (floor(g*x / (g*y)) == floor(x / y)); one is 0 exactly when
     the other is. This is how ``reshape(b, -1, 4)`` of ``(b, n)`` reads: ``mod(b*n, 4*b)`` is
-    ``b*mod(n, 4)``.
+    ``b*mod(n, 4)``; and ``reshape(b, -1, 64)`` of ``(b, n, 16)``: ``mod(16*b*n, 64*b)`` is
+    ``16*b*mod(n, 4)``.
     """
-    monos = [m for m, _ in e.terms + d.terms]
-    if not monos or any(not m for m in monos):
+    terms = e.terms + d.terms
+    if not terms or any(not m for m, _ in terms):
         return e, d
     common: dict[Any, int] | None = None
-    for m in monos:
+    for m, _ in terms:
         powers = {a: k for a, k in m if isinstance(a, Var)}
         common = powers if common is None else {a: min(k, powers[a]) for a, k in common.items() if a in powers}
-    if not common:
+    common = common or {}
+    g = math.gcd(*(c for _, c in terms))
+    if not common and g <= 1:
         return e, d
 
     def divide(x: Expr) -> Expr:
         out: dict[Any, int] = {}
         for m, c in x.terms:
             rest = tuple((a, k - common.get(a, 0)) for a, k in m if k - common.get(a, 0) > 0)
-            out[rest] = out.get(rest, 0) + c
+            out[rest] = out.get(rest, 0) + c // g
         return Expr._from_dict(out)
 
     return divide(e), divide(d)
