@@ -105,6 +105,7 @@ class BoxCount:
     admitted_failing: tuple[dict[str, int], ...] = ()  # examples: admitted but the native function fails
     native: str = "eval_shape"
     seconds: float = 0.0
+    beyond: int = 0  # of ``shapes``, those measured beyond the box (failed samples, the fix's edges, the diagonal)
 
     @property
     def excluded(self) -> int:
@@ -117,6 +118,8 @@ class BoxCount:
 
     def sentence(self, name: str) -> str:
         box = f"{', '.join(self.variables)} in 1..{self.side}" if self.variables else "static shapes"
+        if self.beyond:
+            box += f" and {self.beyond} point{'s' if self.beyond > 1 else ''} beyond it"
         s = (f"on the box {box} ({self.shapes} shapes): the fix admits {self.admitted_ok} of the {self.native_ok} "
              f"shapes where {name} runs natively ({self.native})")
         fail_excluded = self.excluded - (self.native_ok - self.admitted_ok)
@@ -137,6 +140,7 @@ class BoxCount:
                 "native_ok": self.native_ok, "admitted": self.admitted, "admitted_ok": self.admitted_ok,
                 "excluded": self.excluded, "excluded_ok": list(self.excluded_ok),
                 "admitted_failing": list(self.admitted_failing), "weakest": self.weakest, "native": self.native,
+                "beyond": self.beyond,
                 "seconds": round(self.seconds, 3)}
 
 
@@ -263,7 +267,7 @@ class NativeBox:
             admitted=len(adm), admitted_ok=sum(self.ok[s] for s in adm),
             excluded_ok=tuple(self.env[s] for s in known if self.ok[s] and s not in got)[:5],
             admitted_failing=tuple(self.env[s] for s in adm if not self.ok[s])[:5],
-            native=self.native, seconds=self.seconds,
+            native=self.native, seconds=self.seconds, beyond=sum(1 for s in known if s in self.extra),
         )
 
     def weakness(self, dims: Dims, constraints: ConstraintSet) -> tuple[int, int, int]:
