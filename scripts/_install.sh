@@ -22,12 +22,13 @@ install_once() {
 
 # parallel ARGS...: pytest-xdist's options for the suite (every core, one test file per worker at a
 # time so that module fixtures are built once), unless ARGS choose the workers themselves (-n, -p
-# no:xdist) or SMTDIMS_TEST_WORKERS=0 asks for one process.
+# no:xdist) or SMTDIMS_TEST_WORKERS=0 asks for one process. A worker that crashes ends the run
+# (--max-worker-restart=0): with --dist loadfile, a replaced worker once left the run waiting for good.
 parallel() {
   local a
   for a in "$@"; do
     case "$a" in -n|-n*|--numprocesses*|no:xdist) return 0 ;; esac
   done
   [ "${SMTDIMS_TEST_WORKERS:-auto}" = 0 ] && return 0
-  echo "-n ${SMTDIMS_TEST_WORKERS:-auto} --dist loadfile"
+  echo "-n ${SMTDIMS_TEST_WORKERS:-auto} --dist loadfile --max-worker-restart=0"
 }

@@ -13,6 +13,8 @@ from __future__ import annotations
 import faulthandler
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -65,7 +67,8 @@ def _wait(pid: int, timeout: float) -> int | None:
     return None
 
 
-def test_children_forked_while_every_rung_is_busy_answer():
+def scenario() -> tuple[int, int, list[int | None]]:
+    """Three busy threads, 20 forked children: (hung, answered wrongly, exit statuses)."""
     stop = threading.Event()
     threads = [threading.Thread(target=_busy, args=(stop, k), daemon=True) for k in ("isl", "z3", "watchdog")]
     for t in threads:
@@ -89,4 +92,19 @@ def test_children_forked_while_every_rung_is_busy_answer():
             t.join(timeout=30)
     hung = statuses.count(None)
     wrong = sum(1 for s in statuses if s not in (0, None))
-    assert (hung, wrong) == (0, 0), f"{hung} of {CHILDREN} children hung, {wrong} answered wrongly: {statuses}"
+    return hung, wrong, statuses
+
+
+def test_children_forked_while_every_rung_is_busy_answer():
+    """The scenario runs in a process of its own: forking a pytest worker (pytest-xdist) copies its
+    pipes to the controller into every child, and a crash there would take the worker with it."""
+    res = subprocess.run([sys.executable, "-X", "faulthandler", __file__], capture_output=True, text=True,
+                         timeout=CHILDREN * CHILD_TIMEOUT + 120)
+    assert res.returncode == 0 and "hung 0 wrong 0" in res.stdout, (res.returncode, res.stdout[-2000:],
+                                                                    res.stderr[-6000:])
+
+
+if __name__ == "__main__":
+    hung, wrong, statuses = scenario()
+    print(f"hung {hung} wrong {wrong} of {CHILDREN}: {statuses}")
+    sys.exit(0 if (hung, wrong) == (0, 0) else 1)
