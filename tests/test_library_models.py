@@ -5,7 +5,8 @@ Each test: stock JAX refuses the export; ``export_and_verify(fix=True)`` finds t
 or a weaker verified one (checked on a grid of shapes: it admits every shape the person's fix admits,
 and every further shape it admits runs natively); the fixed export equals the native model at three
 sizes including the fix's extreme; and a size the native model refuses is refused by the fixed export
-at call time.
+at call time. Windowed attention on JAX >= 0.8 is the exception that proves the rule: stock JAX exports
+it, the artifact fails where the model fails, and the report's verified diagnosis is the fix.
 
 Skipped where flax or equinox is not installed (the ``test`` extra installs them).
 """
@@ -13,7 +14,6 @@ Skipped where flax or equinox is not installed (the ``test`` extra installs them
 from __future__ import annotations
 
 import itertools
-import time
 
 import jax
 import jax.numpy as jnp
@@ -49,29 +49,29 @@ class NnxGPT(nnx.Module):
 
 
 class LinenGPT(nn.Module):
+    """The embedding in flax linen: ``nn.Embed`` for the tokens, a learned position parameter sliced to the sequence."""
+
     maxlen: int
 
     @nn.compact
     def __call__(self, ids):
-        x = nn.Embed(V, D)(ids)
         pos = self.param("pos", nn.initializers.normal(0.02), (self.maxlen, D))
-        return nn.Dense(V)(x + pos[: ids.shape[1]])
+        return nn.Embed(V, D)(ids) + pos[: ids.shape[1]]
 
 
 class EqxGPT(eqx.Module):
+    """The embedding in equinox: the layers' tables, indexed by the tokens and sliced to the sequence."""
+
     tok: eqx.nn.Embedding
     pos: eqx.nn.Embedding
-    head: eqx.nn.Linear
 
     def __init__(self, maxlen, key):
-        k1, k2, k3 = jax.random.split(key, 3)
+        k1, k2 = jax.random.split(key)
         self.tok = eqx.nn.Embedding(V, D, key=k1)
         self.pos = eqx.nn.Embedding(maxlen, D, key=k2)
-        self.head = eqx.nn.Linear(D, V, key=k3)
 
     def __call__(self, ids):
-        x = self.tok.weight[ids] + self.pos.weight[: ids.shape[1]]
-        return jax.vmap(jax.vmap(self.head))(x)
+        return self.tok.weight[ids] + self.pos.weight[: ids.shape[1]]
 
 
 class NnxViT(nnx.Module):
@@ -101,16 +101,19 @@ class EqxBias(eqx.Module):
         return x + jax.vmap(self.proj)(feats)
 
 
-class LinenUNet(nn.Module):
+class NnxUNet(nnx.Module):
     """One U-Net level in 2-D: conv, max-pool by 2 (SAME), conv, upsample by 2, concatenate with the skip."""
 
-    @nn.compact
+    def __init__(self, rngs):
+        self.down = nnx.Conv(3, 8, kernel_size=(3, 3), padding="SAME", rngs=rngs)
+        self.mid = nnx.Conv(8, 8, kernel_size=(3, 3), padding="SAME", rngs=rngs)
+
     def __call__(self, x):
-        skip = nn.relu(nn.Conv(8, (3, 3), padding="SAME")(x))
-        y = nn.max_pool(skip, (2, 2), strides=(2, 2), padding="SAME")
-        y = nn.relu(nn.Conv(8, (3, 3), padding="SAME")(y))
+        skip = nnx.relu(self.down(x))
+        y = nnx.max_pool(skip, (2, 2), strides=(2, 2), padding="SAME")
+        y = nnx.relu(self.mid(y))
         y = jnp.repeat(jnp.repeat(y, 2, axis=1), 2, axis=2)
-        return nn.Conv(4, (1, 1))(jnp.concatenate([skip, y], axis=-1))
+        return jnp.concatenate([skip, y], axis=-1)
 
 
 class NnxSimCLR(nnx.Module):
@@ -150,61 +153,93 @@ class LinenWindowed(nn.Module):
         return w.reshape(b, -1, d)
 
 
-# Built once, each under one jit (eager init compiles every random op on its own: 20 s instead of 3 s).
-_nnx_gpt = nnx.jit(lambda: NnxGPT(64, nnx.Rngs(0)))()
-_linen_gpt = LinenGPT(128)
-_linen_gpt_vars = jax.jit(_linen_gpt.init)(jax.random.PRNGKey(1), jnp.zeros((1, 4), jnp.int32))
-_eqx_gpt = eqx.filter_jit(lambda key: EqxGPT(256, key))(jax.random.PRNGKey(2))
-_vit = nnx.jit(lambda: NnxViT(nnx.Rngs(3)))()
-_bias = eqx.filter_jit(EqxBias)(jax.random.PRNGKey(4))
-_unet = LinenUNet()
-_unet_vars = jax.jit(_unet.init)(jax.random.PRNGKey(5), jnp.zeros((1, 8, 8, 3)))
-_simclr = nnx.jit(lambda: NnxSimCLR(nnx.Rngs(6)))()
-_patches = eqx.filter_jit(EqxPatches)(jax.random.PRNGKey(7))
-_windowed = LinenWindowed()
-_windowed_vars = jax.jit(_windowed.init)(jax.random.PRNGKey(8), jnp.zeros((1, 16, 8)))
-
-def nnx_gpt(ids):
-    return _nnx_gpt(ids)
+def _key(seed):
+    """A fixed key of XLA's RBG generator: its init compiles in 0.3 s where threefry's takes 3 s on CPU."""
+    return jax.random.key(seed, impl="rbg")
 
 
-def linen_gpt(ids):
-    return _linen_gpt.apply(_linen_gpt_vars, ids)
+# Builders: each returns the function exported, closing over a model built (under one jit) with its
+# fixed key. A module-scoped fixture calls them, not the import: every xdist worker imports every file.
+
+def nnx_gpt():
+    model = nnx.jit(lambda: NnxGPT(64, nnx.Rngs(_key(0))))()
+
+    def nnx_gpt(ids):
+        return model(ids)
+    return nnx_gpt
 
 
-def eqx_gpt(ids):
-    return _eqx_gpt(ids)
+def linen_gpt():
+    model = LinenGPT(128)
+    params = jax.jit(model.init)(_key(1), jnp.zeros((1, 4), jnp.int32))
+
+    def linen_gpt(ids):
+        return model.apply(params, ids)
+    return linen_gpt
 
 
-def nnx_vit(x):
-    return _vit(x)
+def eqx_gpt():
+    model = eqx.filter_jit(lambda key: EqxGPT(256, key))(_key(2))
+
+    def eqx_gpt(ids):
+        return model(ids)
+    return eqx_gpt
 
 
-def eqx_bias(x, feats):
-    return _bias(x, feats)
+def nnx_vit():
+    model = nnx.jit(lambda: NnxViT(nnx.Rngs(_key(3))))()
+
+    def nnx_vit(x):
+        return model(x)
+    return nnx_vit
 
 
-def linen_unet(x):
-    return _unet.apply(_unet_vars, x)
+def eqx_bias():
+    model = eqx.filter_jit(EqxBias)(_key(4))
+
+    def eqx_bias(x, feats):
+        return model(x, feats)
+    return eqx_bias
 
 
-def nnx_simclr(x1, x2):
-    return _simclr(x1, x2)
+def nnx_unet():
+    model = nnx.jit(lambda: NnxUNet(nnx.Rngs(_key(5))))()
+
+    def nnx_unet(x):
+        return model(x)
+    return nnx_unet
 
 
-def eqx_patches(x):
-    return _patches(x)
+def nnx_simclr():
+    model = nnx.jit(lambda: NnxSimCLR(nnx.Rngs(_key(6))))()
+
+    def nnx_simclr(x1, x2):
+        return model(x1, x2)
+    return nnx_simclr
 
 
-def linen_windowed(x):
-    return _windowed.apply(_windowed_vars, x)
+def eqx_patches():
+    model = eqx.filter_jit(EqxPatches)(_key(7))
+
+    def eqx_patches(x):
+        return model(x)
+    return eqx_patches
+
+
+def linen_windowed():
+    model = LinenWindowed()
+    params = jax.jit(model.init)(_key(8), jnp.zeros((1, 16, 8)))
+
+    def linen_windowed(x):
+        return model.apply(params, x)
+    return linen_windowed
 
 
 # ---- the cases ---------------------------------------------------------------------------------------
 
-# name -> (fn, specs, the person's fix as a predicate on the original variables, the grid it is compared
-#          on (variable -> values), three sizes compared with the native model (the last: the fix's
-#          extreme), sizes the native model refuses)
+# name -> (the builder of the function exported, its specs, the person's fix as a predicate on the
+#          original variables, the grid the fix is compared with it on (variable -> values), three sizes
+#          compared with the native model (the fix's extreme among them), sizes the native model refuses)
 T_GRID = {"b": (1, 2)}
 CASES = {
     "flax nnx GPT": (
@@ -225,8 +260,8 @@ CASES = {
         eqx_bias, ["float32[b, a, 4]", "float32[c, 8]"], lambda e: e["a"] == e["c"],
         {"b": (1, 2), "a": range(1, 13), "c": range(1, 13)},
         [{"b": 1, "a": 1, "c": 1}, {"b": 2, "a": 5, "c": 5}, {"b": 3, "a": 9, "c": 9}], [{"b": 1, "a": 2, "c": 3}]),
-    "flax linen U-Net": (
-        linen_unet, ["float32[b, h, w, 3]"], lambda e: e["h"] % 2 == 0 and e["w"] % 2 == 0,
+    "flax nnx U-Net": (
+        nnx_unet, ["float32[b, h, w, 3]"], lambda e: e["h"] % 2 == 0 and e["w"] % 2 == 0,
         {"b": (1,), "h": range(1, 25), "w": range(1, 25)},
         [{"b": 1, "h": 2, "w": 2}, {"b": 2, "h": 6, "w": 10}, {"b": 1, "h": 32, "w": 40}],
         [{"b": 1, "h": 5, "w": 6}, {"b": 1, "h": 6, "w": 5}]),
@@ -316,9 +351,16 @@ def _stock_export(fn, specs):
     return export.export(jax.jit(fn))(*structs)
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_the_whole_fix_of_a_library_model(case):
-    fn, specs, person, grid, sizes, failing = CASES[case]
+@pytest.fixture(scope="module")
+def model(request):
+    """The case's model, built once, with its fixed key."""
+    return CASES[request.param][0]()
+
+
+@pytest.mark.parametrize(("case", "model"), [(c, c) for c in CASES], ids=list(CASES), indirect=["model"])
+def test_the_whole_fix_of_a_library_model(case, model):
+    fn = model
+    _, specs, person, grid, sizes, failing = CASES[case]
     rng = np.random.default_rng(0)
     for env in failing:  # the sizes the fixed export must refuse are ones the native model refuses
         assert not _runs_natively(fn, _shapes(specs, env), specs), env
@@ -326,42 +368,35 @@ def test_the_whole_fix_of_a_library_model(case):
     windowed_exports = case == "flax linen windowed attention" and NEW_JAX
     if windowed_exports:  # JAX >= 0.8 exports floordiv in a reshape; the division is checked at call time
         stock = _stock_export(fn, specs)
-        with pytest.raises(Exception):  # noqa: B017 - the stock artifact fails where the model fails
+        with pytest.raises(ValueError):  # the stock artifact fails where the model fails ("Error refining shapes")
             stock.call(*_args(specs, failing[0], rng))
     else:
         with pytest.raises(Exception):  # noqa: B017 - stock JAX refuses it (ValueError, TypeError or inconclusive)
             _stock_export(fn, specs)
 
-    t0 = time.perf_counter()
     report = export_and_verify(fn, *specs, fix=True, samples=4)
-    seconds = time.perf_counter() - t0
     if report.exported is None:  # the export failed: the whole fix
         fix = report.fix
-        assert fix is not None and fix.ok, "\n".join(fix.lines() if fix else report.lines())
+        assert fix is not None and fix.ok, report.table() + "\n" + "\n".join(fix.lines() if fix else ())
         shapes, constraints, exp = fix.shapes, fix.constraints, fix.report.exported
     else:  # exported, and the samples fail natively: the diagnosis, verified end to end
         assert windowed_exports, report.table()
         d = report.diagnosis
         assert not report.ok and d is not None and d.verified is True, report.table()
         shapes, constraints, exp = [_dims(s) for s in specs], d.constraints, d.report.exported
-    assert seconds < 30, f"the fix loop took {seconds:.1f} s"
     _assert_person_fix_or_weaker(fn, specs, person, grid, shapes, constraints)
 
+    if case == "flax nnx ViT":  # nonlinear: stock JAX refuses even the fixed specification; smtdims exports it
+        smtdims.uninstall()
+        scope = export.SymbolicScope(constraints)
+        structs = [jax.ShapeDtypeStruct(export.symbolic_shape(s, scope=scope), jnp.float32) for s in shapes]
+        with pytest.raises(Exception):  # noqa: B017 - inconclusive on stock JAX
+            export.export(jax.jit(fn))(*structs)
+
+    native = jax.jit(fn)
     for env in sizes:
         args = _args(specs, env, rng)
-        np.testing.assert_allclose(np.asarray(exp.call(*args)), np.asarray(fn(*args)), rtol=1e-4, atol=1e-4)
-    for env in failing:
-        with pytest.raises(Exception):  # noqa: B017 - the fixed export refuses it at call time
+        np.testing.assert_allclose(np.asarray(exp.call(*args)), np.asarray(native(*args)), rtol=1e-4, atol=1e-4)
+    for env in failing:  # the fixed export refuses it at call time, in JAX's shape check
+        with pytest.raises(ValueError, match="Input shapes do not match"):
             exp.call(*_args(specs, env, rng))
-
-
-def test_stock_jax_cannot_export_the_vit_with_its_fix():
-    """The ViT's condition is nonlinear: stock JAX refuses the export even given the fixed specification
-    (it cannot prove ``hp*wp == min(64, hp*wp)`` from it); smtdims exports it."""
-    report = export_and_verify(nnx_vit, "float32[b, h, w, 3]", fix=True, samples=4)
-    fix = report.fix
-    assert fix is not None and fix.ok, report.table()
-    smtdims.uninstall()
-    spec = jax.ShapeDtypeStruct(export.symbolic_shape(fix.shapes[0], constraints=fix.constraints), jnp.float32)
-    with pytest.raises(Exception):  # noqa: B017 - inconclusive on stock JAX
-        export.export(jax.jit(nnx_vit))(spec)
