@@ -8,6 +8,8 @@ that the ladder then answers through Z3 with the same exact bounds.
 from __future__ import annotations
 
 import math
+import os
+import signal
 
 import pytest
 
@@ -81,12 +83,27 @@ def test_a_late_worker_is_killed_and_z3_answers(monkeypatch):
     cs = ConstraintSet.of(["a <= 20", "b >= 2*a - 30"])
     assert presburger.Engine(cs).bounds(e) is not None  # a worker is up
     kills = presburger.worker().kills
-    monkeypatch.setattr(presburger, "CALL_LIMIT", 0.0)  # every answer is late
+    # every answer is late: a stopped worker cannot answer, however the machine schedules us (a
+    # limit of 0 s alone was met once on a busy CI machine: the worker answered between our write
+    # and our first poll). Workers started from here on are stopped once they are ready.
+    w = presburger.worker()
+    start = w._start
+
+    def start_stopped(timeout: float) -> bool:
+        ok = start(timeout)
+        if ok:
+            os.kill(w.proc.pid, signal.SIGSTOP)
+        return ok
+
+    os.kill(w.proc.pid, signal.SIGSTOP)
+    monkeypatch.setattr(w, "_start", start_stopped)
+    monkeypatch.setattr(presburger, "CALL_LIMIT", 0.05)
     eng = presburger.Engine(cs)
     assert eng.bounds(e) is None and eng.disabled
     assert presburger.worker().kills == kills + 1 and presburger.worker().proc is None
     b = Session(cs).bounds(e)
     assert b.answered_by == "search" and (b.lo, b.hi) == (-1, 5) and b.lo_tight and b.hi_tight
+    monkeypatch.setattr(w, "_start", start)
     monkeypatch.setattr(presburger, "CALL_LIMIT", 1.0)
     assert presburger.Engine(cs).bounds(e)[:2] == (-1, 5)  # a new worker on the next call
 
