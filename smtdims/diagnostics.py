@@ -30,8 +30,7 @@ from .smt import (
     SAT,
     UNSAT,
     Encoder,
-    GivenUp,
-    give_up_at_deadline,
+    KillableSolver,
     make_solver,
     minimise_by_deletion,
     model_int,
@@ -203,6 +202,10 @@ class _Assuming:
         return getattr(self.solver, name)
 
 
+def _assuming(s: z3.Solver | KillableSolver) -> Any:
+    return s if isinstance(s, KillableSolver) else _Assuming(s)
+
+
 class _Solvers:
     """Z3's older arithmetic solver first (``arith.solver=2`` under a short timeout, as the
     ladder's linear rung does: 2.6x faster over 500 constraints here), the default solver where
@@ -225,13 +228,13 @@ class _Solvers:
 
     def check(self, assumptions: list[z3.BoolRef]) -> tuple[object, str]:
         self.last = self.fast
-        r, reason = run_check(_Assuming(self.fast), self.ctx, assumptions)
+        r, reason = run_check(_assuming(self.fast), self.ctx, assumptions)
         if r == z3.unknown and reason != REASON_DEADLINE:
             if self.default is None:
                 self.default = self._build(False)
                 self.default.add(*self._extra)
             self.last = self.default
-            r, reason = run_check(_Assuming(self.default), self.ctx, assumptions)
+            r, reason = run_check(_assuming(self.default), self.ctx, assumptions)
         return r, reason
 
     def model(self) -> z3.ModelRef:
@@ -275,9 +278,9 @@ class _Implications:
         self.dims = {v: z3.Bool(f"!v:{v}", self.ctx) for v in sorted(cs.variables())}
         self.labels = {str(b): c.text for b, c in zip(self.on, self.items, strict=True)}
         self.labels.update({str(b): f"{v} >= 1 (dimension variable)" for v, b in self.dims.items()})
+        self.nonlinear = not cs.is_linear()  # its checks run in a worker killed when late
         self.solver = self._solver(range(len(self.terms)))
         self.stopped = False  # the deadline passed: later questions are not asked
-        self.nonlinear = not cs.is_linear()
         self._zero: dict[Expr, z3.BoolRef] = {}
 
     def set_points(self, points: list[dict[str, int]]) -> None:
@@ -291,7 +294,7 @@ class _Implications:
         return _Solvers(self.ctx, lambda fast: self._build(which, fast))
 
     def _build(self, which: list[int], fast: bool) -> z3.Solver:
-        s = make_solver(self.ctx, self.budget, fast=fast)
+        s = make_solver(self.ctx, self.budget, fast=fast, killable=self.nonlinear)
         seen: set[int] = set()
         names: set[str] = set()
         for k in which:
@@ -346,19 +349,15 @@ class _Implications:
     def _check(self, assumptions: list[z3.BoolRef], solver: _Solvers | None = None) -> tuple[object, str]:
         COUNTERS.bump("solver_checks")
         s = solver if solver is not None else self.solver
-        return self._given_up_or(lambda: s.check(assumptions))
+        return self._unless_stopped(lambda: s.check(assumptions))
 
-    def _given_up_or(self, check: Any) -> tuple[object, str]:
-        """``check()``; for a nonlinear set, in a thread given up past the deadline (Z3 may ignore the
-        interrupt there, :func:`~smtdims.smt.give_up_at_deadline`). After that nothing here touches the
-        context again: every caller stops at ``stopped`` or at the passed deadline."""
+    def _unless_stopped(self, check: Any) -> tuple[object, str]:
+        """``check()``, unless the deadline stopped an earlier one: every later question of the set
+        is then answered "unknown" without a check. (A nonlinear set's checks run in a worker killed
+        when late: :class:`~smtdims.smt.KillableSolver`.)"""
         if self.stopped:
             return z3.unknown, REASON_DEADLINE
-        try:
-            r, reason = give_up_at_deadline(self.ctx, check) if self.nonlinear else check()
-        except GivenUp as stop:
-            r, reason = z3.unknown, stop.reason
-            self.stopped = True
+        r, reason = check()
         if reason == REASON_DEADLINE:
             self.stopped = True
         return r, reason
@@ -418,7 +417,7 @@ class _Implications:
         if options.deadline_passed():
             self.stopped = True
             return False
-        s = make_solver(self.ctx, self.budget, nonlinear=True)
+        s = make_solver(self.ctx, self.budget, nonlinear=True, killable=True)
         s.add(*{ax.get_id(): ax for k in kept for ax in self.axioms_by[k]}.values(),
               *(self.terms[j] for j in kept if j != i), z3.Not(self.terms[i]),
               *(self.enc.var(v) >= 1 for v in self.dims))
@@ -427,7 +426,7 @@ class _Implications:
 
     def _check_with(self, s: z3.Solver) -> tuple[object, str]:
         COUNTERS.bump("solver_checks")
-        return self._given_up_or(lambda: run_check(s, self.ctx))
+        return self._unless_stopped(lambda: run_check(s, self.ctx))
 
     def guards_a_divisor(self, i: int, kept: list[int]) -> bool:
         """Whether constraint ``i`` keeps a divisor of another kept constraint nonzero.

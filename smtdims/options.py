@@ -37,7 +37,6 @@ REASON_BUDGET = "budget"
 REASON_DEADLINE = "deadline"
 REASON_INCOMPLETE = "incomplete"
 REASON_INTERRUPTED = "interrupted"  # Ctrl-C cut a check and Python's SIGINT handler did not raise
-REASON_BUSY = "busy"  # earlier given-up checks still run: no new check in a context of its own was started
 
 # Why an answer is shaped by a clock (``Deadline.clocked``): such an answer is marked
 # ``deterministic=False``, never cached, and counted (``stats()["clock_shaped_answers"]``).
@@ -45,7 +44,6 @@ CLOCK_DEADLINE = REASON_DEADLINE  # the question's deadline cut a check or a sea
 CLOCK_INTERRUPTED = REASON_INTERRUPTED  # SIGINT cut a check
 CLOCK_ISL = "isl-call-limit"  # ISL's answer was abandoned as late (here or earlier in the scope)
 CLOCK_FAST_SOLVER = "fast-solver-timeout"  # the fast linear solver's timeout left an unknown
-CLOCK_BUSY = REASON_BUSY  # a check was not run: given-up checks of earlier questions still run
 
 
 @dataclass(frozen=True)

@@ -35,16 +35,11 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import json
 import math
 import os
-import select
-import subprocess
-import sys
 import threading
-import time
 
-from . import options
+from . import options, workers
 from .constraints import ConstraintSet
 from .expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
 
@@ -57,130 +52,10 @@ MAX_DIGITS = 1000  # constants are passed as decimal text (Python refuses str() 
 _DIGITS_LIMIT = 10**MAX_DIGITS
 CALL_LIMIT = 1.0  # seconds one ISL call may take before it is abandoned
 START_LIMIT = 10.0  # seconds for a worker to start (import islpy) before the rung gives up
-_SPIN = 0.002  # seconds to poll for an answer before blocking
+_WORKER = workers.Worker("_isl_worker.py")
 
 
-class _Worker:
-    """This process's ISL worker: one request at a time, killed when an answer is late.
-
-    Answers are read in the calling thread with ``select`` on the pipe (a reader thread would
-    cost a GIL hand-off per answer, about 0.1 ms): POSIX only.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.proc: subprocess.Popen | None = None
-        self.buffer = b""
-        self.generation = 0  # bumped per start: domains must be sent again
-        self.broken = os.name != "posix"  # could not start: the rung stays off in this process
-        self.broken_by_clock = False  # ... because it was slower than START_LIMIT, not because it died
-        self.kills = 0
-        self.pid = os.getpid()
-
-    def after_fork_in_child(self) -> None:
-        """A forked child: forget the parent's worker (and a lock some thread may have held at the fork).
-
-        The parent's pipes are closed here, not the parent's worker: it is still the parent's.
-        A new worker starts on the child's first call.
-        """
-        self.lock = threading.Lock()
-        proc, self.proc, self.buffer, self.pid = self.proc, None, b"", os.getpid()
-        if proc is not None:
-            for f in (proc.stdin, proc.stdout):
-                if f is not None:
-                    try:
-                        f.close()
-                    except OSError:  # pragma: no cover
-                        pass
-            proc.returncode = 0  # not this process's child: never wait for it here
-
-    def _start(self, timeout: float) -> bool:
-        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_isl_worker.py")
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        try:
-            self.proc = subprocess.Popen([sys.executable, script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.DEVNULL, env=env, bufsize=0)
-        except OSError:
-            self.broken = True
-            return False
-        self.buffer = b""
-        self.generation += 1
-        if self._answer(timeout) != {"ready": True}:
-            # it died (no islpy there, ...) or did not start within START_LIMIT: the rung stays
-            # off in this process; if only the question's deadline was short, the next one retries
-            died = self.proc.poll() is not None
-            self.broken = died or timeout >= START_LIMIT
-            self.broken_by_clock = self.broken and not died
-            self._kill()
-            return False
-        return True
-
-    def _answer(self, timeout: float) -> dict | None:
-        assert self.proc is not None and self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        now = time.monotonic()
-        end = now + timeout
-        spin = min(end, now + _SPIN)
-        while b"\n" not in self.buffer:
-            # most answers take a fraction of a millisecond: poll for them before sleeping in
-            # select, whose wake-up alone cost about 0.05 ms per answer on the benchmark machine
-            if not select.select([fd], [], [], 0)[0]:
-                now = time.monotonic()
-                if now < spin:
-                    continue
-                if now >= end or not select.select([fd], [], [], end - now)[0]:
-                    return None
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return None  # the worker died
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def _kill(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        self.proc = None
-
-    def call(self, request: dict, timeout: float, start_timeout: float = START_LIMIT) -> tuple[dict | None, int]:
-        """(the answer, or None when it was late or the worker failed; the worker's generation)."""
-        with self.lock:
-            if self.broken:
-                return None, self.generation
-            if self.pid != os.getpid():  # a forked child: the parent's worker is not ours to use
-                self.proc, self.buffer, self.pid = None, b"", os.getpid()
-            try:
-                if (self.proc is None or self.proc.poll() is not None) and not self._start(start_timeout):
-                    return None, self.generation
-                assert self.proc is not None and self.proc.stdin is not None
-                try:
-                    data = (json.dumps(request) + "\n").encode()
-                    fd = self.proc.stdin.fileno()
-                    while data:
-                        data = data[os.write(fd, data):]
-                except OSError:
-                    self._kill()
-                    return None, self.generation
-                answer = self._answer(timeout)
-            except BaseException:
-                # KeyboardInterrupt (or any exception) mid-request: the answer may still come, and
-                # the next request would read it as its own. A worker in that state is killed.
-                self._kill()
-                raise
-            if answer is None:  # late, or the worker died: abandon it, start afresh next time
-                self.kills += 1
-                self._kill()
-            return answer, self.generation
-
-
-_WORKER = _Worker()
-
-
-def worker() -> _Worker:
+def worker() -> workers.Worker:
     """The process's ISL worker (one per process; tests and diagnostics read its ``kills``, ``proc``,
     ``generation`` and ``broken`` here rather than in module state)."""
     return _WORKER
@@ -286,7 +161,7 @@ class Engine:
                 conds = [f"{alias[n]} >= 1" for n in names]
                 conds += [f"{_text(p.diff, alias)} {'>=' if p.kind == '>=' else '='} 0" for p in self.parts]
                 request["dom"] = "{ [" + tup + "] : " + " and ".join(conds) + " }"
-            answer, generation = _WORKER.call(request, *_time_left())
+            answer, generation = _WORKER.call(request, *_time_left(), START_LIMIT)
             if answer is None:
                 self.disabled = True
                 return None

@@ -161,7 +161,6 @@ def stats() -> dict[str, Any]:
         "fresh_contexts": COUNTERS.fresh_contexts,
         "deadline_hits": COUNTERS.deadline_hits,
         "abandoned_checks": COUNTERS.abandoned_checks,
-        "skipped_checks": COUNTERS.skipped_checks,
         "cache_hits": STATS.cache_hits,
     }
 
@@ -455,7 +454,7 @@ class Session:
         """One question: the cached answer, or ``compute()`` stored when nothing clock-shaped it.
 
         The one cache policy of every question (decide, proves, sign_bounds, bounds): an answer is
-        stored only when no deadline, interrupt or busy worker shaped it (``options.clocked()`` is
+        stored only when no deadline or interrupt shaped it (``options.clocked()`` is
         None and the answer says it is deterministic), so a later question in the scope never
         inherits what a clock cut short; very large expressions are not stored (``_cacheable``).
         """

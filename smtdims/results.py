@@ -29,7 +29,7 @@ def unknown_advice(reason: str, budget: int | None = None, deadline: float | Non
     ``budget``/``deadline``: the limits in force for that answer (``Decision.budget``...);
     the current ones when not given.
     """
-    from .options import REASON_BUDGET, REASON_BUSY, REASON_DEADLINE, REASON_INCOMPLETE
+    from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE
 
     now_budget, now_deadline = limits_in_force()
     budget = now_budget if budget is None else budget
@@ -42,11 +42,6 @@ def unknown_advice(reason: str, budget: int | None = None, deadline: float | Non
         return (f"the question hit its deadline ({deadline:g} s, a wall-clock limit, not the budget); raise it "
                 "with deadline=SECONDS (per call), smtdims.install(deadline=SECONDS), "
                 "smtdims.options.scoped(deadline=SECONDS) or --deadline SECONDS on the command line")
-    if reason == REASON_BUSY:
-        return ("a solver check was not started: earlier questions left checks that Z3 does not stop at their "
-                "deadline, and while several of those still run smtdims starts no new ones (a hang otherwise); "
-                "the answer depends on the process's state (deterministic=False): ask again later, or in a new "
-                "process")
     if reason == REASON_INCOMPLETE or not reason:
         return ("the solver gave up (integer arithmetic with products of variables is undecidable in general; "
                 f"Z3 rlimit {budget} per check); a larger budget (budget=N, --budget N) or a constraint that "
@@ -164,7 +159,7 @@ class Bounds(tuple):
         budget: int | None = None,
         deadline: float | None = None,
     ) -> Bounds:
-        from .options import CLOCK_BUSY, CLOCK_INTERRUPTED, REASON_DEADLINE, REASON_INCOMPLETE, clocked
+        from .options import CLOCK_INTERRUPTED, REASON_DEADLINE, REASON_INCOMPLETE, clocked
 
         self = super().__new__(cls, (lo, hi))
         # (ConstraintSet, budget, Expr): what explain() needs to find the session again; values only
@@ -172,9 +167,9 @@ class Bounds(tuple):
         # False when the deadline cut the search short: then an end may be looser than the budget allows
         object.__setattr__(self, "deterministic", deterministic)
         if reason is None:  # why an end is not tight: the clock that shaped it, else the budget / incompleteness
-            clock = clocked()  # the question's, when built inside one: a check not started (busy), cut by Ctrl-C
+            clock = clocked()  # the question's, when built inside one: a check cut by Ctrl-C
             reason = ("" if lo_tight and hi_tight else REASON_INCOMPLETE if deterministic
-                      else clock if clock in (CLOCK_BUSY, CLOCK_INTERRUPTED) else REASON_DEADLINE)
+                      else clock if clock == CLOCK_INTERRUPTED else REASON_DEADLINE)
         now_budget, now_deadline = limits_in_force()
         fields = dict(
             reason=reason, budget=now_budget if budget is None else budget,
@@ -316,12 +311,12 @@ class Decision:
 
     @property
     def deterministic(self) -> bool:
-        """False when a clock (the deadline, Ctrl-C, ISL's call limit, the fast solver's timeout) or the
-        process's state (checks given up earlier still running) shaped the answer: then it is not
-        cached, and may differ. The final reason alone missed a clock that shaped the path to it."""
-        from .options import REASON_BUSY, REASON_DEADLINE, REASON_INTERRUPTED
+        """False when a clock (the deadline, Ctrl-C, ISL's call limit, the fast solver's timeout) shaped
+        the answer: then it is not cached, and may differ. The final reason alone missed a clock that
+        shaped the path to it."""
+        from .options import REASON_DEADLINE, REASON_INTERRUPTED
 
-        return self._clock is None and self.reason not in (REASON_DEADLINE, REASON_BUSY, REASON_INTERRUPTED)
+        return self._clock is None and self.reason not in (REASON_DEADLINE, REASON_INTERRUPTED)
 
     @property
     def value(self) -> bool | None:

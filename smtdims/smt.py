@@ -26,13 +26,11 @@ deadline passes (see :mod:`smtdims.options`).
 from __future__ import annotations
 
 import _signal
-import contextvars
 import functools
+import itertools
 import os
 import signal
-import sys
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,10 +38,11 @@ from typing import TypeVar
 
 import z3
 
-from . import options
+from . import _z3_strategy as _strategy
+from . import options, workers
 from .constraints import Constraint, ConstraintSet
 from .expr import CACHE_MAX_TERMS, FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, int_text, symbolic_divisors, text_int
-from .options import REASON_BUDGET, REASON_BUSY, REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED
+from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
 _T = TypeVar("_T")
@@ -58,7 +57,9 @@ def z3_int(value: int, ctx: z3.Context) -> z3.ArithRef:
     return z3.IntVal(int_text(value), ctx)
 
 
-def model_int(value: z3.ArithRef) -> int:
+def model_int(value: z3.ArithRef | int) -> int:
+    if isinstance(value, int):  # a worker's model (_RemoteModel)
+        return value
     return text_int(value.as_string()) if z3.is_int_value(value) else int(str(value))
 
 
@@ -72,8 +73,7 @@ class SolverCounters:
     fresh_contexts: int = 0
     deadline_hits: int = 0
     interrupts: int = 0  # checks cut by Ctrl-C
-    abandoned_checks: int = 0  # nonlinear checks given up past the deadline (Z3 ignored the interrupt)
-    skipped_checks: int = 0  # checks not started while MAX_ORPHANS given-up checks still ran
+    abandoned_checks: int = 0  # checks whose Z3 worker was killed past the deadline (Z3 ignored the interrupt)
     _lock: threading.Lock = field(default_factory=lambda: options.fork_safe(threading.Lock()), repr=False)
 
     def bump(self, name: str, by: int = 1) -> None:
@@ -86,7 +86,6 @@ class SolverCounters:
         with self._lock:
             self.solvers_created = self.solver_checks = self.solver_unknowns = 0
             self.fresh_contexts = self.deadline_hits = self.interrupts = self.abandoned_checks = 0
-            self.skipped_checks = 0
 
 
 COUNTERS = SolverCounters()
@@ -374,10 +373,10 @@ _CONTEXT: list[z3.Context] = []
 def _after_fork_in_child() -> None:
     """A forked child gets a shared context of its own on first use: a thread of the parent may have
     been inside a check in the old one (a solver pushed, never popped), and sessions rebuild their
-    solvers in a new context by themselves (see :func:`retire_shared`). Given-up checks of the
-    parent do not run in the child: they no longer count against ``MAX_ORPHANS``."""
+    solvers in a new context by themselves (see :func:`retire_shared`). The parent's Z3 workers
+    are the parent's: the child starts its own."""
     _CONTEXT.clear()
-    _ORPHANS.clear()
+    Z3_WORKERS.after_fork_in_child()
 
 
 if hasattr(os, "register_at_fork"):
@@ -418,75 +417,224 @@ def _locked(method: Callable) -> Callable:
     return wrapper
 
 
-# Linear checks first try Z3's older arithmetic solver (arith.solver=2): at scale it is 10-50x
-# faster on satisfiable checks over hundreds of difference and divisibility constraints (200
-# variables / 500 constraints: 588 ms -> 11 ms for one check). It does not always honour rlimit
-# (a 2-variable check with a mod ran to the 10 s deadline), so it runs under a short timeout and
-# the default solver takes over on anything but sat/unsat. Either one's sat/unsat is the same
-# fact, so the answer does not depend on which one finished; Z3's own timeout, unlike an
-# interrupt, is withdrawn when the check ends.
-FAST_TIMEOUT_MS = 100
+FAST_TIMEOUT_MS = _strategy.FAST_TIMEOUT_MS
 
 
-def make_solver(ctx: z3.Context, budget: int, *, fast: bool = False, nonlinear: bool = False) -> z3.Solver:
-    """A solver with the budget and a fixed seed; ``fast``: the older arithmetic solver, time-limited;
-    ``nonlinear``: for one check without assumptions of a nonlinear formula (:func:`nonlinear_tactic`)."""
+def make_solver(ctx: z3.Context, budget: int, *, fast: bool = False, nonlinear: bool = False,
+                killable: bool = False) -> z3.Solver | KillableSolver:
+    """A solver with the budget and a fixed seed (:func:`smtdims._z3_strategy.solver`); ``killable``:
+    its checks under a deadline run in a worker process killed when late (:class:`KillableSolver`)."""
     COUNTERS.bump("solvers_created")
-    if nonlinear:
-        with z3_work():
-            s = nonlinear_tactic(ctx).solver()
-    else:
-        s = z3.Solver(ctx=ctx)
-    s.set("rlimit", budget)
-    s.set("random_seed", 0)
-    if fast:
-        s.set("arith.solver", 2)
-        s.set("timeout", FAST_TIMEOUT_MS)
-    return s
+    if killable:
+        return KillableSolver(ctx, budget, fast=fast, nonlinear=nonlinear)
+    with z3_work():
+        return _strategy.solver(ctx, budget, fast=fast, nonlinear=nonlinear)
 
 
 def nonlinear_tactic(ctx: z3.Context) -> z3.Tactic:
-    """Z3's QF_NIA preamble and its SMT core: the strategy of every non-incremental nonlinear check.
+    """Z3's QF_NIA preamble and its SMT core (:func:`smtdims._z3_strategy.nonlinear_tactic`)."""
+    with z3_work():
+        return _strategy.nonlinear_tactic(ctx)
 
-    Why not ``z3.Solver()``: on a nonlinear formula its first check runs Z3's ``qfnia`` tactic,
-    whose stages stop at memory caps (20 MB for ``cofactor-term-ite``, 100 MB for bit-blasting)
-    compared with the whole process's Z3 allocation counter, and two of whose stages stop after
-    2 s and 3 s of wall clock. The same check then got another answer in a process holding more
-    Z3 memory (every live context adds about 16 MB): 70 of 3,500 fuzz answers differed between a
-    fresh and a warmed-up process (issue 18.3). This strategy has neither: every step is bounded
-    by the check's rlimit alone, so its answer is a function of the formula and the budget.
 
-    It is qfnia's preamble (simplify, propagate-values, ctx-simplify, elim-uncnstr: rewrites that
-    preserve satisfiability, with model converters for the models) without the memory-capped
-    ``cofactor-term-ite``, the 0-1 ``lia2card`` and ``solve-eqs`` (with it, the reshape check of
-    ``tests/test_determinism.py`` ran out of budget), then the sum-of-monomials simplification and the
-    SMT core (``smt``) that qfnia runs in its later stages; ``qfnra-nlsat`` only where the SMT core
-    gives up as incomplete. The bit-blasting stage is left out: without its memory cap it spent the
-    whole rlimit blasting 64-bit products, and with a step cap instead it lost 13 answers of 204.
-    Measured on the fuzz's nonlinear questions (``tools/fuzz.py``'s generator, seeds 0 and 1: 496
-    answers at the default budget and a tenth of it, in process): 28 answers more precise than with
-    ``z3.Solver()`` (a decision, or a tight end), 5 less precise, in 139 s against 193 s; the same rlimit
-    count, unit for unit, with 80 MB of unrelated Z3 terms alive (``tests/test_determinism.py``).
+# Checks that Z3 may not stop at its interrupt run in worker processes killed when late.
+Z3_WORKERS = workers.Pool("_z3_worker.py", 4, spin=0.0)  # 4: questions from several threads at once
+KILL_GRACE = 0.25  # seconds past the deadline before a worker still checking is killed (Z3 usually stops in ms)
+WORKER_START_LIMIT = 10.0  # seconds for a worker to start (import z3) before it is given up in this process
+DEADLINE_IN_WORKER = "smtdims: deadline"  # reason_unknown of a check the deadline stopped in the worker
+_SOLVER_KEYS = itertools.count(1)
+
+
+class _RemoteModel:
+    """The integer constants of a worker's model; like ``z3.ModelRef.eval(const, model_completion=True)``
+    (a constant the model leaves free is 0, Z3's completion for integers)."""
+
+    def __init__(self, values: dict[str, str]):
+        self.values = values
+
+    def eval(self, t: z3.ExprRef, model_completion: bool = False) -> int:
+        return text_int(self.values.get(t.decl().name(), "0"))
+
+
+class KillableSolver:
+    """A solver whose checks under a deadline run in a Z3 worker process killed when late.
+
+    Why: Z3 may go on long past ``ctx.interrupt()`` (14 s at degree 346, 24 s on a degree-5
+    product, for good on a 108-factor monomial; no syntactic test tells which checks it stops),
+    and a thread cannot be killed. The formulas are built here, in the caller's context, and sent
+    as SMT-LIB text (declarations and assertions added since the worker last saw this solver); the
+    worker checks them with the same strategy and parameters (:mod:`smtdims._z3_strategy`) and a
+    timer that interrupts at the deadline; ``KILL_GRACE`` seconds past it the worker is killed and
+    the check is "unknown", reason deadline. Nothing runs on after a late answer. Without a
+    deadline, or where no worker can start (not POSIX), the check runs here, as before.
+
+    The answer is a function of the formulas and the budget, as in process (a fresh context per
+    solver in the worker); the rlimit count of a check may differ by a few units from the same
+    check in the caller's context (term ids), never with the process's history.
     """
-    cached = getattr(ctx, "_smtdims_nia", None)
-    if cached is not None:
-        return cached
 
-    def tac(name: str, **params: object) -> z3.Tactic:
-        t = z3.Tactic(name, ctx)
-        return z3.With(t, **params) if params else t
+    def __init__(self, ctx: z3.Context, budget: int, *, fast: bool, nonlinear: bool):
+        self.ctx = ctx
+        self.budget, self.fast, self.nonlinear = budget, fast, nonlinear
+        self._local: z3.Solver | None = None  # built only for a check here (the strategy costs ~9 ms a context)
+        self._settings: list[tuple[tuple, dict]] = []
+        self._added: list[z3.BoolRef] = []
+        self._local_n = 0  # how many of them the local solver holds
+        self._key = next(_SOLVER_KEYS)
+        self._held: tuple[workers.Worker, int, int, frozenset[str]] | None = None  # worker, generation, sent, declared
+        self._last: dict | None = None  # the worker's answer to the last check; None: the local solver's
+        self._assumptions: list[z3.BoolRef] = []
 
-    preamble = z3.Then(
-        tac("simplify"), tac("propagate-values"),
-        tac("ctx-simplify", max_depth=30, max_steps=5_000_000),
-        tac("simplify", pull_cheap_ite=True, local_ctx=True, local_ctx_limit=10_000_000),
-        tac("elim-uncnstr"),
-    )
-    smt_core = z3.Then(tac("simplify", som=True), tac("smt"))
-    nlsat = z3.Then(tac("simplify", som=True), tac("qfnra-nlsat"), tac("fail-if-undecided"))
-    t = z3.Then(preamble, z3.OrElse(smt_core, nlsat))
-    ctx._smtdims_nia = t  # type: ignore[attr-defined]  # one per context: the context's checks share it
-    return t
+    def add(self, *formulas: z3.BoolRef) -> None:
+        self._added += formulas  # the local solver gets them only if it checks (about 60 us each)
+
+    @property
+    def local(self) -> z3.Solver:
+        """The same solver in the caller's context, for checks without a deadline or worker."""
+        if self._local is None:
+            with z3_work():
+                self._local = _strategy.solver(self.ctx, self.budget, fast=self.fast, nonlinear=self.nonlinear)
+            for args, kwargs in self._settings:
+                self._local.set(*args, **kwargs)
+        return self._local
+
+    def set(self, *args: object, **kwargs: object) -> None:
+        self._settings.append((args, kwargs))
+        if self._local is not None:
+            self._local.set(*args, **kwargs)
+
+    def check(self, *assumptions: z3.BoolRef) -> z3.CheckSatResult:
+        self._assumptions = list(assumptions)
+        d = options.active_deadline()
+        if d is not None:
+            answer = self._remote(d, assumptions)
+            if answer is not None:
+                self._last = answer
+                return {"sat": z3.sat, "unsat": z3.unsat}.get(answer["r"], z3.unknown)
+        self._last = None
+        if self._local_n < len(self._added):
+            self.local.add(*self._added[self._local_n:])
+            self._local_n = len(self._added)
+        return self.local.check(*assumptions)
+
+    def _remote(self, d: options.Deadline, assumptions: tuple[z3.BoolRef, ...]) -> dict | None:
+        """The worker's answer; None where no worker can start (the check then runs here)."""
+        late = {"r": "unknown", "reason": DEADLINE_IN_WORKER}
+        with Z3_WORKERS.worker(max(0.0, d.remaining())) as w:
+            if w is None:
+                return late  # every worker busy with other questions until the deadline
+            if w.broken:
+                return None
+            for _ in range(2):  # once more, from the start, if the worker does not hold this solver
+                held = self._held
+                fresh = held is None or held[0] is not w or held[1] != w.generation
+                sent, declared = (0, frozenset()) if fresh else (held[2], held[3])
+                text, declared = _smt2(self.ctx, self._added[sent:], declared)
+                request = {"ctx": _context_key(self.ctx), "key": self._key, "reset": fresh, "smt2": text, "budget": self.budget,
+                           "fast": self.fast, "nonlinear": self.nonlinear, "until": d.end,
+                           "assume": [b.decl().name() for b in assumptions]}
+                try:
+                    with _ctrl_c_ends_the_wait():
+                        answer, generation = w.call(request, max(0.0, d.remaining()) + KILL_GRACE,
+                                                    min(WORKER_START_LIMIT, max(0.0, d.remaining()) + KILL_GRACE),
+                                                    WORKER_START_LIMIT)
+                except _CtrlC:
+                    # the worker was killed; as after a check Z3 cut in process, run_check delivers
+                    # SIGINT again, to Python's own handler (KeyboardInterrupt by default)
+                    self._held = None
+                    return {"r": "unknown", "reason": _KEYBOARD}
+                if answer is None:
+                    self._held = None
+                    if w.broken:
+                        return None
+                    COUNTERS.bump("abandoned_checks")
+                    return late
+                if answer.get("missing"):
+                    self._held = None
+                    continue
+                self._held = (w, generation, len(self._added), declared)
+                if answer.get("deadline"):
+                    answer["reason"] = DEADLINE_IN_WORKER
+                return answer
+        return late
+
+    def model(self) -> z3.ModelRef | _RemoteModel:
+        if self._last is None:
+            return self.local.model()
+        return _RemoteModel(self._last.get("model", {}))
+
+    def unsat_core(self) -> list[z3.BoolRef]:
+        if self._last is None:
+            return list(self.local.unsat_core())
+        names = set(self._last.get("core", ()))
+        return [b for b in self._assumptions if b.decl().name() in names]
+
+    def reason_unknown(self) -> str:
+        return self.local.reason_unknown() if self._last is None else self._last.get("reason", "")
+
+
+class _CtrlC(BaseException):
+    """SIGINT arrived while the main thread waited for a worker (:func:`_ctrl_c_ends_the_wait`)."""
+
+
+def _raise_ctrl_c(signum: int, frame: object) -> None:
+    raise _CtrlC
+
+
+@contextmanager
+def _ctrl_c_ends_the_wait() -> Iterator[None]:
+    """While the main thread waits for a Z3 worker, Ctrl-C ends the wait (:class:`_CtrlC`), as Z3's
+    own handler ends a check in process; the caller then delivers SIGINT again to the handler in
+    place before (one that does not raise still ends the question, as "interrupted")."""
+    if not _ctrl_c_wanted():
+        yield
+        return
+    prev = _signal.getsignal(_SIGINT)
+    signal.signal(_SIGINT, _raise_ctrl_c)
+    try:
+        yield
+    finally:
+        signal.signal(_SIGINT, prev)
+
+
+def _context_key(ctx: z3.Context) -> int:
+    """A number naming ``ctx`` for the workers (unique in the process, unlike ``id``)."""
+    key = getattr(ctx, "_smtdims_key", None)
+    if key is None:
+        key = ctx._smtdims_key = next(_SOLVER_KEYS)  # type: ignore[attr-defined]
+    return key
+
+
+_DECLARE = "(declare-fun "
+
+
+def _smt2(ctx: z3.Context, formulas: list[z3.BoolRef], declared: frozenset[str]) -> tuple[str, frozenset[str]]:
+    """SMT-LIB text of ``formulas`` without the declarations the worker already holds, and the
+    declared names after it (the worker's parser refuses a declaration it has seen)."""
+    if not formulas:
+        return "", declared
+    # Z3's benchmark printer: one C call (26 us here, against 700 us for a scratch solver's sexpr)
+    arr = (z3.Ast * len(formulas))(*(f.as_ast() for f in formulas))
+    text = z3.Z3_benchmark_to_smtlib_string(ctx.ref(), "", "", "unknown", "", len(formulas), arr,
+                                            z3.BoolVal(True, ctx).as_ast())
+    lines, names = [], set(declared)
+    for line in text.splitlines(keepends=True):
+        if line.startswith(("(check-sat", "(set-info")):
+            continue
+        if line.startswith(_DECLARE):
+            name = _declared_name(line)
+            if name in names:
+                continue
+            names.add(name)
+        lines.append(line)
+    return "".join(lines), frozenset(names)
+
+
+def _declared_name(line: str) -> str:
+    rest = line[len(_DECLARE):]
+    if rest.startswith("|"):
+        return rest[: rest.index("|", 1) + 1]
+    return rest.split(" ", 1)[0]
 
 
 @dataclass
@@ -499,7 +647,7 @@ class CheckResult:
 
 def unknown_reason(z3_reason: str, interrupted: bool) -> str:
     """Why a check came back unknown, in the user's terms (budget, deadline, incompleteness)."""
-    if interrupted:
+    if interrupted or z3_reason == DEADLINE_IN_WORKER:
         return REASON_DEADLINE
     # Z3 reports an exhausted rlimit as "max. resource limit exceeded", and as "canceled"
     # inside nonlinear tactics: without our interrupt, a cancellation is the budget's.
@@ -661,6 +809,8 @@ class Fresh:
 
     def __init__(self, constraints: ConstraintSet):
         COUNTERS.bump("fresh_contexts")
+        if options.active_deadline() is not None:
+            Z3_WORKERS.prestart()  # its checks go to a worker: the first one starts while this encodes
         with z3_work():
             self.ctx = z3.Context()
             self.enc = Encoder(self.ctx)
@@ -670,20 +820,6 @@ class Fresh:
 
 
 _QUESTION = threading.local()
-
-# Checks in a context of their own under a deadline (nonlinear checks, unsat cores) run in a thread
-# that the question can give up (give_up_at_deadline): Z3 may not stop them at the interrupt
-# ((-2*b + 3*c)^346 + c >= 1 ran 14 s past a 1 s deadline). Ctrl-C while the caller waits interrupts
-# the check and raises in the caller. Checks in the shared context stay in the caller's thread.
-ABANDON_GRACE = 0.25  # seconds past the deadline before a check is given up (Z3 usually stops in ms)
-MAX_ORPHANS = 4  # given-up checks still running: past this, no check in a context of its own starts
-_ORPHANS: set[threading.Thread] = set()
-
-
-def given_up_checks() -> frozenset[threading.Thread]:
-    """The threads of given-up checks still running (at most ``MAX_ORPHANS``)."""
-    return frozenset(_ORPHANS)
-
 
 def minimise_by_deletion(rest: list[z3.BoolRef], check: Callable[[list[z3.BoolRef]], tuple[object, str]],
                          core: Callable[[], Iterable[z3.BoolRef]]) -> list[z3.BoolRef]:
@@ -707,138 +843,6 @@ def minimise_by_deletion(rest: list[z3.BoolRef], check: Callable[[list[z3.BoolRe
         else:
             needed.append(b)
     return needed
-
-
-class GivenUp(Exception):
-    """The question stopped waiting for Z3 work (:func:`give_up_at_deadline`); ``reason``: deadline / interrupted."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-def _dec_ref_from_any_thread(ctx: z3.Context) -> bool:
-    """Let ``ctx``'s objects be released from any thread (Z3 queues the release for the thread that
-    next calls into the context); False where this Z3 cannot (a single-threaded build).
-
-    Needed once work in ``ctx`` runs in another thread: Python releases a Z3 object (``__del__``,
-    ``Z3_dec_ref``) in whichever thread drops its last reference, and a given-up check still runs
-    when the caller drops the formulas it built. Without the queue, that release races with the
-    check's own reference counting on the same terms.
-    """
-    if getattr(ctx, "_smtdims_any_thread", False):
-        return True
-    try:
-        z3.Z3_enable_concurrent_dec_ref(ctx.ref())
-    except (z3.Z3Exception, AttributeError):  # AttributeError: a z3-solver without the call
-        return False
-    ctx._smtdims_any_thread = True  # type: ignore[attr-defined]
-    return True
-
-
-def give_up_at_deadline(ctx: z3.Context, work: Callable[[], _T]) -> _T:
-    """``work()`` (Z3 calls in ``ctx`` only) in a thread that the question gives up ``ABANDON_GRACE``
-    seconds past its deadline, when Z3 ignores the watchdog's interrupt; :class:`GivenUp` then.
-
-    Measured: ``Z3_solver_check_assumptions`` went on 14 s past ``ctx.interrupt()`` at degree 346,
-    0.9-8 s with a symbolic divisor, 24 s on a degree-5 product, and 9 s in ``explain``'s unsat-core
-    check of a 9,181-term power. No syntactic test tells which checks Z3 stops at the interrupt, so
-    every check in a context of its own under a deadline runs this way (a thread costs about 0.1 ms
-    against a check's milliseconds). The caller must never touch ``ctx`` again after :class:`GivenUp`: the
-    thread keeps the context's objects alive and stops when Z3 next looks at its interrupt flag, so
-    nothing of the context is used by two threads at once. Z3 calls release the GIL, so the caller
-    waits without being blocked. What ``work()`` returns is what it returns in the caller's thread (the
-    same calls); only a given-up answer is new, and it is clock-shaped. Ctrl-C while the caller waits
-    (main thread): a handler of ours notes it and interrupts the work (Z3 takes no SIGINT in another
-    thread), then Python's own handler runs, as after a check Z3 cut in the caller's thread
-    (:func:`run_check`): KeyboardInterrupt by default; a handler that does not raise gives
-    ``GivenUp("interrupted")``. Without a deadline, or where Z3 cannot release objects from any thread,
-    ``work()`` runs in the caller's thread. With ``MAX_ORPHANS`` given-up threads still running it does
-    not run at all: ``GivenUp("busy")``, an answer shaped by the process's state (clock-shaped).
-    """
-    d = options.active_deadline()
-    if d is None or not _dec_ref_from_any_thread(ctx):
-        return work()
-    if len(_ORPHANS) >= MAX_ORPHANS:
-        # Z3 ignores the interrupt of the given-up checks still running (measured: nla's Grobner basis
-        # enumerating the factorisations of a 108-factor monomial, for good): a check started in the
-        # caller's thread could hang it the same way (it did, in the large fuzz). None is started.
-        COUNTERS.bump("skipped_checks")
-        options.mark_clocked(options.CLOCK_BUSY)
-        raise GivenUp(REASON_BUSY)
-    box: list = []
-    run = contextvars.copy_context().run  # the question's deadline and options, in the thread
-
-    def body() -> None:
-        try:
-            box.append(run(work))
-        except BaseException as err:  # noqa: BLE001 - handed to the caller
-            box.append(err)
-        finally:
-            _ORPHANS.discard(t)
-
-    t = threading.Thread(target=body, name="smtdims-check", daemon=True)
-    hit: list[int] = []
-    prev = _signal.getsignal(_SIGINT) if _ctrl_c_wanted() else None
-    if prev is not None:
-        signal.signal(_SIGINT, lambda *_: (hit.append(1), ctx.interrupt()))
-    _ORPHANS.add(t)
-    try:
-        t.start()
-        end = time.monotonic() + max(0.0, d.remaining()) + ABANDON_GRACE
-        while t.is_alive() and not hit and time.monotonic() < end:
-            t.join(min(0.05, max(0.0, end - time.monotonic())))
-    except BaseException:
-        ctx.interrupt()  # stop the work, and never use its context again
-        raise
-    finally:
-        if prev is not None:
-            signal.signal(_SIGINT, prev)
-    if hit:
-        COUNTERS.bump("interrupts")
-        d.fire(options.CLOCK_INTERRUPTED)
-        signal.raise_signal(_SIGINT)  # Python's handler runs now (KeyboardInterrupt by default)
-        raise GivenUp(REASON_INTERRUPTED)
-    if t.is_alive():
-        COUNTERS.bump("abandoned_checks")
-        d.fire(options.CLOCK_DEADLINE)
-        ctx.interrupt()
-        _yield_cpu(t)
-        raise GivenUp(REASON_DEADLINE)
-    res = box[0]
-    if isinstance(res, BaseException):
-        raise res
-    return res
-
-
-ORPHAN_NICE = 19  # the niceness of a given-up check: it runs on CPU time nobody else wants
-
-
-def _yield_cpu(t: threading.Thread) -> None:
-    """Lower a given-up check's thread to the lowest priority (Linux; elsewhere nothing).
-
-    A given-up check is work nobody waits for, but until Z3 notices the interrupt it took a
-    core from the questions that followed: in the large fuzz (2 cores, deadline 1 s) an
-    ``explain`` that takes 1.3 s alone took 3.3 s behind such checks. On Linux a
-    thread's niceness is its own (``setpriority`` with the thread's id), and raising it needs
-    no privilege; other systems would read the id as a process's, so they are left alone.
-    The thread was alive a moment ago: its id cannot have been reused by then (ids cycle
-    through ``pid_max``).
-    """
-    tid = t.native_id
-    if not sys.platform.startswith("linux") or tid is None:
-        return
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, ORPHAN_NICE)
-    except OSError:  # the thread ended meanwhile (its id is gone), or a sandbox forbids it
-        pass
-
-
-def _forget_fresh(session: SolverSession) -> None:
-    """Drop the question's fresh context of ``session``: a later check of the question makes its own."""
-    contexts = getattr(_QUESTION, "contexts", None)
-    if contexts is not None:
-        contexts.pop(id(session), None)
 
 
 @contextmanager
@@ -981,21 +985,9 @@ class SolverSession:
             return CheckResult(UNKNOWN, reason=REASON_DEADLINE)
         f = self.fresh()
         goals, atoms = f.enc.collect(build, sorted(model_vars))
-        s = make_solver(f.ctx, self.budget, nonlinear=True)
+        s = make_solver(f.ctx, self.budget, nonlinear=True, killable=True)
         s.add(*f.terms, *f.enc.axioms_of(f.atoms | atoms), *goals)
-        return self._abandonable(s, f, want_model, model_vars)
-
-    def _abandonable(self, s: z3.Solver, f: Fresh, want_model: bool,
-                     model_vars: frozenset[str]) -> CheckResult:
-        """The check in a thread the question gives up shortly after its deadline (:func:`give_up_at_deadline`)."""
-        try:
-            return give_up_at_deadline(f.ctx, lambda: self._result(s, f.enc, want_model, model_vars))
-        except GivenUp as stop:
-            _forget_fresh(self)  # the thread may still be inside the context: never touch it again
-            return CheckResult(UNKNOWN, reason=stop.reason)
-        except BaseException:
-            _forget_fresh(self)  # Ctrl-C while waiting: the same
-            raise
+        return self._result(s, f.enc, want_model, model_vars)
 
     def _result(self, s: z3.Solver | z3.Optimize, enc: Encoder, want_model: bool, model_vars: frozenset[str],
                 r: object = None, reason: str = "") -> CheckResult:
@@ -1025,8 +1017,9 @@ class SolverSession:
         deadline-bounded check per constraint of the core: Z3's own ``core.minimize`` runs
         inside ``unsat_core()``, where no watchdog reaches it (it took 3.4 s past a 1 s
         deadline on 11 constraints with nested mods). When the deadline comes first, the core
-        found so far is returned: a conflict still, perhaps not a minimal one; None when Z3 did
-        not stop at the deadline (:func:`give_up_at_deadline`).
+        found so far is returned: a conflict still, perhaps not a minimal one; None when the
+        deadline came before the first check ended (its checks run in a worker killed when late,
+        :class:`KillableSolver`).
         """
         enc = Encoder(z3.Context())
         COUNTERS.bump("fresh_contexts")
@@ -1039,7 +1032,7 @@ class SolverSession:
             COUNTERS.bump("deadline_hits")
             return None
         atoms = atoms | c_atoms
-        s = make_solver(enc.ctx, self.budget)
+        s = make_solver(enc.ctx, self.budget, killable=True)
         labels: dict[str, str] = {}
         tracked: list[z3.BoolRef] = []
 
@@ -1068,10 +1061,7 @@ class SolverSession:
             needed = minimise_by_deletion(list(s.unsat_core()), check, s.unsat_core)
             return [labels[str(b)] for b in needed]
 
-        try:  # Z3 may go on past the interrupt (9 s in explain of a 9,181-term power): given up then
-            return give_up_at_deadline(enc.ctx, search)
-        except GivenUp:
-            return None  # no conflict found in time
+        return search()
 
     def _optimizer(self, enc: Encoder, terms: list, goals: list[z3.BoolRef], atoms: set[Atom]) -> z3.Optimize:
         COUNTERS.bump("solvers_created")

@@ -13,7 +13,6 @@ Timing bounds are generous (the machine is shared): a call may take its deadline
 from __future__ import annotations
 
 import random
-import sys
 import time
 
 import pytest
@@ -200,125 +199,94 @@ def test_parse_memos_hold_a_bounded_number_of_terms():
 IGNORED = 6.0  # seconds a simulated check runs whatever the interrupt says
 
 
-def _checks_ignore_the_interrupt(monkeypatch, module) -> list[float]:
-    """``module.run_check`` on private contexts (not the shared one) takes IGNORED seconds: a check
-    Z3 does not stop at ``ctx.interrupt()`` (measured: 9 s in explain's core check of a 9,181-term
-    power). Returns the list the simulated checks append their start times to."""
+@pytest.fixture
+def deaf_z3(monkeypatch):
+    """Z3 workers whose every check first sleeps IGNORED seconds, deaf to the interrupt: a check Z3
+    does not stop at ``ctx.interrupt()`` (measured: 9 s in explain's core check of a 9,181-term
+    power). Yields the number of checks killed so far; the workers are stopped before and after."""
     from smtdims import smt
 
-    real = module.run_check
-    started: list[float] = []
-
-    def stuck(s, ctx, assumptions=None):
-        if smt.is_shared_context(ctx):
-            return real(s, ctx, assumptions)
-        started.append(time.monotonic())
-        time.sleep(IGNORED)
-        return real(s, ctx, assumptions)
-
-    monkeypatch.setattr(module, "run_check", stuck)
-    return started
+    smt.Z3_WORKERS.stop()
+    monkeypatch.setenv("SMTDIMS_Z3_WORKER_STALL", str(IGNORED))
+    yield smt.COUNTERS.abandoned_checks
+    smt.Z3_WORKERS.stop()
 
 
-def test_explain_gives_up_an_unsat_core_check_past_the_deadline(monkeypatch):
+def _nothing_runs() -> None:
+    """No Z3 worker is left using the CPU (a killed one is gone; one that answered waits for input)."""
     from smtdims import smt
 
-    started = _checks_ignore_the_interrupt(monkeypatch, smt)
+    def cpu() -> float:
+        return sum(w.cpu_seconds() for w in smt.Z3_WORKERS.workers())
+
+    before = cpu()
+    time.sleep(0.5)
+    assert cpu() - before < 0.1
+
+
+def test_explain_kills_an_unsat_core_check_past_the_deadline(deaf_z3):
+    from smtdims import smt
+
     t = time.monotonic()
     ex = smtdims.explain("a*b + c", ">=", "2", constraints=["c >= 1"], deadline=DEADLINE)
     assert time.monotonic() - t < DEADLINE + SLACK
-    assert started  # the core's check was asked (and given up)
+    assert smt.COUNTERS.abandoned_checks > deaf_z3  # the core's check was asked (and its worker killed)
+    _nothing_runs()
     assert ex.status == "true"  # the decision itself stands; its support is cut
     assert not ex.minimal and "c >= 1" in ex.support  # every constraint, said not to be minimal
 
 
-def test_check_constraints_gives_up_a_nonlinear_check_past_the_deadline(monkeypatch):
-    from smtdims import diagnostics
+def test_check_constraints_kills_a_nonlinear_check_past_the_deadline(deaf_z3):
+    from smtdims import smt
 
-    started = _checks_ignore_the_interrupt(monkeypatch, diagnostics)
     t = time.monotonic()
     report = smtdims.check_constraints(["a*b >= c + 1", "floordiv(a*c, b + 1) <= 17", "c >= 2"],
                                        deadline=DEADLINE)
     assert time.monotonic() - t < DEADLINE + SLACK
-    assert started and report.reason == "deadline"
+    assert smt.COUNTERS.abandoned_checks > deaf_z3 and report.reason == "deadline"
+    _nothing_runs()
 
 
-def test_no_check_starts_while_given_up_checks_still_run(monkeypatch):
-    """Found by the large fuzz: with MAX_ORPHANS given-up checks still running (Z3 enumerating the
-    factorisations of a 108-factor monomial ignores the interrupt for good), the next check ran in
-    the caller's thread and hung it. Now it is not started: "unknown", reason busy, clock-shaped."""
-    import threading
-
+def test_a_check_past_its_deadline_is_killed_and_nothing_of_it_is_kept(deaf_z3, monkeypatch):
+    """A check Z3 does not stop (before: a thread nobody could stop, and past four of them no check
+    started at all, "busy") now runs in a worker process killed KILL_GRACE seconds past the
+    deadline: the answer is the sound one without it, clock-shaped, and nothing is left running."""
     from smtdims import smt
 
-    stuck = [threading.Thread(target=lambda: None) for _ in range(smt.MAX_ORPHANS)]
-    monkeypatch.setattr(smt, "_ORPHANS", set(stuck))
-    before = smt.COUNTERS.skipped_checks
     q = ("a*a - 2*a*b + b*b", ">=", "0")  # (a - b)^2 >= 0: only the nonlinear solver proves it
     t = time.monotonic()
     d = smtdims.decide(*q, deadline=DEADLINE, budget=123_457)
     assert time.monotonic() - t < DEADLINE + SLACK
-    assert (d.status, d.reason.split(":")[0], d.deterministic) == ("unknown", "busy", False)
-    assert smt.COUNTERS.skipped_checks > before
+    assert (d.status, d.reason.split(":")[0], d.deterministic) == ("unknown", "deadline", False)
+    assert smt.COUNTERS.abandoned_checks > deaf_z3
+    _nothing_runs()
     b = smtdims.bounds("a*a - 2*a*b + b*b", deadline=DEADLINE, budget=123_457)
-    assert not b.lo_tight and (b.reason, b.deterministic) == ("busy", False)
-    # found by the fresh-vs-warm fuzz: a satisfiability gate not run must not pass as a deterministic
-    # answer in a scope that no valuation satisfies (fresh: UnsatisfiableConstraintsError)
+    assert not b.lo_tight and (b.reason, b.deterministic) == ("deadline", False)
+    # a satisfiability gate not run must not pass as a deterministic answer in a scope that no
+    # valuation satisfies (with time: UnsatisfiableConstraintsError)
     unsat = ["2*b == -4*a*b - 14*c"]
     vacuous = smtdims.decide("3*c", ">=", "c", constraints=unsat, deadline=DEADLINE, budget=123_457)
     assert not vacuous.deterministic
-    # and a divisor gate not run is a refusal that says it may change (fresh: exact bounds (0, 0))
+    # and a divisor gate not run is a refusal that says it may change (with time: exact bounds (0, 0))
     with pytest.raises(smtdims.PossibleDivisionByZeroError) as refused:
         smtdims.bounds("floordiv(a - 3, a - 2)", constraints=NONLINEAR, deadline=DEADLINE, budget=123_457)
-    assert not refused.value.deterministic and "busy" in str(refused.value)
-    monkeypatch.setattr(smt, "_ORPHANS", set())
+    assert not refused.value.deterministic
+    smt.Z3_WORKERS.stop()
+    monkeypatch.delenv("SMTDIMS_Z3_WORKER_STALL")
     assert smtdims.bounds("floordiv(a - 3, a - 2)", constraints=NONLINEAR, deadline=DEADLINE,
                           budget=123_457) == (0, 0)
     with pytest.raises(smtdims.UnsatisfiableConstraintsError):
         smtdims.decide("3*c", ">=", "c", constraints=unsat, deadline=DEADLINE, budget=123_457)
     again = smtdims.decide(*q, deadline=DEADLINE, budget=123_457)
-    assert (again.status, again.deterministic) == ("true", True)  # nothing of the busy answer was kept
+    assert (again.status, again.deterministic) == ("true", True)  # nothing of the cut answer was kept
 
 
 @pytest.mark.parametrize("call", ["decide", "bounds", "explain"])
-def test_high_degree_power_checks_stop_when_given_up(call):
+def test_high_degree_power_checks_leave_nothing_running(call):
     """Z3's nonlinear core never stopped on a monomial of 108 equal factors, interrupt or not: each
-    given-up check of ``(-b + 1)^108 + a*b*c`` ran on for good (3 after three calls, 30 s later) and
-    past four of them no check could start (``busy``). Powers are now products of defined squares:
-    the given-up checks end soon after the interrupt."""
-    from smtdims import smt
-
+    given-up check of ``(-b + 1)^108 + a*b*c`` ran on for good (3 after three calls, 30 s later).
+    Powers are now products of defined squares, and a check past its deadline is killed with its
+    worker: once the call returns, no Z3 work of it uses the CPU."""
     args = ("(-b + 1)^108 + a*b*c",) if call == "bounds" else ("(-b + 1)^108 + a*b*c", ">=", "1")
     timed(getattr(smtdims, call), *args, deadline=DEADLINE)
-    end = time.monotonic() + 20  # generous: a loaded machine; before the change they never ended
-    while smt.given_up_checks() and time.monotonic() < end:
-        time.sleep(0.1)
-    assert not smt.given_up_checks(), f"{len(smt.given_up_checks())} given-up checks still run 20 s later"
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own niceness is Linux's")
-def test_a_given_up_check_yields_the_cpu():
-    """A given-up check runs on until Z3 notices the interrupt; it now runs at the lowest priority,
-    so the questions that follow keep their cores (measured: a Python loop behind three given-up
-    checks on 2 cores took 0.61 s, 0.30 s with them lowered)."""
-    import os
-    import threading
-
-    import z3
-
-    from smtdims import options, smt
-
-    release = threading.Event()
-    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    with options.scoped(deadline=0.2), options.question():
-        before = set(smt.given_up_checks())
-        with pytest.raises(smt.GivenUp):
-            smt.give_up_at_deadline(z3.Context(), lambda: release.wait(10))  # ignores the interrupt
-        [orphan] = smt.given_up_checks() - before
-    try:
-        assert orphan.is_alive() and os.getpriority(os.PRIO_PROCESS, orphan.native_id) == smt.ORPHAN_NICE
-        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # the caller's stays
-    finally:
-        release.set()
-        orphan.join(5)
-    assert orphan not in smt.given_up_checks()
+    _nothing_runs()

@@ -14,7 +14,7 @@ import signal
 import pytest
 
 import smtdims
-from smtdims import ConstraintSet, options, parse_expr, presburger, reasoner
+from smtdims import ConstraintSet, options, parse_expr, presburger, reasoner, workers
 from smtdims.reasoner import Session
 
 pytestmark = pytest.mark.skipif(not presburger.available(), reason="islpy is not installed")
@@ -89,8 +89,8 @@ def test_a_late_worker_is_killed_and_z3_answers(monkeypatch):
     w = presburger.worker()
     start = w._start
 
-    def start_stopped(timeout: float) -> bool:
-        ok = start(timeout)
+    def start_stopped(timeout: float, limit: float) -> bool:
+        ok = start(timeout, limit)
         if ok:
             os.kill(w.proc.pid, signal.SIGSTOP)
         return ok
@@ -206,8 +206,8 @@ def test_a_forked_child_starts_its_own_worker():
 
 
 def test_a_worker_that_cannot_start_turns_the_rung_off(monkeypatch):
-    worker = presburger._Worker()
-    monkeypatch.setattr(presburger.sys, "executable", "/bin/false")  # exits at once, says nothing
-    assert worker.call({"op": "sat"}, 1.0) == (None, 1) and worker.broken
-    assert worker.call({"op": "sat"}, 1.0)[0] is None  # and stays off, without trying again
+    worker = workers.Worker("_isl_worker.py")
+    monkeypatch.setattr(workers.sys, "executable", "/bin/false")  # exits at once, says nothing
+    assert worker.call({"op": "sat"}, 1.0, 1.0) == (None, 1) and worker.broken
+    assert worker.call({"op": "sat"}, 1.0, 1.0)[0] is None  # and stays off, without trying again
     assert worker.generation == 1

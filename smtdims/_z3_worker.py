@@ -1,0 +1,134 @@
+"""The Z3 worker process of :mod:`smtdims.smt`: checks that Z3 may not stop at its interrupt run here.
+
+Z3's nonlinear core can go on long past ``ctx.interrupt()`` (14 s at degree 346; for good on a
+108-factor monomial), and a thread cannot be killed. So every check under a deadline in a
+context of its own (nonlinear checks, unsat cores, ``check_constraints`` on a nonlinear set) runs
+in this process, which the caller kills when the answer is late (:mod:`smtdims.workers`).
+
+Started as a script; imports nothing of smtdims but :mod:`smtdims._z3_strategy` (by path), so the
+check has the caller's strategy and parameters. One JSON request per line on stdin, one JSON
+answer per line on stdout; exits at end of input.
+
+Request: ``{"ctx": int, "key": int, "reset": bool, "smt2": text, "budget": int, "fast": bool,
+"nonlinear": bool, "assume": [Bool constant names], "until": monotonic time | null}``. The
+solver of ``key`` is kept between requests (``reset`` starts it afresh, in the context that
+mirrors the caller's context ``ctx``: a new context per caller context, as in process); ``smt2``
+holds the declarations and assertions added since the last request for the key. A request for a
+key this process does not hold, without ``reset``, gets ``{"missing": true}``. At ``until`` (the
+question's deadline, on the machine's monotonic clock) a timer interrupts the check, as the
+caller's watchdog does in process.
+
+Answer: ``{"r": "sat" | "unsat" | "unknown", "reason": text, "deadline": bool, "model": {name:
+decimal text} (sat: every integer constant of the model), "core": [names] (unsat with assumptions)}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+SOLVERS = 16  # solvers held at once (least recently used dropped)
+CONTEXTS = 8  # contexts held at once: one per context of the caller, as in process
+# Seconds each check first sleeps, deaf to its timer: a check Z3 does not stop at the interrupt, for
+# the tests of the caller's kill (tests/test_bounded_time.py); 0 in normal use.
+STALL = float(os.environ.get("SMTDIMS_Z3_WORKER_STALL", "0") or 0)
+
+
+def handle(z3: Any, strategy: Any, state: dict, req: dict) -> dict:
+    solvers: OrderedDict = state["solvers"]
+    key = req["key"]
+    if req.get("reset"):
+        ctx = _context(z3, strategy, state, req["ctx"])
+        solvers[key] = (ctx, strategy.solver(ctx, req["budget"], fast=req["fast"], nonlinear=req["nonlinear"]))
+        while len(solvers) > SOLVERS:
+            solvers.popitem(last=False)
+    held = solvers.get(key)
+    if held is None:
+        return {"missing": True}
+    solvers.move_to_end(key)
+    ctx, s = held
+    if req["smt2"]:
+        s.from_string(req["smt2"])
+    assume = [z3.Bool(n, ctx) for n in req.get("assume", ())]
+    fired: list[bool] = []
+    timer = None
+    until = req.get("until")
+    if until is not None:
+        left = until - time.monotonic()
+        if left <= 0:
+            return {"r": "unknown", "reason": "canceled", "deadline": True}
+        timer = threading.Timer(left, lambda: (fired.append(True), ctx.interrupt()))
+        timer.daemon = True
+        timer.start()
+    try:
+        if STALL:
+            time.sleep(STALL)
+        r = s.check(*assume)
+    finally:
+        if timer is not None:
+            timer.cancel()
+    answer: dict = {"r": str(r), "deadline": bool(fired)}
+    if r == z3.sat:
+        m = s.model()
+        answer["model"] = {d.name(): m[d].as_string() for d in m.decls()
+                           if d.arity() == 0 and d.range() == z3.IntSort(ctx) and z3.is_int_value(m[d])}
+    elif r == z3.unsat and assume:
+        answer["core"] = [str(b) for b in s.unsat_core()]
+    else:
+        answer["reason"] = s.reason_unknown()
+    return answer
+
+
+def _context(z3: Any, strategy: Any, state: dict, key: int) -> Any:
+    """The context mirroring the caller's context ``key``: the checks of one caller context share
+    one here too, so a check sees the same history of terms as it would in process."""
+    contexts: OrderedDict = state["contexts"]
+    ctx = contexts.get(key)
+    if ctx is None:
+        ctx = state.pop("spare", None) or _new_context(z3, strategy)
+        contexts[key] = ctx
+        while len(contexts) > CONTEXTS:
+            contexts.popitem(last=False)
+    contexts.move_to_end(key)
+    return ctx
+
+
+def _new_context(z3: Any, strategy: Any) -> Any:
+    ctx = z3.Context()
+    strategy.nonlinear_tactic(ctx)  # built once per context (about 9 ms): the spare has it ready
+    return ctx
+
+
+def main() -> None:
+    # Ctrl-C at a terminal reaches the whole process group: the caller turns it into
+    # KeyboardInterrupt and kills this worker if a request was in flight; it must not die first.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.set_int_max_str_digits(0) if hasattr(sys, "set_int_max_str_digits") else None
+    import z3
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _z3_strategy as strategy
+
+    state: dict = {"solvers": OrderedDict(), "contexts": OrderedDict()}
+    out = sys.stdout
+    out.write('{"ready": true}\n')
+    out.flush()
+    for line in sys.stdin.buffer:
+        try:
+            answer = handle(z3, strategy, state, json.loads(line))
+        except Exception as err:  # a malformed request must not end the worker
+            answer = {"r": "unknown", "reason": f"smtdims worker: {type(err).__name__}: {err}"[:300]}
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+        if "spare" not in state:  # the next caller context's, built while the caller is busy elsewhere
+            state["spare"] = _new_context(z3, strategy)
+
+
+if __name__ == "__main__":
+    main()

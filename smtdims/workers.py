@@ -1,0 +1,246 @@
+"""Worker processes killed when an answer is late: the one way smtdims stops work that will not stop.
+
+Two engines can ignore being asked to stop: ISL while it runs (islpy holds the interpreter, and
+its operation quota does not count everything) and Z3's nonlinear core (measured: 14 s past
+``ctx.interrupt()`` at degree 346, 24 s on a degree-5 product, for good on a 108-factor
+monomial). A thread cannot be killed; a process can. So both run here: a script started with
+this interpreter reads one JSON request per line and writes one JSON answer per line; a caller
+that has not had its answer by its limit kills the process (SIGKILL, then ``wait``) and a new
+one starts on the next call. Nothing is left running after a late answer, and nothing of the
+killed process's state can leak into later answers.
+
+Answers are read in the calling thread with ``select`` on the pipe (a reader thread would cost a
+GIL hand-off per answer, about 0.1 ms): POSIX only. Ctrl-C while a caller waits raises
+KeyboardInterrupt in the caller as usual, and the worker, whose answer is now unwanted, is killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_SPIN = 0.002  # seconds to poll for an answer before blocking
+
+
+class Worker:
+    """One worker process: one request at a time, killed when an answer is late or unwanted."""
+
+    def __init__(self, script: str, spin: float = _SPIN) -> None:
+        self.script = os.path.join(os.path.dirname(os.path.abspath(__file__)), script)
+        self.spin = spin  # seconds to poll before blocking: for engines whose answers take well under 1 ms
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen | None = None
+        self.buffer = b""
+        self.generation = 0  # bumped per start: state sent to an earlier process is gone
+        self.broken = os.name != "posix"  # could not start: callers stop asking in this process
+        self.broken_by_clock = False  # ... because it was slower than its start limit, not because it died
+        self.kills = 0
+        self.pid = os.getpid()
+        self.ready = False  # the process said it is ready
+
+    def after_fork_in_child(self) -> None:
+        """A forked child: forget the parent's process (and a lock some thread may have held at the fork).
+
+        The parent's pipes are closed here, not the parent's worker: it is still the parent's.
+        A new worker starts on the child's first call.
+        """
+        self.lock = threading.Lock()
+        proc, self.proc, self.buffer, self.pid = self.proc, None, b"", os.getpid()
+        if proc is not None:
+            for f in (proc.stdin, proc.stdout):
+                if f is not None:
+                    try:
+                        f.close()
+                    except OSError:  # pragma: no cover
+                        pass
+            proc.returncode = 0  # not this process's child: never wait for it here
+
+    def spawn(self) -> bool:
+        """Start the process without waiting for it to be ready (the caller goes on meanwhile)."""
+        if self.proc is not None and self.proc.poll() is None:
+            return True
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        try:
+            self.proc = subprocess.Popen([sys.executable, self.script], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0)
+        except OSError:
+            self.broken = True
+            self.proc = None
+            return False
+        self.buffer = b""
+        self.generation += 1
+        self.ready = False
+        return True
+
+    def _start(self, timeout: float, start_limit: float) -> bool:
+        """A ready process: spawned if need be, then its "ready" line awaited."""
+        if not self.spawn():
+            return False
+        assert self.proc is not None
+        if self.ready:
+            return True
+        if self._answer(timeout) != {"ready": True}:
+            # it died (the engine is not importable there, ...) or did not start within the start
+            # limit: it stays off in this process; if only the caller's deadline was short, the
+            # next call retries
+            died = self.proc.poll() is not None
+            self.broken = died or timeout >= start_limit
+            self.broken_by_clock = self.broken and not died
+            self._kill()
+            return False
+        self.ready = True
+        return True
+
+    def _answer(self, timeout: float) -> dict | None:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        now = time.monotonic()
+        end = now + timeout
+        spin = min(end, now + self.spin)
+        while b"\n" not in self.buffer:
+            # most ISL answers take a fraction of a millisecond: poll for them before sleeping in
+            # select, whose wake-up alone cost about 0.05 ms per answer on the benchmark machine
+            if not select.select([fd], [], [], 0)[0]:
+                now = time.monotonic()
+                if now < spin:
+                    continue
+                if now >= end or not select.select([fd], [], [], end - now)[0]:
+                    return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None  # the worker died
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def _kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.proc = None
+
+    def call(self, request: dict, timeout: float, start_timeout: float, start_limit: float | None = None
+             ) -> tuple[dict | None, int]:
+        """(the answer, or None when it was late or the worker failed; the worker's generation).
+
+        ``start_timeout``: seconds to wait for a new process to say it is ready; ``start_limit``:
+        the start time past which a slow start turns the worker off for good (default: the timeout).
+        """
+        with self.lock:
+            if self.broken:
+                return None, self.generation
+            if self.pid != os.getpid():  # a forked child: the parent's worker is not ours to use
+                self.proc, self.buffer, self.pid = None, b"", os.getpid()
+            try:
+                if (self.proc is None or self.proc.poll() is not None or not self.ready) and \
+                        not self._start(start_timeout, start_timeout if start_limit is None else start_limit):
+                    return None, self.generation
+                assert self.proc is not None and self.proc.stdin is not None
+                try:
+                    data = (json.dumps(request) + "\n").encode()
+                    fd = self.proc.stdin.fileno()
+                    while data:
+                        data = data[os.write(fd, data):]
+                except OSError:
+                    self._kill()
+                    return None, self.generation
+                answer = self._answer(timeout)
+            except BaseException:
+                # KeyboardInterrupt (or any exception) mid-request: the answer may still come, and
+                # the next request would read it as its own. A worker in that state is killed.
+                self._kill()
+                raise
+            if answer is None:  # late, or the worker died: kill it, start afresh next time
+                self.kills += 1
+                self._kill()
+            return answer, self.generation
+
+    def cpu_seconds(self) -> float:
+        """CPU time the live process has used (Linux; 0.0 elsewhere or with no process): tests read
+        it to see that nothing runs once an answer is given or given up."""
+        proc = self.proc
+        if proc is None or not sys.platform.startswith("linux"):
+            return 0.0
+        try:
+            with open(f"/proc/{proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Pool:
+    """Up to ``size`` workers of one script, so that questions asked from several threads at once
+    do not wait for each other; a caller waits for a free one no longer than it may wait at all."""
+
+    def __init__(self, script: str, size: int, spin: float = _SPIN) -> None:
+        self.script = script
+        self.size = size
+        self.spin = spin
+        self._cond = threading.Condition(threading.Lock())
+        self._free: list[Worker] = []
+        self._all: list[Worker] = []
+
+    def after_fork_in_child(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        for w in self._all:
+            w.after_fork_in_child()
+        self._free = list(self._all)
+
+    def prestart(self) -> None:
+        """Have one worker's process starting (it takes about 0.2 s to import its engine) before the
+        first call needs it: a question about to need a worker calls this while it encodes."""
+        with self._cond:
+            if self._all or not hasattr(os, "fork"):
+                return
+            w = Worker(self.script, self.spin)
+            self._all.append(w)
+            self._free.append(w)
+        with w.lock:
+            if not w.broken:
+                w.spawn()
+
+    def stop(self) -> None:
+        """Kill every worker's process (each starts again on its next call): tests and diagnostics."""
+        for w in self.workers():
+            with w.lock:
+                w._kill()
+
+    def workers(self) -> tuple[Worker, ...]:
+        with self._cond:
+            return tuple(self._all)
+
+    @contextmanager
+    def worker(self, timeout: float) -> Iterator[Worker | None]:
+        """A worker of the pool for one call, or None when none was free within ``timeout`` seconds."""
+        end = time.monotonic() + timeout
+        with self._cond:
+            while not self._free and len(self._all) >= self.size:
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            if self._free:
+                w: Worker | None = self._free.pop()
+            elif len(self._all) < self.size:
+                w = Worker(self.script, self.spin)
+                self._all.append(w)
+            else:
+                w = None
+        try:
+            yield w
+        finally:
+            if w is not None:
+                with self._cond:
+                    self._free.append(w)
+                    self._cond.notify()

@@ -1,0 +1,92 @@
+"""The Z3 worker processes (smtdims.workers, smt.KillableSolver): the same answers as a check in the
+caller, cores and models that come back right, several threads at once, a dead worker replaced."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import z3
+
+import smtdims
+from smtdims import options, smt
+
+
+def _formulas(ctx: z3.Context, rng: random.Random) -> tuple[list[z3.BoolRef], list[z3.ArithRef]]:
+    xs = [z3.Int(n, ctx) for n in "abc"]
+
+    def term() -> z3.ArithRef:
+        a, b = rng.choice(xs), rng.choice(xs)
+        return rng.randint(-3, 3) * a * b + rng.randint(-5, 5) * rng.choice(xs) + rng.randint(-9, 9)
+
+    fs = [x >= 1 for x in xs] + [x <= rng.randint(2, 12) for x in xs]
+    fs += [term() >= term() for _ in range(rng.randint(1, 3))]
+    return fs, xs
+
+
+def _check(fs: list[z3.BoolRef], deadline: float | None) -> tuple[z3.CheckSatResult, smt.KillableSolver]:
+    s = smt.make_solver(fs[0].ctx, 200_000, nonlinear=True, killable=True)
+    s.add(*fs)
+    if deadline is None:
+        return s.check(), s
+    with options.scoped(deadline=deadline), options.question():
+        return s.check(), s
+
+
+def test_the_worker_answers_as_the_caller_does():
+    """60 random nonlinear formulas, checked in the caller (no deadline) and in a worker: the same
+    status; every model satisfies the formulas."""
+    rng = random.Random(7)
+    seen = set()
+    for _ in range(60):
+        ctx = z3.Context()
+        fs, xs = _formulas(ctx, rng)
+        here, _ = _check(fs, None)
+        there, s = _check(fs, 30.0)
+        assert here == there, [str(f) for f in fs]
+        seen.add(str(there))
+        if there == z3.sat:
+            m = s.model()
+            values = {str(x): m.eval(x, model_completion=True) for x in xs}
+            assert all(isinstance(v, int) for v in values.values())
+            solver = z3.Solver(ctx=ctx)
+            solver.add(*fs, *(x == values[str(x)] for x in xs))
+            assert solver.check() == z3.sat  # the worker's point satisfies the caller's formulas
+    assert seen == {"sat", "unsat"}
+
+
+def test_an_unsat_core_comes_back_as_the_callers_literals():
+    ctx = z3.Context()
+    a, b = z3.Int("a", ctx), z3.Int("b", ctx)
+    on = [z3.Bool(f"!c{i}", ctx) for i in range(3)]
+    s = smt.make_solver(ctx, 200_000, killable=True)
+    s.add(z3.Implies(on[0], a * b >= 10), z3.Implies(on[1], a <= 2), z3.Implies(on[2], b <= 3), a >= 1, b >= 1)
+    with options.scoped(deadline=30.0), options.question():
+        assert s.check(*on) == z3.unsat
+        core = s.unsat_core()
+    assert {str(x) for x in core} == {"!c0", "!c1", "!c2"} and all(x.ctx is ctx for x in core)
+
+
+def test_questions_from_several_threads_use_several_workers():
+    answers: dict[int, str] = {}
+
+    def ask(i: int) -> None:
+        answers[i] = smtdims.decide(f"a*a - 2*a*b + b*b + {i}", ">=", f"{i}", deadline=60).status
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert answers == dict.fromkeys(range(6), "true")
+    assert 1 <= len(smt.Z3_WORKERS.workers()) <= smt.Z3_WORKERS.size
+
+
+def test_a_worker_that_died_is_replaced():
+    q = ("a*b", ">=", "a")
+    assert smtdims.decide(*q, deadline=30).status == "true"
+    for w in smt.Z3_WORKERS.workers():
+        if w.proc is not None:
+            w.proc.kill()
+            w.proc.wait()
+    assert smtdims.decide("a*b + 1", ">=", "a", deadline=30).status == "true"
