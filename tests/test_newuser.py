@@ -75,6 +75,20 @@ def test_readable_int_is_exact_and_reads_back():
     assert readable_int(2**64 + 1) == str(2**64 + 1)  # below 10**100: as Python prints it
     e = parse_expr("(10**5000 - 1)*a - 10**5000 - 1")
     assert parse_expr(str(e)) == e and str(e) == "(10^5000 - 1)*a - (10^5000 + 1)"
+    # every near-power form is found past the one-division filter (the residue test): m*B^k + r
+    # for random m, k, and r at and around the remainder's limit (10**6, exclusive)
+    import random
+
+    rng = random.Random(3)
+    for _ in range(300):
+        base, k = rng.choice(((10, rng.randint(101, 400)), (2, rng.randint(340, 1400))))
+        m = rng.randint(1, base**rng.randint(1, 19))  # a lead of at most 19 digits (bits): the form's limit is 20
+        r = rng.choice((0, 1, -1, 999_999, -999_999, 10**6, -(10**6), rng.randint(-(10**6) + 1, 10**6 - 1)))
+        v = m * base**k + r
+        text = readable_int(v)
+        assert parse_expr(text).as_constant() == v, text
+        if abs(r) < 10**6:
+            assert "^" in text and len(text) < 60, (m, base, k, r, text)
 
 
 def test_bounds_and_explanations_of_huge_values_describe():
