@@ -18,6 +18,12 @@ and stops at the first one whose answer is as precise as the caller asked:
 7. ``search``    -- guess-then-verify and binary search for exact bounds (with exact ray
    certificates and Z3's optimiser for infinite linear ends).
 
+The ladder is data: a decision, a proof and JAX's sign questions are one kind of question
+(which of its sides can hold: :class:`_SignQuestion`), each rung a function that answers
+the sides it can, and one driver (:meth:`Session._walk`) walks :data:`DECISION_LADDER` or
+:data:`SIGN_LADDER` until the caller has what it needs. Exact bounds walk constant,
+presburger, points, then the search (:mod:`smtdims.search`).
+
 The gates are checked once, here: satisfiable constraints (a known point proves it
 without a solver) and divisors that may be 0. Each question runs under the budget and
 deadline of :mod:`smtdims.options`; ``stats()`` counts which rung answered.
@@ -30,7 +36,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, TypeVar
 
@@ -44,7 +50,8 @@ from .heuristic import INF, Interval, IntervalEvaluator, combined_interval, is_i
 from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE, REASON_DEADLINE
 from .points import Points, shrink
 from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
-from .smt import COUNTERS, SAT, UNSAT, CheckResult, Encoder, SolverSession, thread_checks, z3_int_or_inf
+from .search import End, EndSearch
+from .smt import COUNTERS, SAT, UNSAT, CheckResult, Encoder, SolverSession, thread_checks
 from .smt import question as smt_question
 
 __all__ = [
@@ -53,13 +60,9 @@ __all__ = [
 ]
 
 _A = TypeVar("_A")  # an answer: Decision, bool, Bounds, (Interval, deterministic)
-_SEARCH_STEPS = 40  # checks per end of a nonlinear bound
-_SEARCH_STEPS_LINEAR = 400  # incremental checks are cheap; enough for 128-bit-wide ranges
 _SMALL_WITNESS_MAX_VARS = 32  # beyond this, an undetermined answer's witnesses are left as found
 _READABLE_VALUE = 8  # a bound's witness with every value at most this is read at a glance: kept as it is
 _WITNESS_CHECKS = 12  # Z3 checks at most, per end, looking for a bound's smallest witness
-_MAX_PROBE_BITS = 20_000  # about 6,000 decimal digits: Z3 parses such a constant in ~0.4 s
-_UNBOUNDED_PROBES = 6  # probes towards an end with no proven bound before calling it "not found"
 
 
 class Precision(IntEnum):
@@ -253,11 +256,146 @@ def _sign_interval(lo, hi, rlo, rhi) -> Interval:
     return (lo, hi)
 
 
-@dataclass(frozen=True)
-class _End:
-    value: int | float
-    tight: bool
-    witness: dict[str, int] | None
+# -- the ladder as data: sign questions -------------------------------------------------------------------
+_NEGATED = {">=": "<", "<": ">=", "<=": ">", ">": "<=", "==": "!=", "!=": "=="}
+
+
+def _rel_range(rel: str, lo: float, hi: float) -> str | None:
+    """Whether ``v rel 0`` holds for every ``v`` in ``[lo, hi]`` ("all"), for none ("none"), or neither."""
+    verdict = _interval_decides(rel, lo, hi)
+    return "all" if verdict == TRUE else "none" if verdict == FALSE else None
+
+
+@dataclass
+class _Side:
+    """One side of a sign question: can ``e rel 0`` hold at some valuation of the constraints?"""
+
+    rel: str
+    status: str | None = None  # SAT | UNSAT | UNKNOWN; None: no rung has answered it yet
+    witness: dict[str, int] | None = None
+    reason: str = ""
+    source: Session | None = None  # the session whose constraints the witness satisfies (a focus's: partial)
+
+
+@dataclass
+class _SignQuestion:
+    """What every decision, proof and sign bound asks: which of its sides can hold.
+
+    ``decide`` asks two sides (the relation and its negation), ``proves`` one (the negation), JAX's
+    sign questions two (``e < 0`` and ``e >= 0`` or ``e > 0``). A rung answers the sides it can;
+    ``enough`` says when the caller has what it needs, and the walk stops there.
+    """
+
+    e: Expr
+    sides: list[_Side]
+    interval: Interval  # proven bounds of e; the stock rung tightens them
+    enough: Callable[[_SignQuestion], bool]
+    origin: Any = None  # the host's own expression: the stock rung's question
+    need: Precision = Precision.BEST
+    by: str = ""  # the rung whose answer settled the question
+    reasons: list[str] = field(default_factory=list)  # why solver checks came back unknown
+
+    def open(self) -> list[_Side]:
+        return [side for side in self.sides if side.status is None]
+
+
+def _all_settled(q: _SignQuestion) -> bool:
+    return all(side.status in (SAT, UNSAT) for side in q.sides)
+
+
+def _one_refuted(q: _SignQuestion) -> bool:
+    """A sign bound is proven once one side cannot hold; none is once both can."""
+    return any(side.status == UNSAT for side in q.sides) or _all_settled(q)
+
+
+def _by_constant(session: Session, q: _SignQuestion) -> str | None:
+    c = q.e.as_constant()
+    if c is None:
+        return None
+    for side in q.open():
+        side.status = SAT if _holds(side.rel, c) else UNSAT
+    return "constant"
+
+
+def _by_interval(session: Session, q: _SignQuestion) -> str | None:
+    """Sound interval rules. A side true on the whole interval holds somewhere: the gate has shown
+    that some valuation meets the constraints."""
+    for side in q.open():
+        r = _rel_range(side.rel, *q.interval)
+        if r is not None:
+            side.status = SAT if r == "all" else UNSAT
+    return "interval"
+
+
+def _by_points(session: Session, q: _SignQuestion) -> str | None:
+    """Known satisfying valuations: a point where a side holds is its witness (exact evaluation)."""
+    for value, env in session.points.values(q.e):
+        for side in q.open():
+            if _holds(side.rel, value):
+                side.status, side.witness, side.source = SAT, env, session
+        if not q.open() or q.enough(q):
+            break
+    return "points"
+
+
+def _by_stock(session: Session, q: _SignQuestion) -> str | None:
+    """The host's own procedure (JAX's), where it can settle a sign; skipped for linear questions in
+    a scope where it rarely does (:meth:`Session._stock_unprofitable`)."""
+    linear = session._linear(q.e)
+    if linear and session._stock_unprofitable():
+        return None
+    stock = session._stock(q.origin, q.need)
+    if stock is None:
+        return None
+    lo, hi = q.interval = (max(q.interval[0], stock[0]), min(q.interval[1], stock[1]))
+    won = sufficient(q.need, lo, hi)
+    if linear:
+        session._stock_record[0] += 1
+        session._stock_record[1] += won
+    if won:
+        for side in q.open():
+            if _rel_range(side.rel, lo, hi) == "none":
+                side.status = UNSAT
+    return "stock"
+
+
+def _by_presburger(session: Session, q: _SignQuestion) -> str | None:
+    """ISL on small Presburger questions: "no" is its proof, "yes" costs precision only if wrong."""
+    s = session.focus(q.e)
+    red = sign_reduce(q.e)
+    eng = s._isl_engine(red)
+    if eng is None:
+        return None
+    for side in q.open():
+        sat = eng.satisfiable(red, side.rel)
+        if sat is None:
+            return None
+        side.status = SAT if sat else UNSAT
+        if q.enough(q):
+            break
+    return "presburger"
+
+
+def _by_solver(session: Session, q: _SignQuestion) -> str | None:
+    """Z3 on the cone of influence, the expression divided by its positive common factor."""
+    s = session.focus(q.e)
+    red = sign_reduce(q.e)
+    for side in q.open():
+        res = s._check(lambda enc, rel=side.rel: [_relation(rel, enc.expr(red))], red, q.e)
+        side.status, side.witness, side.source, side.reason = res.status, res.model, s, res.reason
+        if res.reason:
+            q.reasons.append(res.reason)
+        if q.enough(q):
+            break
+    return "solver-linear" if s._linear(red) else "solver-nonlinear"
+
+
+# The ladders, cheapest rung first. A decision or proof is asked by a program or by JAX's ``==``
+# about two expressions (no host expression: no stock rung); ISL answers its sign questions
+# only, where a round trip to its worker pays off against the shared linear solver's ~0.2 ms.
+DECISION_LADDER = (_by_constant, _by_interval, _by_points, _by_solver)
+SIGN_LADDER = (_by_points, _by_stock, _by_presburger, _by_solver)
+
 
 
 # -- the session: one constraint set ----------------------------------------------------------------------
@@ -282,7 +420,7 @@ class Session:
         self._constraint_nesting: int | None = None  # nesting() of the constraints, on the first question
         self._bounds_cache: dict[Expr, Bounds] = {}
         self._readable_cache: dict[Expr, Bounds] = {}  # the same answers with the smallest witnesses
-        self._recession: rays.Recession | None = None  # built when an end with no proven bound needs it
+        self.search = EndSearch(self)  # the bound search, in a room of its own (smtdims.search)
         self._presburger: presburger.Engine | None = None  # ISL's view, built on the first eligible bound
         self._decision_cache: dict[tuple[Expr, str, Expr], Decision] = {}
         self._proof_cache: dict[tuple[Expr, str, Expr], bool] = {}
@@ -481,48 +619,38 @@ class Session:
             _context=(self.constraints, self.budget, lhs, op, rhs), **kw,
         )
 
+    def _walk(self, q: _SignQuestion, ladder: tuple[Callable[[Session, _SignQuestion], str | None], ...]
+              ) -> _SignQuestion:
+        """The one driver: each rung answers what it can, the walk stops once ``q.enough``."""
+        for rung in ladder:
+            by = rung(self, q)
+            if by is not None and (q.enough(q) or rung is ladder[-1]):
+                q.by = by
+                break
+        return q
+
     def _decide(self, lhs: Expr, op: str, rhs: Expr) -> Decision:
         self.ensure_satisfiable()
         self.check_divisors(lhs, rhs)
         diff = lhs - rhs
-        c = diff.as_constant()
-        if c is not None:
-            return self._decision(lhs, op, rhs, TRUE if _holds(op, c) else FALSE, "constant")
-        fast = _interval_decides(op, *self._sign_interval_of(diff))
-        if fast is not None:
-            return self._decision(lhs, op, rhs, fast, "interval")
+        holds, fails = _Side(op), _Side(_NEGATED[op])
+        q = self._walk(_SignQuestion(diff, [holds, fails], self._sign_interval_of(diff), _all_settled), DECISION_LADDER)
 
-        def rel_holds(env: dict[str, int], want: bool) -> bool:
-            return _holds(op, diff.evaluate(env)) == want
+        def readable(side: _Side, want: bool) -> dict[str, int] | None:
+            if side.witness is None or side.source is None:
+                return side.witness
+            return side.source._readable(side.witness, lambda env: _holds(op, diff.evaluate(env)) == want)
 
-        w_true = w_false = None
-        for value, env in self.points.values(diff):
-            if _holds(op, value):
-                w_true = w_true or env
-            else:
-                w_false = w_false or env
-            if w_true and w_false:
-                return self._decision(lhs, op, rhs, UNDETERMINED, "points",
-                                      witness_true=self._readable(w_true, lambda env: rel_holds(env, True)),
-                                      witness_false=self._readable(w_false, lambda env: rel_holds(env, False)))
-        s = self.focus(diff)
-        red = sign_reduce(diff)
-        by = "solver-linear" if s._linear(red) else "solver-nonlinear"
-        rel = lambda enc: [_relation(op, enc.expr(red))]  # noqa: E731
-        neg = lambda enc: [z3.Not(_relation(op, enc.expr(red)))]  # noqa: E731
-        holds = CheckResult(SAT, model=w_true) if w_true else s._check(rel, red, diff)
-        fails = CheckResult(SAT, model=w_false) if w_false else s._check(neg, red, diff)
         if holds.status == UNSAT and fails.status != UNSAT:
-            return self._decision(lhs, op, rhs, FALSE, by, witness_false=fails.model)
+            return self._decision(lhs, op, rhs, FALSE, q.by, witness_false=fails.witness)
         if fails.status == UNSAT and holds.status != UNSAT:
-            return self._decision(lhs, op, rhs, TRUE, by, witness_true=holds.model)
+            return self._decision(lhs, op, rhs, TRUE, q.by, witness_true=holds.witness)
         if holds.status == SAT and fails.status == SAT:
-            wt = w_true or s._readable(holds.model, lambda env: rel_holds(env, True))
-            wf = w_false or s._readable(fails.model, lambda env: rel_holds(env, False))
-            return self._decision(lhs, op, rhs, UNDETERMINED, by, witness_true=wt, witness_false=wf)
+            return self._decision(lhs, op, rhs, UNDETERMINED, q.by,
+                                  witness_true=readable(holds, True), witness_false=readable(fails, False))
         reason = holds.reason or fails.reason or options.REASON_INCOMPLETE
-        return self._decision(lhs, op, rhs, UNKNOWN, by, reason=reason,
-                              witness_true=holds.model, witness_false=fails.model)
+        return self._decision(lhs, op, rhs, UNKNOWN, q.by, reason=reason,
+                              witness_true=holds.witness, witness_false=fails.witness)
 
     def proves(self, lhs: Expr, op: str, rhs: Expr) -> bool:
         """Whether ``lhs op rhs`` is proven for every valuation: at most one solver check, no witnesses.
@@ -535,22 +663,10 @@ class Session:
         self.ensure_satisfiable()
         self.check_divisors(lhs, rhs)
         diff = lhs - rhs
-        c = diff.as_constant()
-        if c is not None:
-            STATS.answered("constant")
-            return _holds(op, c)
-        fast = _interval_decides(op, *self._sign_interval_of(diff))
-        if fast is not None:
-            STATS.answered("interval")
-            return fast == TRUE
-        for value, _ in self.points.values(diff):
-            if not _holds(op, value):
-                STATS.answered("points")
-                return False
-        s = self.focus(diff)
-        red = sign_reduce(diff)
-        STATS.answered("solver-linear" if s._linear(red) else "solver-nonlinear")
-        return s._check(lambda enc: [z3.Not(_relation(op, enc.expr(red)))], red, diff).status == UNSAT
+        fails = _Side(_NEGATED[op])
+        q = self._walk(_SignQuestion(diff, [fails], self._sign_interval_of(diff), _all_settled), DECISION_LADDER)
+        STATS.answered(q.by)
+        return fails.status == UNSAT
 
     # -- bounds for JAX-style callers ---------------------------------------------------------------------
     def sign_bounds(self, e: Expr, need: Any, origin: Any = None, *,
@@ -615,56 +731,26 @@ class Session:
                 zero_divisors(origin, z)  # the host's own behaviour (JAX raises for some divisions)
             STATS.answered("interval")
             return (lo, hi), True  # sound over the valuations where e is defined
-        below = above = False  # e < 0 somewhere / e >= 0 (strict) or e > 0 somewhere, seen at a point
-        strict = need == Precision.STRICT_SIGN
-        for value, _ in self.points.values(e):
-            below |= value < 0
-            above |= value >= 0 if strict or need == Precision.BEST else value > 0
-            if below and above and need != Precision.BEST:
-                STATS.answered("points")
-                return (lo, hi), True  # undetermined: no sign bound holds
-        linear = self._linear(e)
-        if not (linear and self._stock_unprofitable()):
-            stock = self._stock(origin, need)
-            if stock is not None:
-                lo, hi = max(lo, stock[0]), min(hi, stock[1])
-                won = sufficient(need, lo, hi)
-                if linear:
-                    self._stock_record[0] += 1
-                    self._stock_record[1] += won
-                if won:
-                    STATS.answered("stock")
-                    return (lo, hi), True
         if need == Precision.BEST:
-            b = self._bounds(e, proven=(lo, hi))
+            q = _SignQuestion(e, [], (lo, hi), lambda q: sufficient(need, *q.interval), origin, need)
+            by = _by_stock(self, q)
+            if by is not None and q.enough(q):
+                STATS.answered(by)
+                return q.interval, True
+            b = self._bounds(e, proven=q.interval)
             return (b.lo, b.hi), b.deterministic
-        self.ensure_satisfiable()
-        s = self.focus(e)
-        red = sign_reduce(e)
-        got = s._presburger_sign(red, below, above, strict)
-        if got is not None:
-            STATS.answered("presburger")
-            can_be_negative, can_be_positive = got
-            if not can_be_negative:
-                return (max(lo, 0), hi), True
-            if not can_be_positive:
-                return (lo, min(hi, -1 if strict else 0)), True
-            return (lo, hi), True  # ISL found both: no sign bound holds
-        STATS.answered("solver-linear" if s._linear(red) else "solver-nonlinear")
-        reasons = []
-        if not below:
-            res = s._check(lambda enc: [enc.expr(red) < 0], red, e)
-            if res.status == UNSAT:
-                return (max(lo, 0), hi), True
-            reasons.append(res.reason)
-        if not above:
-            res = s._check(lambda enc: [enc.expr(red) >= 0 if strict else enc.expr(red) > 0], red, e)
-            if res.status == UNSAT:
-                return (lo, min(hi, -1 if strict else 0)), True
-            reasons.append(res.reason)
-        if any(reasons) and s._isl_clock_stopped(red):
+        strict = need == Precision.STRICT_SIGN
+        below, above = _Side("<"), _Side(">=" if strict else ">")
+        q = self._walk(_SignQuestion(e, [below, above], (lo, hi), _one_refuted, origin, need), SIGN_LADDER)
+        STATS.answered(q.by)
+        lo, hi = q.interval
+        if below.status == UNSAT:
+            return (max(lo, 0), hi), True
+        if above.status == UNSAT:
+            return (lo, min(hi, -1 if strict else 0)), True
+        if q.reasons and self.focus(e)._isl_clock_stopped(sign_reduce(e)):
             options.mark_clocked(options.CLOCK_ISL)  # an unknown where ISL, late, would have decided
-        return (lo, hi), REASON_DEADLINE not in reasons
+        return (lo, hi), REASON_DEADLINE not in q.reasons
 
     # -- exact bounds ----------------------------------------------------------------------------------------------
     def bounds(self, e: Expr, *, readable: bool = False) -> Bounds:
@@ -699,7 +785,7 @@ class Session:
             deadline=b.deadline,
         )
 
-    def _mk_bounds(self, e: Expr, lo: _End, hi: _End, by: str, deterministic: bool = True) -> Bounds:
+    def _mk_bounds(self, e: Expr, lo: End, hi: End, by: str, deterministic: bool = True) -> Bounds:
         STATS.answered(by)
         if by != "presburger" and not (lo.tight and hi.tight) and self.focus(e)._isl_clock_stopped(e):
             options.mark_clocked(options.CLOCK_ISL)  # ISL, late, would have given the exact ends
@@ -783,7 +869,7 @@ class Session:
         if c is not None:
             w = self._any_point() if self.constraints.constraints else {}
             # attained only if some valuation meets the constraints: tight once a point is known
-            return self._mk_bounds(e, _End(c, w is not None, w), _End(c, w is not None, w), "constant")
+            return self._mk_bounds(e, End(c, w is not None, w), End(c, w is not None, w), "constant")
         vals = list(self.points.values(e))
         s = self.focus(e)
         # ISL first where it applies: its answer is exact and cheaper than the interval rules
@@ -796,26 +882,26 @@ class Session:
         if vals:
             (vmin, wmin), (vmax, wmax) = min(vals, key=lambda x: x[0]), max(vals, key=lambda x: x[0])
             if vmin == lo0 and vmax == hi0:
-                return self._mk_bounds(e, _End(vmin, True, wmin), _End(vmax, True, wmax), "points")
+                return self._mk_bounds(e, End(vmin, True, wmin), End(vmax, True, wmax), "points")
         if not vals:
             start = s._check(lambda enc: [], e)
             if start.status != SAT or start.model is None:
-                return self._mk_bounds(e, _End(lo0, False, None), _End(hi0, False, None), "interval",
+                return self._mk_bounds(e, End(lo0, False, None), End(hi0, False, None), "interval",
                                        deterministic=start.reason != REASON_DEADLINE)
             try:
                 v0 = e.evaluate(start.model)
             except ZeroDivisionError:
-                return self._mk_bounds(e, _End(lo0, False, None), _End(hi0, False, None), "interval")
+                return self._mk_bounds(e, End(lo0, False, None), End(hi0, False, None), "interval")
             (vmin, wmin), (vmax, wmax) = (v0, start.model), (v0, start.model)
         # exact ray certificates for both infinite ends first: they need no solver, and a
         # nonlinear check on one end must not spend the deadline the other end's ray needs
         # (a small allowance for both first: one end with no ray must not spend the deadline
         # the other end's cheap ray needs)
         ends = ((lo0, 1, wmin), (hi0, -1, wmax))
-        rlo, rhi = (is_inf(p) and s._ray(e * sign, [wv], rays.RAY_WORK // 8) for p, sign, wv in ends)
-        rlo, rhi = (r or (is_inf(p) and s._ray(e * sign, [wv])) for r, (p, sign, wv) in zip((rlo, rhi), ends, strict=True))
-        lo = _End(-INF, True, None) if rlo else s._end(e, lo0, vmin, wmin, lower=True, ray_tried=True)
-        hi = _End(INF, True, None) if rhi else s._end(e, hi0, vmax, wmax, lower=False, ray_tried=True)
+        rlo, rhi = (is_inf(p) and s.search.ray(e * sign, [wv], rays.RAY_WORK // 8) for p, sign, wv in ends)
+        rlo, rhi = (r or (is_inf(p) and s.search.ray(e * sign, [wv])) for r, (p, sign, wv) in zip((rlo, rhi), ends, strict=True))
+        lo = End(-INF, True, None) if rlo else s.search.end(e, lo0, vmin, wmin, lower=True, ray_tried=True)
+        hi = End(INF, True, None) if rhi else s.search.end(e, hi0, vmax, wmax, lower=False, ray_tried=True)
         return self._mk_bounds(e, lo, hi, "search", deterministic=not options.deadline_passed())
 
     def _isl_engine(self, e: Expr) -> presburger.Engine | None:
@@ -833,25 +919,7 @@ class Session:
         return options.current().presburger and self._linear(e) and \
             presburger.clock_stopped(self._presburger, self.constraints, e)
 
-    def _presburger_sign(self, red: Expr, below: bool, above: bool, strict: bool) -> tuple[bool, bool] | None:
-        """(``red < 0`` somewhere, ``red >= 0`` (strict) / ``> 0`` somewhere) by ISL, or None.
-
-        A side already seen at a known point is not asked again.
-        """
-        eng = self._isl_engine(red)
-        if eng is None:
-            return None
-        neg = True if below else eng.satisfiable(red, "<")
-        if neg is None:
-            return None
-        if not neg:
-            return False, True  # never negative: e >= 0 is proven, the other side is not needed
-        pos = True if above else eng.satisfiable(red, ">=" if strict else ">")
-        if pos is None:
-            return None
-        return neg, pos
-
-    def _presburger_bounds(self, e: Expr, proven: Interval, vals: list[tuple[int, dict[str, int]]]) -> tuple[_End, _End] | None:
+    def _presburger_bounds(self, e: Expr, proven: Interval, vals: list[tuple[int, dict[str, int]]]) -> tuple[End, End] | None:
         """Both ends from ISL (:mod:`smtdims.presburger`), if they agree with everything known here."""
         eng = self._isl_engine(e)
         if eng is None:
@@ -864,143 +932,7 @@ class Session:
         if not (proven[0] <= lo <= hi <= proven[1]) or (known and not lo <= min(known) <= max(known) <= hi):
             STATS.bump("presburger_declined")  # disagrees with a proven bound or a known point
             return None
-        return _End(lo, True, w_lo), _End(hi, True, w_hi)
-
-    def _ray(self, f: Expr, witnesses: list[dict[str, int]], work: int = rays.RAY_WORK) -> bool:
-        """Whether an exact ray certifies ``f`` unbounded below, from the known points (no solver)."""
-        return rays.find_ray(f, self.constraints, self.points.base[:4] or witnesses, (), work)
-
-    def _end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], *, lower: bool,
-             ray_tried: bool = False) -> _End:
-        """One end of ``e``: close a proven bound and an attained value in on each other.
-
-        Work on ``f = sign*e`` (its lower end). With a proven bound: ask whether it is
-        attained, then gallop up from it towards the attained value. Without one: an exact
-        ray certificate (:mod:`smtdims.rays`: fixed directions, then one proposed by the
-        recession cone's LP), else verify the best attained value and probe geometrically
-        further out; then binary search; Z3's optimiser is the last resort for a linear end
-        that no probe bounded. A nonlinear end without a proven bound is only probed a few
-        times: Z3 cannot prove a nonlinear expression unbounded, so more would only cost time.
-        """
-        sign = 1 if lower else -1
-        f = e * sign
-        p: int | float = proven * sign if not is_inf(proven) else -INF
-        a, w = attained * sign, witness
-        linear = self._linear(e)
-        far: list[dict[str, int]] = []
-
-        def below(m: int) -> CheckResult:
-            if abs(m).bit_length() > _MAX_PROBE_BITS:
-                # Z3 reads an integer's decimal text in quadratic time, uninterruptibly (a
-                # 30,000-digit probe of a^100000 took 9 s): such a probe is not asked, and the
-                # end stays the proven (sound, looser) bound.
-                return CheckResult(UNKNOWN, reason=options.REASON_INCOMPLETE)
-            return self._check(lambda enc: [enc.expr(f) < enc.const(m)], e)
-
-        if p == a:
-            return _End(a * sign, True, w)
-        if is_inf(p) and not ray_tried and self._ray(f, [w]):
-            return _End(-INF if lower else INF, True, None)  # unbounded: no solver needed
-        if is_inf(p) and linear and self._recession_ray(f, [*self.points.base[:4], w]):
-            return _End(-INF if lower else INF, True, None)  # one LP proposes the ray, checked exactly
-        if not is_inf(p):
-            # Is the proven bound attained? Intervals are often exact or nearly (split max/min
-            # constraints propagate well), and an unsat check is cheap where a sat one must
-            # build a model: at 200 variables about 2 ms against 10 ms.
-            res = below(p + 1)
-            if res.status == SAT and res.model is not None:
-                return _End(f.evaluate(res.model) * sign, True, res.model)
-            if res.status != UNSAT:
-                return self._end_result(p, sign, lower)
-            p += 1
-            if p == a:
-                return _End(a * sign, True, w)
-        if is_inf(p):
-            res = below(a)  # guess, then verify
-            if res.status == UNSAT:
-                return _End(a * sign, True, w)
-            if res.status != SAT or res.model is None:
-                return self._end_result(p, sign, lower)
-            a, w = f.evaluate(res.model), res.model
-            far.append(res.model)
-            if rays.find_ray(f, self.constraints, self.points.base[:4] or [w], far):
-                return _End(-INF if lower else INF, True, None)
-            if not linear and self._recession_ray(f, [*self.points.base[:4], *far]):
-                return _End(-INF if lower else INF, True, None)
-        gap, probes, step = max(1, abs(a)), 0, 2
-        steps = _SEARCH_STEPS_LINEAR if linear else _SEARCH_STEPS
-        if linear and not is_inf(p):
-            # galloping (at most log2 of the distance) then bisection (log2 of the range): a fixed
-            # cap would leave wide ranges open (10**60-sized coefficients: 340 bits, ~680 checks)
-            steps = max(steps, 2 * (a - p).bit_length() + 8)
-        for _ in range(steps):
-            if p == a or options.deadline_passed():
-                break
-            if is_inf(p):
-                if probes == _UNBOUNDED_PROBES:
-                    break
-                probes += 1
-                m = a - gap
-                gap *= 1 << 16  # far out fast: a finite end may lie many orders of magnitude away
-            else:
-                # gallop up from the proven bound (the end usually lies near it), never past
-                # the midpoint: at worst about twice the checks of plain bisection
-                m = p + min(step, (a - p + 1) // 2)
-            res = below(m)
-            if res.status == UNSAT:
-                if not is_inf(p):
-                    step *= 2
-                p = m
-            elif res.status == SAT and res.model is not None:
-                a, w = f.evaluate(res.model), res.model
-                far.append(res.model)
-            else:
-                break
-        if p == a:
-            return _End(a * sign, True, w)
-        if is_inf(p) and rays.find_ray(f, self.constraints, self.points.base[:4], far[-3:]):
-            return _End(-INF if lower else INF, True, None)
-        if linear and p != a and not options.deadline_passed():
-            # last resort: Z3's optimiser proves a linear end infinite (or finds it) where no ray
-            # was found; probes first, as they settle a finite end much sooner (50 variables /
-            # 100 constraints: 38 ms of probes and bisection against 525 ms in the optimiser)
-            opt = self._optimize_end(e, "min" if lower else "max")
-            if opt is not None:
-                return opt
-        return self._end_result(p, sign, lower)
-
-    def _recession_ray(self, f: Expr, bases: list[dict[str, int]]) -> bool:
-        """A ray proposed by the recession cone's LP, checked exactly from known feasible points."""
-        if self._recession is None:
-            self._recession = rays.Recession(self.constraints, self.budget)
-        d = self._recession.direction(f)
-        if d is None:
-            return False
-        names = set(self.constraints.variables()) | f.variables()
-        for b in bases:
-            full = {v: b.get(v, 1) for v in names}
-            if rays.unbounded_below(f, self.constraints, full, d, names):
-                return True
-        return False
-
-    @staticmethod
-    def _end_result(p: int | float, sign: int, lower: bool) -> _End:
-        if is_inf(p):
-            return _End(-INF if lower else INF, False, None)
-        return _End(p * sign, False, None)
-
-    def _optimize_end(self, e: Expr, sense: str) -> _End | None:
-        """Z3's optimiser for one linear end; None when it cannot say (budget, deadline)."""
-        (res, value), = self.solver.optimize(e, e.variables(), (sense,)).values()
-        if res.status != SAT:
-            return None
-        val = z3_int_or_inf(value)
-        if is_inf(val):
-            return _End(val, True, None)
-        if res.model is None or not self.constraints.holds(res.model) or e.evaluate(res.model) != val:
-            return None  # never trust an optimum we cannot re-evaluate exactly
-        return _End(val, True, res.model)
-
+        return End(lo, True, w_lo), End(hi, True, w_hi)
 
 # Per-scope caches are bounded by entries and by the size of what they keep (expr.CACHE_MAX_TERMS).
 _CACHE_ENTRIES = 100_000

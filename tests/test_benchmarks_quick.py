@@ -151,10 +151,13 @@ def test_busy_mode_loads_the_machine_and_cleans_up():
     t0 = time.process_time()
     with cpu_load(1):
         children_before = _children_cpu()
-        time.sleep(1.0)
-        spun = _children_cpu() - children_before
+        spun = None
+        if children_before is not None:
+            end = time.monotonic() + 20  # a loaded machine (CI beside other jobs) gives it less than a core
+            while (spun := _children_cpu() - children_before) < 0.5 and time.monotonic() < end:
+                time.sleep(0.2)
     assert time.process_time() - t0 < 0.5  # the load is in other processes
-    assert spun is None or spun > 0.5, "the load generator did not use a core"
+    assert spun is None or spun >= 0.5, "the load generator did not use a core"
 
 
 def _children_cpu():
