@@ -37,7 +37,7 @@ from .constraints import ConstraintSet
 from .errors import ParseError, SmtdimsError, UnsatisfiableConstraintsError
 from .expr import OPERATIONS, Expr
 from .parser import COMPARISONS, _tokenize, parse_comparison, parse_expr
-from .reasoner import CONFIG, REGISTRY, Session
+from .reasoner import CONFIG, NEGATED, REGISTRY, Session
 from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, json_dumps
 from .smt import Encoder
 
@@ -70,7 +70,6 @@ def combined_status(codes: Sequence[int]) -> int:
     return max(codes, default=EXIT_OK)
 
 
-_NEGATED = {">=": "<", "<=": ">", ">": "<=", "<": ">=", "==": "!=", "!=": "=="}
 _OPTIONS_WITH_VALUES = ("--budget", "--deadline")
 
 EPILOG = """\
@@ -368,7 +367,7 @@ def _decision_script(cs: ConstraintSet, lhs: Expr, op: str, rhs: Expr, answer: s
     return smtlib_script(
         cs,
         [(f"check 1: can '{q}' fail? unsat means it holds for every valuation",
-          lambda enc: [_relation(_NEGATED[op], enc.expr(d))]),
+          lambda enc: [_relation(NEGATED[op], enc.expr(d))]),
          (f"check 2: can '{q}' hold? unsat means it fails for every valuation",
           lambda enc: [_relation(op, enc.expr(d))])],
         header=_header("decide", q, cs, answer) + [

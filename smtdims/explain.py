@@ -27,13 +27,12 @@ from .constraints import Constraint, ConstraintSet
 from .errors import SmtdimsError, UnsatisfiableConstraintsError, format_valuation
 from .expr import FLOORDIV, MOD, Expr, Op, readable_int
 from .heuristic import is_inf
-from .reasoner import REGISTRY, Session, _relation
+from .reasoner import NEGATED, REGISTRY, Session, _relation
 from .render import left_align
 from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, _fmt_bound, _json_bound, unknown_advice
 from .smt import SAT, UNSAT, Encoder, SolverSession
 
 CONSTRAINT, SPEC = "constraint", "spec"
-_NEGATED = {">=": "<", "<=": ">", ">": "<=", "<": ">=", "==": "!=", "!=": "=="}
 
 
 # -- value objects ----------------------------------------------------------------------------------
@@ -232,7 +231,7 @@ def _explain_decision(decision: Decision) -> Explanation:
     diff = lhs - rhs
     if d.status in (TRUE, FALSE):
         # true: constraints AND not(rel) is unsat; false: constraints AND rel is unsat.
-        rel_op = op if d.status == FALSE else _NEGATED[op]
+        rel_op = op if d.status == FALSE else NEGATED[op]
         support, minimal = minimal_support(session, lambda enc: [_relation(rel_op, enc.expr(diff))], diff)
         return Explanation(**base, support=support, minimal=minimal)
     fixes = best_fixes(session, lhs, op, rhs, decision=d)

@@ -36,8 +36,6 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import math
-import os
-import threading
 
 from . import options, workers
 from .constraints import ConstraintSet
@@ -59,18 +57,9 @@ def worker() -> workers.Worker:
     """The process's ISL worker (one per process; tests and diagnostics read its ``kills``, ``proc``,
     ``generation`` and ``broken`` here rather than in module state)."""
     return _WORKER
-_KEYS = itertools.count(1)  # domain keys, unique in the process
-_KEYS_LOCK = threading.Lock()
 
 
-def _after_fork_in_child() -> None:
-    global _KEYS_LOCK
-    _KEYS_LOCK = threading.Lock()
-    _WORKER.after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+_KEYS = itertools.count(1)  # domain keys, unique in the process (next() on a count is atomic in CPython)
 
 
 _INSTALLED: list[bool] = []  # whether islpy is importable, looked up once (find_spec costs 0.16 ms)
@@ -153,8 +142,7 @@ class Engine:
         tup = ", ".join(alias[n] for n in names)
         key = self._keys.get(names)
         if key is None:
-            with _KEYS_LOCK:
-                key = self._keys[names] = next(_KEYS)
+            key = self._keys[names] = next(_KEYS)
         request = {**request, "key": key, "tup": tup, "expr": _text(e, alias), "dom": None}
         for _ in range(2):  # once more, with the domain, if the worker does not hold it
             if self._sent.get(names) != _WORKER.generation:

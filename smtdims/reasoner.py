@@ -257,7 +257,7 @@ def _sign_interval(lo, hi, rlo, rhi) -> Interval:
 
 
 # -- the ladder as data: sign questions -------------------------------------------------------------------
-_NEGATED = {">=": "<", "<": ">=", "<=": ">", ">": "<=", "==": "!=", "!=": "=="}
+NEGATED = {">=": "<", "<": ">=", "<=": ">", ">": "<=", "==": "!=", "!=": "=="}  # op -> its negation
 
 
 def _rel_range(rel: str, lo: float, hi: float) -> str | None:
@@ -633,7 +633,7 @@ class Session:
         self.ensure_satisfiable()
         self.check_divisors(lhs, rhs)
         diff = lhs - rhs
-        holds, fails = _Side(op), _Side(_NEGATED[op])
+        holds, fails = _Side(op), _Side(NEGATED[op])
         q = self._walk(_SignQuestion(diff, [holds, fails], self._sign_interval_of(diff), _all_settled), DECISION_LADDER)
 
         def readable(side: _Side, want: bool) -> dict[str, int] | None:
@@ -663,7 +663,7 @@ class Session:
         self.ensure_satisfiable()
         self.check_divisors(lhs, rhs)
         diff = lhs - rhs
-        fails = _Side(_NEGATED[op])
+        fails = _Side(NEGATED[op])
         q = self._walk(_SignQuestion(diff, [fails], self._sign_interval_of(diff), _all_settled), DECISION_LADDER)
         STATS.answered(q.by)
         return fails.status == UNSAT

@@ -373,10 +373,9 @@ _CONTEXT: list[z3.Context] = []
 def _after_fork_in_child() -> None:
     """A forked child gets a shared context of its own on first use: a thread of the parent may have
     been inside a check in the old one (a solver pushed, never popped), and sessions rebuild their
-    solvers in a new context by themselves (see :func:`retire_shared`). The parent's Z3 workers
-    are the parent's: the child starts its own."""
+    solvers in a new context by themselves (see :func:`retire_shared`). (The parent's Z3 workers
+    are forgotten by :mod:`smtdims.workers`' own hook.)"""
     _CONTEXT.clear()
-    Z3_WORKERS.after_fork_in_child()
 
 
 if hasattr(os, "register_at_fork"):

@@ -23,10 +23,13 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 _SPIN = 0.002  # seconds to poll for an answer before blocking
+# Every worker and pool, so that a forked child forgets the parent's processes (one at-fork hook)
+_LIVE: weakref.WeakSet = weakref.WeakSet()
 
 
 class Worker:
@@ -44,6 +47,7 @@ class Worker:
         self.kills = 0
         self.pid = os.getpid()
         self.ready = False  # the process said it is ready
+        _LIVE.add(self)
 
     def after_fork_in_child(self) -> None:
         """A forked child: forget the parent's process (and a lock some thread may have held at the fork).
@@ -190,11 +194,11 @@ class Pool:
         self._cond = threading.Condition(threading.Lock())
         self._free: list[Worker] = []
         self._all: list[Worker] = []
+        _LIVE.add(self)
 
     def after_fork_in_child(self) -> None:
+        """A forked child: every worker is free (the threads that held them are the parent's)."""
         self._cond = threading.Condition(threading.Lock())
-        for w in self._all:
-            w.after_fork_in_child()
         self._free = list(self._all)
 
     def prestart(self) -> None:
@@ -244,3 +248,12 @@ class Pool:
                 with self._cond:
                     self._free.append(w)
                     self._cond.notify()
+
+
+def _after_fork_in_child() -> None:
+    for obj in list(_LIVE):
+        obj.after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
