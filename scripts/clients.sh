@@ -14,19 +14,29 @@
 #    MLPs) exported by a driver in this script with symbolic batch and spatial dimensions,
 #    stock and with smtdims: the outcome of each export (output shapes and StableHLO text,
 #    or the error), then the exported function run at concrete sizes against the native one.
+# 3. keras-hub backbones (Keras 3 with the JAX backend: GPT-2, BERT, RoBERTa, DistilBERT, tiny
+#    random configs) exported with symbolic batch and sequence, stock and with smtdims (the same
+#    outcome: here stock's InconclusiveDimensionOperation, re-created by Keras), then the whole fix
+#    (t <= 64, verified end to end): scripts/clients_keras.py, in a venv of its own (keras-hub
+#    pulls in TensorFlow for its tokenizers).
 # Environment: CLIENTS_VENV (default .venv/clients), CLIENTS_JAX (default 0.12.0.1),
-#   JAX2ONNX (default 0.16.0), PYTHON312 (as in scripts/test_new_jax.sh), ONLY=jax2onnx|models.
+#   JAX2ONNX (default 0.16.0), PYTHON312 (as in scripts/test_new_jax.sh),
+#   KERAS_VENV (default .venv/keras), ONLY=jax2onnx|models|keras.
 # Exit status: 0 when both clients show the same outcome for every test stock and with smtdims.
 set -euo pipefail
-usage="usage: scripts/clients.sh JAX2ONNX_SRC [pytest args]"
+usage="usage: scripts/clients.sh JAX2ONNX_SRC [pytest args]   (ONLY=models or ONLY=keras: no SRC)"
 cd "$(dirname "$0")/.."
 root=$(pwd)
-src=${1:?$usage}
-shift
+ONLY=${ONLY:-}
+if [ "$ONLY" = models ] || [ "$ONLY" = keras ]; then
+  src=""
+else
+  src=${1:?$usage}
+  shift
+fi
 CLIENTS_JAX=${CLIENTS_JAX:-0.12.0.1}
 JAX2ONNX=${JAX2ONNX:-0.16.0}
 VENV=${CLIENTS_VENV:-.venv/clients}
-ONLY=${ONLY:-}
 
 is_py312() {
   [ -n "$1" ] && "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1
@@ -38,20 +48,22 @@ find_python() {
   done
   return 1
 }
-if [ ! -x "$VENV/bin/python" ]; then
-  PY=$(find_python) || { echo "clients: no Python >= 3.12 found (set PYTHON312)" >&2; exit 3; }
-  "$PY" -m venv "$VENV"
-fi
-py="$root/$VENV/bin/python"
-"$py" -m pip install -q --upgrade pip
-"$py" -m pip install -q -e . "jax==$CLIENTS_JAX" "jaxlib==$CLIENTS_JAX" "jax2onnx==$JAX2ONNX" onnxruntime flax equinox pytest
-"$py" - <<'PY'
+if [ "$ONLY" != keras ]; then
+  if [ ! -x "$VENV/bin/python" ]; then
+    PY=$(find_python) || { echo "clients: no Python >= 3.12 found (set PYTHON312)" >&2; exit 3; }
+    "$PY" -m venv "$VENV"
+  fi
+  py="$root/$VENV/bin/python"
+  "$py" -m pip install -q --upgrade pip
+  "$py" -m pip install -q -e . "jax==$CLIENTS_JAX" "jaxlib==$CLIENTS_JAX" "jax2onnx==$JAX2ONNX" onnxruntime flax equinox pytest
+  "$py" - <<'PY'
 import sys
 from importlib.metadata import version
 
 print("clients: python " + sys.version.split()[0] + ", "
       + ", ".join(f"{p} {version(p)}" for p in ("jax", "jaxlib", "jax2onnx", "onnxruntime", "flax", "equinox")))
 PY
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -247,5 +259,17 @@ print(f"models: {len(CASES)} exports: {same} same outcome stock and with smtdims
 raise SystemExit(1 if differ or run_bad else 0)
 PY
   echo "clients: models took $((SECONDS - t0)) s"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = keras ]; then
+  t0=$SECONDS
+  KVENV=${KERAS_VENV:-.venv/keras}
+  if [ ! -x "$KVENV/bin/python" ]; then
+    PY=$(find_python) || { echo "clients: no Python >= 3.12 found (set PYTHON312)" >&2; exit 3; }
+    "$PY" -m venv "$KVENV"
+  fi
+  "$KVENV/bin/python" -m pip install -q -e . "jax==$CLIENTS_JAX" "jaxlib==$CLIENTS_JAX" keras keras-hub
+  "$KVENV/bin/python" scripts/clients_keras.py || status=1
+  echo "clients: keras took $((SECONDS - t0)) s"
 fi
 exit "$status"

@@ -54,6 +54,12 @@ class Op:
     _text: str | None = field(default=None, compare=False, repr=False)
     _depth: int | None = field(default=None, compare=False, repr=False)  # see nesting()
 
+    def __post_init__(self) -> None:
+        # hashed when built, bottom-up: hashing a deep expression later would recurse through
+        # tuple hashes in C, which Python 3.12+ bounds by a fixed C recursion limit whatever
+        # sys.setrecursionlimit says (300 nested max() raised RecursionError there)
+        object.__setattr__(self, "_hash", hash((self.op, self.lhs, self.rhs)))
+
     def __hash__(self) -> int:
         h = self._hash
         if h is None:
@@ -99,6 +105,36 @@ Atom = Var | Op
 Monomial = tuple[tuple[Atom, int], ...]
 
 
+def _same_structure(a: Expr, b: Expr) -> bool:
+    """``a == b`` without recursion (both hashed already: a differing hash ends it early)."""
+    stack: list[tuple[object, object]] = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if type(x) is not type(y) or hash(x) != hash(y):
+            return False
+        if isinstance(x, Var):
+            if x.name != y.name:  # type: ignore[union-attr]
+                return False
+        elif isinstance(x, Op):
+            if x.op != y.op:  # type: ignore[union-attr]
+                return False
+            stack += [(x.lhs, y.lhs), (x.rhs, y.rhs)]  # type: ignore[union-attr]
+        else:
+            tx, ty = x.terms, y.terms  # type: ignore[union-attr]
+            if len(tx) != len(ty):
+                return False
+            for (mx, cx), (my, cy) in zip(tx, ty, strict=True):
+                if cx != cy or len(mx) != len(my):
+                    return False
+                for (ax, kx), (ay, ky) in zip(mx, my, strict=True):
+                    if kx != ky:
+                        return False
+                    stack.append((ax, ay))
+    return True
+
+
 def _mono_key(m: Monomial) -> tuple:
     return (-sum(e for _, e in m), tuple((a.sort_key(), e) for a, e in m))
 
@@ -120,6 +156,20 @@ class Expr:
             h = hash(self.terms)
             object.__setattr__(self, "_hash", h)
         return h
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Expr):
+            return NotImplemented
+        if hash(self) != hash(other):
+            return False
+        try:
+            return self.terms == other.terms
+        except RecursionError:
+            # a deep expression: tuple comparison recurses in C, which Python 3.12+ bounds by a
+            # fixed limit whatever sys.setrecursionlimit says; compare with an explicit stack
+            return _same_structure(self, other)
 
     # -- construction ---------------------------------------------------------
     @staticmethod

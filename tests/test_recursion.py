@@ -66,3 +66,20 @@ def test_nesting_is_counted_without_recursion():
     for _ in range(5000):  # built bottom-up, as JAX builds them: no parser, no recursion
         deep = Expr.atom(Op(MAX, deep, Expr.var("b")))
     assert nesting(deep) == 5000 and nesting(deep, parse_expr("max(a, b)")) == 5000
+
+
+def test_deep_expressions_hash_and_compare_on_every_python():
+    """Python 3.12+ bounds recursion through C (tuple hashes and comparisons) by a fixed limit that
+    sys.setrecursionlimit does not move: 300 nested max() raised RecursionError when hashed (a
+    cache lookup) and when two equal copies were compared. Hashes are now computed as an Op is
+    built, and equality falls back to an explicit stack."""
+    def nested(sep: str) -> str:
+        text = "a"
+        for _ in range(300):
+            text = f"max({text},{sep}b)"
+        return text
+
+    x, y = smtdims.parse_expr(nested(" ")), smtdims.parse_expr(nested(""))
+    assert x is not y and x == y and hash(x) == hash(y) and not (x != y)
+    assert smtdims.parse_expr(nested(" ") + " + 1") != x
+    assert smtdims.decide(nested(" "), ">=", nested("")).status == "true"
