@@ -16,7 +16,7 @@
 #    or the error), then the exported function run at concrete sizes against the native one.
 # 3. keras-hub backbones (Keras 3 with the JAX backend: GPT-2, BERT, RoBERTa, DistilBERT, tiny
 #    random configs) exported with symbolic batch and sequence, stock and with smtdims (the same
-#    outcome: here stock's InconclusiveDimensionOperation, re-created by Keras), then the whole fix
+#    outcome: stock's InconclusiveDimensionOperation (a subclass), re-created by Keras), then the whole fix
 #    (t <= 64, verified end to end): scripts/clients_keras.py, in a venv of its own (keras-hub
 #    pulls in TensorFlow for its tokenizers).
 # Environment: CLIENTS_VENV (default .venv/clients), CLIENTS_JAX (default 0.12.0.1),
