@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import z3
 
-# The fast linear solver's own time limit: past it the default solver takes over on anything but
-# sat/unsat. Either one's sat/unsat is the same fact, so the answer does not depend on which one
-# finished; Z3's own timeout, unlike an interrupt, is withdrawn when the check ends.
+# Linear checks first try Z3's older arithmetic solver (arith.solver=2): at scale it is 10-50x
+# faster on satisfiable checks over hundreds of difference and divisibility constraints (200
+# variables / 500 constraints: 588 ms -> 11 ms for one check). It does not always honour rlimit
+# (a 2-variable check with a mod ran to the 10 s deadline), so it runs under a short timeout and
+# the default solver takes over on anything but sat/unsat. Either one's sat/unsat is the same
+# fact, so the answer does not depend on which one finished; Z3's own timeout, unlike an
+# interrupt, is withdrawn when the check ends.
 FAST_TIMEOUT_MS = 100
 
 

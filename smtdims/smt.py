@@ -467,8 +467,9 @@ class KillableSolver:
     the check is "unknown", reason deadline. Nothing runs on after a late answer. Without a
     deadline, or where no worker can start (not POSIX), the check runs here, as before.
 
-    The answer is a function of the formulas and the budget, as in process (a fresh context per
-    solver in the worker); the rlimit count of a check may differ by a few units from the same
+    The answer is a function of the formulas and the budget, as in process: the worker keeps one
+    context per caller context (a question's :class:`Fresh` context), so a check sees the terms of
+    its own question only; the rlimit count of a check may differ by a few units from the same
     check in the caller's context (term ids), never with the process's history.
     """
 
