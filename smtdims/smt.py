@@ -387,11 +387,26 @@ def is_shared_context(ctx: z3.Context) -> bool:
     return bool(_CONTEXT) and ctx is _CONTEXT[0]
 
 
+def _new_shared_context() -> z3.Context:
+    """A context for the shared linear solvers. Its terms are built and checked under Z3_LOCK, but
+    Python releases a term (``Z3_dec_ref``) in whichever thread drops its last reference, outside
+    the lock (a check's formulas, when the function that built them returns): racing another
+    thread's calls into the context, that crashed a process (SIGSEGV in ``Z3_mk_ge``, SIGABRT in
+    ``Z3_solver_assert``, in tests/test_fork.py's busy threads). With concurrent dec-ref, Z3 queues
+    such releases for the thread that next enters the context."""
+    with z3_work():
+        ctx = z3.Context()
+        try:
+            z3.Z3_enable_concurrent_dec_ref(ctx.ref())
+        except (z3.Z3Exception, AttributeError):  # a z3-solver without the call (single-threaded build)
+            pass
+    return ctx
+
+
 def shared_context() -> z3.Context:
     with Z3_LOCK:
         if not _CONTEXT:
-            with z3_work():
-                _CONTEXT.append(z3.Context())
+            _CONTEXT.append(_new_shared_context())
         return _CONTEXT[0]
 
 
@@ -404,7 +419,7 @@ def retire_shared(ctx: z3.Context) -> None:
     """
     with Z3_LOCK:
         if _CONTEXT and _CONTEXT[0] is ctx:
-            _CONTEXT[0] = z3.Context()
+            _CONTEXT[0] = _new_shared_context()
 
 
 def _locked(method: Callable) -> Callable:
