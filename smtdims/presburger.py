@@ -187,6 +187,18 @@ class Engine:
             witnesses.append(w)
         return lo, hi, witnesses[0], witnesses[1]
 
+    def least_witness(self, e: Expr, value: int) -> dict[str, int] | None:
+        """A valuation meeting the constraints where ``e == value``, with the least sum of the
+        variables (readable witnesses, one ISL call); None when ISL could not answer. Re-checked
+        exactly, like every point ISL gives."""
+        if not available() or not self.eligible(e):
+            return None
+        got = self._ask(e, {"op": "least", "value": str(value)})
+        if got is None or got[0].get("point") is None or len(got[0]["point"]) != len(got[1]):
+            return None
+        w = dict(zip(got[1], got[0]["point"], strict=True))
+        return w if self.constraints.holds(w) and e.evaluate(w) == value else None
+
     def satisfiable(self, e: Expr, rel: str) -> bool | None:
         """Whether some valuation meets the constraints and ``e rel 0`` (``rel`` in ``<``, ``>``, ``>=``).
 

@@ -392,6 +392,15 @@ class Recession:
         self._solver = None
         self._ctx = None
         self._names = sorted(constraints.variables())
+        self._key: int | None = None
+
+    @property
+    def _z3_ctx(self):  # noqa: ANN202 (z3 is imported lazily here)
+        return self._ctx
+
+    def _release(self) -> None:
+        """Drop the LP (``smt.touch`` bounds how many Z3 sides live at once); rebuilt on next use."""
+        self._solver = self._ctx = None
 
     def _start(self) -> None:
         from . import smt
@@ -418,8 +427,11 @@ class Recession:
         if s is None or s == "0.0":
             return None
         with smt.Z3_LOCK:
-            if self._solver is None or self._ctx is not smt.shared_context():  # first use, or retired
+            if self._solver is None or self._ctx is not smt.shared_context():  # first use, or released
                 self._start()
+            if self._key is None:
+                self._key = smt.new_holder_key()
+            smt.touch(self, self._key)
             assert self._solver is not None and self._ctx is not None
             self._solver.push()
             try:

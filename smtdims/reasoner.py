@@ -839,6 +839,11 @@ class Session:
         env = shrink(env, attains, self.constraints)
         if max(env.values(), default=1) <= _READABLE_VALUE or options.deadline_passed():
             return env
+        # ISL finds the least sum in one call where it takes the question; Z3 searches for it otherwise
+        eng = self._isl_engine(e) if isinstance(value, int) else None
+        least = eng.least_witness(e, value) if eng is not None else None
+        if least is not None and least.keys() == env.keys():
+            return least if sum(least.values()) < sum(env.values()) else env
         # sum <= lo is refuted: only all-ones has sum len(names); no valuation goes below the variables' ranges
         floor = sum(max(1, int(low)) if not is_inf(low) else 1 for low in (self.interval(Expr.var(v))[0] for v in names))
         lo, best, step = max(len(names), floor - 1), sum(env.values()), 1

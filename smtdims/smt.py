@@ -31,6 +31,8 @@ import itertools
 import os
 import signal
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -420,6 +422,12 @@ def retire_shared(ctx: z3.Context) -> None:
     with Z3_LOCK:
         if _CONTEXT and _CONTEXT[0] is ctx:
             _CONTEXT[0] = _new_shared_context()
+            # now, not at their next check: a session that is not asked again would keep the old
+            # context alive with every term in it (9 contexts, 220 MB, after 300 large questions)
+            for ref in list(_LIVE.values()):
+                holder = ref()
+                if holder is not None and holder._z3_ctx is ctx:
+                    holder._release()
 
 
 def _locked(method: Callable) -> Callable:
@@ -877,6 +885,33 @@ def question() -> Iterator[None]:
             q.contexts, q.keep = {}, []
 
 
+# Objects whose Z3 side is built in the shared context (a session's solvers and terms, a recession
+# cone's LP), least recently used first (under Z3_LOCK). Past the limit the oldest one's Z3 side is
+# released (``_release()``; it is rebuilt on its next use): a solver holding a scope's constraints
+# costs 0.1-4 MB of Z3 memory, and sessions live as long as their scope (JAX) or the registry's
+# capacity (public calls), so without this bound memory grew with the number of scopes asked
+# about, not with the number in use (issue 28: 530 MB after 20,000 questions). Dead objects'
+# entries are dropped as they reach the front.
+LIVE_Z3_HOLDERS = 32
+_LIVE: OrderedDict[int, weakref.ref] = OrderedDict()
+_HOLDER_KEYS = itertools.count(1)
+
+
+def new_holder_key() -> int:
+    return next(_HOLDER_KEYS)
+
+
+def touch(holder: object, key: int) -> None:
+    """``holder`` (with ``_release()`` and a ``_z3_ctx``) has just used its Z3 side: the most recent."""
+    with Z3_LOCK:
+        _LIVE.pop(key, None)
+        _LIVE[key] = weakref.ref(holder)
+        while len(_LIVE) > LIVE_Z3_HOLDERS:
+            other = _LIVE.popitem(last=False)[1]()
+            if other is not None:
+                other._release()
+
+
 class SolverSession:
     """The Z3 side of one constraint set, created on first use.
 
@@ -891,6 +926,7 @@ class SolverSession:
         self.constraints = constraints
         self.budget = budget
         self.lock = Z3_LOCK
+        self._key = new_holder_key()
         self._enc: Encoder | None = None
         self._solvers: dict[bool, z3.Solver] = {}  # the shared solvers: fast (older arithmetic) and default
         self._fast_timeouts = 0
@@ -904,7 +940,8 @@ class SolverSession:
     @_locked
     def _start(self) -> None:
         if self._enc is not None and self._enc.ctx is not shared_context():  # retired: start over
-            self._enc, self._solvers, self._shared_atoms = None, {}, set()
+            self._release()
+        touch(self, self._key)
         if self._enc is None:
             enc = Encoder(shared_context())
             terms, atoms = enc.collect(
@@ -914,6 +951,20 @@ class SolverSession:
             self._constraint_atoms = atoms
             self._shared_atoms = set(atoms)
             self._enc = enc
+
+    @property
+    def _z3_ctx(self) -> z3.Context | None:
+        return None if self._enc is None else self._enc.ctx
+
+    @_locked
+    def _release(self) -> None:
+        """Drop the Z3 side (solvers, encoded terms); the next check rebuilds it, as after
+        :func:`retire_shared`. Only time is lost: the constraints and every check's formulas are
+        encoded anew from the IR, and an answer never depended on a solver's history (push/pop
+        leaves the constraints alone; Presburger answers are the same fresh and warm, see
+        tools/fuzz.py --fresh-vs-warm)."""
+        self._enc, self._solvers, self._shared_atoms = None, {}, set()
+        self._constraint_terms, self._constraint_atoms = [], frozenset()
 
     @property
     def encoder(self) -> Encoder:
@@ -981,6 +1032,8 @@ class SolverSession:
                 # a scope where the fast solver timed out twice goes straight to the default one
                 for fast in (True, False) if self._fast_timeouts < 2 else (False,):
                     s = self._shared_solver(fast)
+                    if self._enc is not enc:  # released in between (nothing here touches another holder)
+                        return CheckResult(UNKNOWN, reason=REASON_INCOMPLETE)
                     s.push()
                     try:
                         s.add(*extra)
