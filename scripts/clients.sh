@@ -14,17 +14,24 @@
 #    MLPs) exported by a driver in this script with symbolic batch and spatial dimensions,
 #    stock and with smtdims: the outcome of each export (output shapes and StableHLO text,
 #    or the error), then the exported function run at concrete sizes against the native one.
-# 3. keras-hub backbones (Keras 3 with the JAX backend: GPT-2, BERT, RoBERTa, DistilBERT, tiny
-#    random configs) exported with symbolic batch and sequence, stock and with smtdims (the same
-#    outcome: stock's InconclusiveDimensionOperation (a subclass), re-created by Keras), then the whole fix
-#    (t <= 64, verified end to end): scripts/clients_keras.py, in a venv of its own (keras-hub
-#    pulls in TensorFlow for its tokenizers).
+# 3. keras-hub backbones (Keras 3 with the JAX backend, random weights, tiny configs: GPT-2, BERT,
+#    RoBERTa, DistilBERT, Llama, T5 with int32[b, t] inputs; ResNet, CSPDarkNet, Xception, ViT with
+#    float32[b, h, w, 3]), called through model.stateless_call and exported by
+#    scripts/clients_keras.py, stock and with smtdims, each in a fresh process: the outcome (output
+#    shapes, StableHLO text, numbers, or the exception: smtdims' a subclass of stock's, the same
+#    message), and the exported function run at two concrete sizes against the native model. Where
+#    stock's export fails, export_and_verify(fix=True): the whole fix, verified end to end, then the
+#    fixed specification exported on stock JAX and run against the native model. In a venv of its
+#    own (keras-hub pulls in tensorflow and tensorflow-text for its tokenizers; about 3 GB). With
+#    ONLY=keras the arguments are backbone names (python scripts/clients_keras.py --list names more).
 # Environment: CLIENTS_VENV (default .venv/clients), CLIENTS_JAX (default 0.12.0.1),
 #   JAX2ONNX (default 0.16.0), PYTHON312 (as in scripts/test_new_jax.sh),
 #   KERAS_VENV (default .venv/keras), ONLY=jax2onnx|models|keras.
-# Exit status: 0 when both clients show the same outcome for every test stock and with smtdims.
+# Exit status: 0 when every section shows the same outcome for every test and model stock and with
+#   smtdims, and every exported function agrees with the native one (the keras section's fixes are
+#   reported, not judged).
 set -euo pipefail
-usage="usage: scripts/clients.sh JAX2ONNX_SRC [pytest args]   (ONLY=models or ONLY=keras: no SRC)"
+usage="usage: scripts/clients.sh JAX2ONNX_SRC [pytest args]   (ONLY=models: no SRC; ONLY=keras: [BACKBONE ...])"
 cd "$(dirname "$0")/.."
 root=$(pwd)
 ONLY=${ONLY:-}
@@ -267,9 +274,12 @@ if [ -z "$ONLY" ] || [ "$ONLY" = keras ]; then
   if [ ! -x "$KVENV/bin/python" ]; then
     PY=$(find_python) || { echo "clients: no Python >= 3.12 found (set PYTHON312)" >&2; exit 3; }
     "$PY" -m venv "$KVENV"
+    "$KVENV/bin/python" -m pip install -q --upgrade pip
   fi
   "$KVENV/bin/python" -m pip install -q -e . "jax==$CLIENTS_JAX" "jaxlib==$CLIENTS_JAX" keras keras-hub
-  "$KVENV/bin/python" scripts/clients_keras.py || status=1
+  names=()
+  [ "$ONLY" = keras ] && names=("$@")  # without ONLY, the arguments are jax2onnx's pytest's
+  KERAS_BACKEND=jax "$KVENV/bin/python" scripts/clients_keras.py "${names[@]}" || status=1
   echo "clients: keras took $((SECONDS - t0)) s"
 fi
 exit "$status"

@@ -1,100 +1,444 @@
-"""keras-hub backbones (Keras 3, JAX backend) exported with a symbolic batch and sequence, stock
-and with smtdims (run by ``scripts/clients.sh``, section ``keras``; not in CI: it needs
-TensorFlow, which keras-hub's tokenizers pull in).
+"""keras-hub backbones (Keras 3, JAX backend) exported with symbolic shapes, stock and with smtdims.
 
-For each backbone (random init, a tiny config: vocabulary 97, one layer, hidden size 16,
-position table of 64), in fresh processes:
+Run by ``scripts/clients.sh`` (section ``keras``); not in CI: keras-hub pulls in TensorFlow and
+tensorflow-text (its tokenizers). Each backbone is built with random weights (seed 0) and a tiny
+config (vocabulary 97, one layer, hidden size 16, position tables of 64; image backbones with a
+few filters), called through ``model.stateless_call`` with its variables' values closed over, and
+exported with ``jax.export`` under a symbolic batch and sequence (``int32[b, t]`` for every input)
+or batch and image size (``float32[b, h, w, 3]``). Each step runs in a fresh process:
 
-1. ``jax.export`` stock and with ``smtdims.install()``: the outcome must be the same (output
-   shapes and StableHLO text, or the exception: smtdims' class a subclass of stock's, the same
-   ``args[0]``), as the drop-in promise says; Keras re-creates the exception as ``type(e)(msg)``.
-2. ``smtdims.export_and_verify(fix=True)``: the fix found, verified end to end (the person's fix
-   for a position table is ``t <= 64``).
+1. ``stock`` and ``smtdims`` (``smtdims.install()`` first): the output shapes and the StableHLO
+   text (source locations left out), or the exception. Where the export succeeds, the exported
+   function runs at two concrete sizes against the native model (``allclose``), and its numbers
+   are compared between the two modes (bit for bit).
+2. ``fix``, where stock's export fails: ``smtdims.export_and_verify(..., fix=True)``: the whole
+   fix, verified end to end (fresh process, samples); then the fixed specification exported
+   again on stock JAX, without smtdims, and run at the samples' shapes against the native model.
 
-Usage: ``python scripts/clients_keras.py [NAME ...]``; exit 1 when an outcome differs or a fix
-is missing.
+The outcome differs when the export succeeds one way and fails the other, the exceptions differ
+(smtdims' class must be stock's or a subclass of it, as ``InconclusiveWithWitnesses`` is, with
+the same ``args`` as Keras re-raised it and as JAX raised it), the output shapes, the StableHLO or
+the numbers differ, or an exported function disagrees with the native model. Where stock stopped
+at an inconclusive comparison and smtdims' outcome differs, the table adds ``smtdims.decide``'s
+answer to that comparison (a proven one means smtdims went past it to another outcome).
+
+Usage: ``python scripts/clients_keras.py [--no-fix] [--json FILE] [NAME ...]`` (NAME from
+``--list``; the default runs the first ten). Exit status: 1 when an outcome differs between stock
+and smtdims (except where stock stopped at a comparison it found inconclusive and smtdims proves
+it: the difference the drop-in promise allows, shown as "allowed") or an exported function
+disagrees with the native model, 0 otherwise; the fixes are reported, not judged.
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-BACKBONES = ("GPT2Backbone", "BertBackbone", "RobertaBackbone", "DistilBertBackbone")
-EXPECTED_FIX = ("t <= 64",)
-
-_CHILD = r'''
-import json, os, sys
-os.environ.setdefault("KERAS_BACKEND", "jax")
-mode, name = sys.argv[1], sys.argv[2]
-if mode == "smtdims":
-    import smtdims
-    smtdims.install()
-import jax, jax.numpy as jnp, keras, keras_hub
-from jax import export
-keras.utils.set_random_seed(0)
-model = getattr(keras_hub.models, name)(vocabulary_size=97, num_layers=1, num_heads=2, hidden_dim=16,
-                                        intermediate_dim=32, max_sequence_length=64)
-names = [i.name for i in model.inputs]
-
-def f(*xs):
-    return model(dict(zip(names, xs)))
-
-out = {}
-if mode == "fix":
-    import smtdims
-    rep = smtdims.export_and_verify(f, *(["int32[b, t]"] * len(names)), fix=True, samples=4)
-    out["fix"] = list(rep.fix.constraints) if rep.fix is not None else None
-    out["ok"] = bool(rep.fix is not None and rep.fix.ok)  # FIXED, and verified end to end
-else:
-    b, t = export.symbolic_shape("b, t")
-    try:
-        exp = export.export(jax.jit(f))(*[jax.ShapeDtypeStruct((b, t), jnp.int32) for _ in names])
-        out["shapes"] = [str(a.shape) for a in jax.tree.leaves(exp.out_avals)]
-        out["mlir"] = exp.mlir_module()
-    except Exception as err:
-        out["error"] = [c.__module__ + "." + c.__qualname__ for c in type(err).__mro__]
-        out["message"] = str(err.args[0]) if err.args else ""
-print("RESULT " + json.dumps(out))
-'''
+TEXT: dict[str, Any] = {"vocabulary_size": 97, "num_layers": 1, "hidden_dim": 16, "intermediate_dim": 32}
+VOCAB = 97
+TEXT_SIZES: tuple[dict[str, int], ...] = ({"b": 1, "t": 5}, {"b": 3, "t": 64})
+IMAGE_SIZES: tuple[dict[str, int], ...] = ({"b": 1, "h": 32, "w": 40}, {"b": 2, "h": 45, "w": 33})
 
 
-def _run(mode: str, name: str) -> dict:
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
-    p = subprocess.run([sys.executable, "-c", _CHILD, mode, name], capture_output=True, text=True, env=env,
-                       timeout=900)
-    for line in p.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    return {"crash": (p.stderr or p.stdout)[-600:]}
+@dataclass(frozen=True)
+class Case:
+    """A backbone: its keras_hub.models class, a tiny config, the symbolic shape of each input."""
+
+    name: str
+    cls: str
+    kwargs: dict[str, Any]
+    image: bool = False
+    constraints: tuple[str, ...] = ()
+    sizes: tuple[dict[str, int], ...] = field(default=TEXT_SIZES)
+
+    @property
+    def dims(self) -> str:
+        return "b, h, w, 3" if self.image else "b, t"
 
 
-def main(names: list[str]) -> int:
-    bad = 0
-    for name in names or BACKBONES:
+CASES: tuple[Case, ...] = (
+    # learned position tables of 64 (sliced to the sequence length: t is unbounded)
+    Case("GPT2", "GPT2Backbone", {**TEXT, "num_heads": 2, "max_sequence_length": 64}),
+    Case("BERT", "BertBackbone", {**TEXT, "num_heads": 2, "max_sequence_length": 64}),
+    Case("RoBERTa", "RobertaBackbone", {**TEXT, "num_heads": 2, "max_sequence_length": 64}),
+    Case("DistilBERT", "DistilBertBackbone", {**TEXT, "num_heads": 2, "max_sequence_length": 64}),
+    # rotary positions (Llama) and relative position buckets (T5): no table
+    Case("Llama", "LlamaBackbone", {**TEXT, "num_query_heads": 2, "num_key_value_heads": 1}),
+    Case("T5", "T5Backbone", {**TEXT, "num_heads": 2}),
+    # image backbones: strided convolutions, padding, pooling
+    Case("ResNet", "ResNetBackbone", {"input_conv_filters": [64], "input_conv_kernel_sizes": [7],
+                                      "stackwise_num_filters": [64, 16], "stackwise_num_blocks": [1, 1],
+                                      "stackwise_num_strides": [1, 2], "block_type": "basic_block"},
+         image=True, sizes=IMAGE_SIZES),
+    Case("CSPDarkNet", "CSPNetBackbone", {"stem_filters": 8, "stem_kernel_size": 3, "stem_strides": 2,
+                                          "stackwise_depth": [1, 1], "stackwise_strides": [2, 2],
+                                          "stackwise_num_filters": [8, 16], "block_type": "dark_block",
+                                          "stage_type": "dark", "bottle_ratio": [0.5]},
+         image=True, sizes=IMAGE_SIZES),
+    Case("Xception", "XceptionBackbone", {"stackwise_conv_filters": [[8, 8], [16, 16]], "stackwise_pooling": [True, False]},
+         image=True, sizes=IMAGE_SIZES),
+    # a 32 x 32 image in 8 x 8 patches: a position table of 16 patches and a class token. Stock stops at
+    # reshape's inconclusive 'patches >= 0' (true: smtdims decides it) and smtdims goes on to the add's
+    # broadcasting TypeError against the 17 positions, which stock reaches too under h, w >= 8 (ViT8)
+    Case("ViT", "ViTBackbone", {"image_shape": (32, 32, 3), "patch_size": 8, "num_layers": 1, "num_heads": 2,
+                                "hidden_dim": 16, "mlp_dim": 32},
+         image=True, sizes=({"b": 1, "h": 32, "w": 32}, {"b": 2, "h": 39, "w": 35})),
+    # more, by name only; ViT8: ViT with h, w >= 8, where stock decides the comparison that stops it in ViT
+    Case("ViT8", "ViTBackbone", {"image_shape": (32, 32, 3), "patch_size": 8, "num_layers": 1, "num_heads": 2,
+                                 "hidden_dim": 16, "mlp_dim": 32},
+         image=True, constraints=("h >= 8", "w >= 8"), sizes=({"b": 1, "h": 32, "w": 32}, {"b": 2, "h": 39, "w": 35})),
+    Case("FNet", "FNetBackbone", {**TEXT, "max_sequence_length": 64}),
+    Case("OPT", "OPTBackbone", {**TEXT, "num_heads": 2, "max_sequence_length": 64}),
+    Case("Bloom", "BloomBackbone", {**TEXT, "num_heads": 2}),
+    Case("Gemma", "GemmaBackbone", {**TEXT, "num_query_heads": 2, "num_key_value_heads": 1, "head_dim": 8}),
+    Case("VGG", "VGGBackbone", {"stackwise_num_repeats": [1, 1], "stackwise_num_filters": [4, 8]},
+         image=True, sizes=IMAGE_SIZES),
+    Case("DenseNet", "DenseNetBackbone", {"stackwise_num_repeats": [1, 1], "growth_rate": 4}, image=True, sizes=IMAGE_SIZES),
+    Case("MobileNet", "MobileNetBackbone", {
+        "stackwise_expansion": [[1]], "stackwise_num_blocks": [1], "stackwise_num_filters": [[8]],
+        "stackwise_kernel_size": [[3]], "stackwise_num_strides": [[2]], "stackwise_se_ratio": [[None]],
+        "stackwise_activation": [["relu"]], "stackwise_padding": [[1]], "output_num_filters": 16, "depthwise_filters": 8,
+        "depthwise_stride": 2, "depthwise_residual": False, "last_layer_filter": 16}, image=True, sizes=IMAGE_SIZES),
+    Case("DINOv2", "DINOV2Backbone", {"patch_size": 8, "num_layers": 1, "hidden_dim": 16, "num_heads": 2,
+                                      "intermediate_dim": 32, "image_shape": (32, 32, 3),
+                                      "position_embedding_shape": (32, 32, 3)},
+         image=True, sizes=({"b": 1, "h": 32, "w": 32}, {"b": 2, "h": 40, "w": 48})),
+)
+DEFAULT = 10
+BY_NAME = {c.name: c for c in CASES}
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_LOC = re.compile(r"\s*loc\((?:[^()]|\([^()]*\))*\)")
+
+
+# -- the child: one backbone, one mode, in a fresh process ----------------------------------------
+def _first(text: str) -> str:
+    lines = [ln.strip() for ln in _ANSI.sub("", text).splitlines() if ln.strip()]
+    return lines[0] if lines else ""
+
+
+def _error(err: BaseException) -> dict[str, Any]:
+    """The exception as Keras re-raised it, and JAX's own (the innermost cause) under it.
+
+    ``args`` are compared, not ``str()``: smtdims' error appends its witnesses to ``str()`` only.
+    """
+    root = err
+    while (root.__cause__ or root.__context__) is not None:
+        root = root.__cause__ or root.__context__  # type: ignore[assignment]
+    return {"mro": [c.__module__ + "." + c.__qualname__ for c in type(err).__mro__],
+            "args": [str(a) for a in err.args], "root_args": [str(a) for a in root.args],
+            "first_line": _first(str(err)), "jax_line": _first(str(root)),
+            "root": type(root).__module__ + "." + type(root).__qualname__}
+
+
+def _child(mode: str, name: str, out_dir: str) -> dict[str, Any]:
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    if mode == "smtdims":
+        import smtdims
+
+        smtdims.install()
+    import jax
+    import keras
+    import keras_hub
+    import numpy as np
+    from jax import export
+
+    case = BY_NAME[name]
+    keras.utils.set_random_seed(0)
+    model = getattr(keras_hub.models, case.cls)(**case.kwargs)
+    names = [str(i.name) for i in model.inputs]
+    dtypes = [str(i.dtype) for i in model.inputs]
+    tv = [v.value for v in model.trainable_variables]
+    ntv = [v.value for v in model.non_trainable_variables]
+
+    def f(*xs: Any) -> Any:
+        inputs = dict(zip(names, xs, strict=True)) if len(xs) > 1 else xs[0]
+        return model.stateless_call(tv, ntv, inputs, training=False)[0]
+
+    def native(xs: list[Any]) -> list[Any]:
+        out = model(dict(zip(names, xs, strict=True)) if len(xs) > 1 else xs[0], training=False)
+        return [np.asarray(x) for x in jax.tree.leaves(out)]
+
+    def inputs_at(shape: tuple[int, ...], seed: int) -> list[Any]:
+        rng = np.random.default_rng(seed)
+        xs = []
+        for n, dt in zip(names, dtypes, strict=True):
+            if case.image:
+                xs.append(rng.standard_normal(shape).astype(dt))
+            elif "mask" in n:
+                xs.append(np.ones(shape, dt))
+            elif "segment" in n:
+                xs.append(rng.integers(0, 2, shape).astype(dt))
+            else:
+                xs.append(rng.integers(0, VOCAB, shape).astype(dt))
+        return xs
+
+    def concrete(sizes: dict[str, int]) -> tuple[int, ...]:
+        return tuple(eval(d, {}, dict(sizes)) for d in case.dims.split(","))  # "b, t" -> (1, 5)
+
+    def run(exp: Any, shapes: list[tuple[int, ...]], tag: str) -> list[dict[str, Any]]:
+        runs = []
+        for i, shape in enumerate(shapes):
+            xs = inputs_at(shape, i)
+            got = [np.asarray(x) for x in jax.tree.leaves(exp.call(*xs))]
+            want = native(xs)
+            ok = len(got) == len(want) and all(g.shape == w.shape and np.allclose(g, w, rtol=1e-4, atol=1e-4)
+                                               for g, w in zip(got, want, strict=True))
+            err = max((float(np.max(np.abs(g - w))) for g, w in zip(got, want, strict=True)
+                       if g.shape == w.shape and g.size), default=0.0)
+            if tag:
+                np.savez(Path(out_dir) / f"{name}.{tag}.{i}.npz", *got)
+            runs.append({"shape": list(shape), "allclose": bool(ok), "max_abs_err": err})
+        return runs
+
+    res: dict[str, Any] = {"inputs": [f"{dt}[{case.dims}]" for dt in dtypes]}
+    if mode in ("stock", "smtdims"):
+        scope_shape = export.symbolic_shape(case.dims, constraints=case.constraints)
+        specs = [jax.ShapeDtypeStruct(scope_shape, dt) for dt in dtypes]
         t0 = time.monotonic()
-        stock, ours = _run("stock", name), _run("smtdims", name)
-        if "error" in stock:
-            same = ("error" in ours and stock["error"][0] in ours["error"]
-                    and ours["message"] == stock["message"])
-            outcome = f"fails: {stock['error'][0].rsplit('.', 1)[1]}: {stock['message'].splitlines()[0][:70]}"
+        try:
+            exp = export.export(jax.jit(f))(*specs)
+        except Exception as err:  # the outcome, compared stock vs smtdims
+            res["error"] = _error(err)
         else:
-            same = ours.get("shapes") == stock.get("shapes") and ours.get("mlir") == stock.get("mlir")
-            outcome = f"exports: {stock['shapes']}"
-        line = f"{name:20} stock {outcome}; smtdims {'the same' if same else 'DIFFERENT: ' + str(ours)[:200]}"
-        if "error" in stock:
-            fixed = _run("fix", name)
-            found = fixed.get("fix")
-            good = fixed.get("ok") and tuple(found or ()) == EXPECTED_FIX
-            line += f"; the whole fix: {found} ({'verified' if fixed.get('ok') else 'NOT verified'})"
-            bad += not good
-        bad += not same
-        print(f"{line} [{time.monotonic() - t0:.0f} s]", flush=True)
-    print(f"keras: {len(names or BACKBONES)} backbones, {bad} problems")
+            text = "\n".join(ln for ln in exp.mlir_module().splitlines() if not ln.startswith("#loc"))
+            res["shapes"] = [str(a.shape) for a in exp.out_avals]
+            res["hlo"] = hashlib.sha256(_LOC.sub("", text).encode()).hexdigest()[:16]
+            res["runs"] = run(exp, [concrete(s) for s in case.sizes], mode)
+        res["export_s"] = round(time.monotonic() - t0, 1)
+        return res
+
+    # mode == "fix": the whole fix, then the fixed specification on stock JAX
+    import smtdims
+
+    rep = smtdims.export_and_verify(f, *[f"{dt}[{case.dims}]" for dt in dtypes], constraints=case.constraints,
+                                    fix=True, samples=4)
+    fix = rep.fix
+    res["export_ok"] = bool(rep.ok)
+    if fix is None:
+        res["fix"] = None
+        return res
+    res["fix"] = {"status": fix.status, "detail": fix.detail, "parts": [str(p) for p in fix.parts],
+                  "shapes": list(fix.shapes), "constraints": list(fix.constraints), "verified": fix.verified,
+                  "ok": bool(fix.ok), "seconds": round(fix.seconds, 1), "rounds": len(fix.rounds),
+                  "lines": fix.lines()[:40],
+                  "box": fix.box.sentence(name) if fix.box is not None else "",
+                  "edges": [[env, runs, admits] for env, runs, admits in fix.extremes]}
+    if fix.status != "fixed":
+        return res
+    samples = fix.report.samples if fix.report is not None else ()
+    res["fix"]["samples"] = [[s.status, [list(x) for x in s.shapes]] for s in samples]
+    smtdims.uninstall()  # the fixed specification, exported by stock JAX alone
+    scope = export.SymbolicScope(tuple(fix.constraints))
+    specs = [jax.ShapeDtypeStruct(export.symbolic_shape(s, scope=scope), dt) for s, dt in zip(fix.shapes, dtypes, strict=True)]
+    try:
+        exp = export.export(jax.jit(f))(*specs)
+    except Exception as err:
+        res["stock_fixed"] = {"error": _error(err)}
+    else:
+        shapes = [tuple(s.shapes[0]) for s in samples if s.shapes and all(s.shapes[0])][:2]
+        res["stock_fixed"] = {"shapes": [str(a.shape) for a in exp.out_avals], "runs": run(exp, shapes, "")}
+    return res
+
+
+# -- the parent: the table -------------------------------------------------------------------------
+def _spawn(mode: str, name: str, out_dir: str) -> dict[str, Any]:
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+    result = Path(out_dir) / f"{name}.{mode}.json"
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, name, out_dir]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    except subprocess.TimeoutExpired:
+        return {"crash": "timed out after 900 s"}
+    if p.returncode != 0 or not result.exists():
+        return {"crash": f"exit {p.returncode}: " + (p.stderr or p.stdout)[-800:]}
+    return json.loads(result.read_text())
+
+
+def _short(res: dict[str, Any]) -> str:
+    if "crash" in res:
+        return "CRASH " + res["crash"].strip().splitlines()[-1][:100]
+    if "error" in res:
+        e = res["error"]
+        return f"{e['mro'][0].rsplit('.', 1)[1]}: {e['jax_line'][:110]}"
+    return " ".join(res["shapes"])
+
+
+def _compare(stock: dict[str, Any], ours: dict[str, Any], name: str, out_dir: str) -> list[str]:
+    """How smtdims' outcome differs from stock's ([] when it does not)."""
+    if "crash" in stock or "crash" in ours:
+        return ["a child crashed"]
+    if ("error" in stock) != ("error" in ours):
+        if "error" in ours:
+            return ["smtdims fails, stock exports"]
+        return [d for d in ("stock fails, smtdims exports", _decided(stock["error"]["jax_line"], BY_NAME[name].constraints)) if d]
+    if "error" in stock:
+        s, o = stock["error"], ours["error"]
+        diff = []
+        if s["mro"][0] not in o["mro"]:
+            diff.append(f"exception {o['mro'][0]} is not a {s['mro'][0]}")
+        if s["args"] != o["args"] or s["root_args"] != o["root_args"]:
+            diff.append("another message")
+        if diff:
+            diff.append(_decided(s["jax_line"], BY_NAME[name].constraints))
+        return [d for d in diff if d]
+    diff = []
+    if stock["shapes"] != ours["shapes"]:
+        diff.append("other output shapes")
+    if stock["hlo"] != ours["hlo"]:
+        diff.append("other StableHLO")
+    import numpy as np
+
+    for i in range(len(stock["runs"])):
+        a, b = (np.load(Path(out_dir) / f"{name}.{m}.{i}.npz") for m in ("stock", "smtdims"))
+        if list(a.keys()) != list(b.keys()) or not all(np.array_equal(a[k], b[k]) for k in a.keys()):
+            diff.append(f"other numbers at {stock['runs'][i]['shape']}")
+    return diff
+
+
+_INCONCLUSIVE = re.compile(r"Symbolic dimension comparison '(.+)' (>=|<=|>|<|==|!=) '(.+)' is inconclusive\.")
+
+
+def _decided(jax_line: str, constraints: tuple[str, ...]) -> str:
+    """smtdims' answer to the comparison stock found inconclusive ('' when stock's error is another).
+
+    Where the outcomes differ after such an error, this says whether smtdims decided the comparison
+    (and so went on to another outcome) rather than answering it wrongly.
+    """
+    m = _INCONCLUSIVE.fullmatch(jax_line)
+    if m is None:
+        return ""
+    import smtdims
+
+    try:
+        d = smtdims.decide(m[1], m[2], m[3], constraints=constraints)
+    except Exception as err:  # reported, never fatal: the table is what matters
+        return f"stock's inconclusive '{m[1]} {m[2]} {m[3]}': smtdims.decide raised {type(err).__name__}"
+    return f"stock's inconclusive '{m[1]} {m[2]} {m[3]}' is {d.status} by smtdims.decide"
+
+
+def _allowed(stock: dict[str, Any], name: str) -> bool:
+    """The one difference the drop-in promise allows: stock stopped at a comparison it found
+    inconclusive and smtdims proves it (true or false), so the export goes on to another outcome
+    (ViT: past its reshape, to the genuine broadcasting error stock meets too once it gets there)."""
+    if "error" not in stock:
+        return False
+    text = _decided(stock["error"]["jax_line"], BY_NAME[name].constraints)
+    return text.endswith((" is true by smtdims.decide", " is false by smtdims.decide"))
+
+
+def _runs(res: dict[str, Any]) -> tuple[int, int]:
+    runs = res.get("runs", [])
+    return sum(r["allclose"] for r in runs), len(runs)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", help="backbones to run (default: the first ten of --list)")
+    ap.add_argument("--list", action="store_true", help="list the backbones and exit")
+    ap.add_argument("--no-fix", action="store_true", help="skip the whole fix of stock's failures")
+    ap.add_argument("--json", help="write every result to this file")
+    ap.add_argument("--child", nargs=3, metavar=("MODE", "NAME", "DIR"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        mode, name, out_dir = args.child
+        res = _child(mode, name, out_dir)
+        Path(out_dir, f"{name}.{mode}.json").write_text(json.dumps(res))
+        return 0
+    if args.list:
+        for i, c in enumerate(CASES):
+            print(f"{c.name:11} {c.cls:20} {c.dims}{'' if i < DEFAULT else '   (by name only)'}")
+        return 0
+    unknown = [n for n in args.names if n not in BY_NAME]
+    if unknown:
+        ap.error(f"unknown backbone(s) {', '.join(unknown)}; --list names them")
+    cases = [BY_NAME[n] for n in args.names] or list(CASES[:DEFAULT])
+    from importlib.metadata import version
+
+    print("keras: python " + sys.version.split()[0] + ", "
+          + ", ".join(f"{p} {version(p)}" for p in ("jax", "keras", "keras-hub", "tensorflow")), flush=True)
+    bad, results, t_all = 0, {}, time.monotonic()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="clients_keras.") as out_dir:
+        for case in cases:
+            t0 = time.monotonic()
+            stock, ours = _spawn("stock", case.name, out_dir), _spawn("smtdims", case.name, out_dir)
+            diff = _compare(stock, ours, case.name, out_dir)
+            ok_s, n_s = _runs(stock)
+            ok_o, n_o = _runs(ours)
+            bad_runs = (n_s - ok_s) + (n_o - ok_o)
+            fixed: dict[str, Any] = {}
+            if "error" in stock and not args.no_fix:
+                fixed = _spawn("fix", case.name, out_dir)
+            allowed = bool(diff) and _allowed(stock, case.name)
+            results[case.name] = {"stock": stock, "smtdims": ours, "differences": diff, "allowed": allowed,
+                                  "fix": fixed}
+            bad += (bool(diff) and not allowed) + bool(bad_runs)
+            rows.append((case, stock, ours, diff, (ok_s, n_s, ok_o, n_o), fixed, time.monotonic() - t0))
+            _print_row(*rows[-1])
+        print()
+        print("| backbone | inputs | stock | smtdims | same | exported vs native | whole fix (smtdims) | s |")
+        print("|---|---|---|---|---|---|---|---|")
+        for case, stock, ours, diff, (ok_s, n_s, ok_o, n_o), fixed, secs in rows:
+            same = "yes" if not diff else ("allowed" if results[case.name]["allowed"] else "**NO**") + ": " + "; ".join(diff)
+            if "error" not in ours and "crash" not in ours and "error" not in stock and "crash" not in stock:
+                same += ", HLO identical, numbers identical" if not diff else ""
+            runs = f"stock {ok_s}/{n_s}, smtdims {ok_o}/{n_o}" if n_s or n_o else "-"
+            print(f"| {case.name} | {case.dims} | {_short(stock)} | {_short(ours)} | {same} | {runs} | "
+                  f"{_fix_cell(fixed)} | {secs:.0f} |")
+    total = time.monotonic() - t_all
+    print(f"keras: {len(cases)} backbones, {bad} with a difference the drop-in promise does not allow or a "
+          f"wrong result ({total:.0f} s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     return 1 if bad else 0
+
+
+def _fix_cell(fixed: dict[str, Any]) -> str:
+    if not fixed:
+        return "-"
+    if "crash" in fixed:
+        return "CRASH " + fixed["crash"].strip().splitlines()[-1][:100]
+    fix = fixed.get("fix")
+    if fix is None:
+        return "exports with smtdims: no fix needed" if fixed.get("export_ok") else "no fix reported"
+    cell = f"{fix['status']}: " + ("; ".join(fix["parts"]) or fix["detail"] or "-")
+    if fix["status"] == "fixed":
+        cell += f" (verified end to end: {'yes' if fix['verified'] else 'NO'}"
+        samples = fix.get("samples", [])
+        cell += f", {sum(s[0] == 'pass' for s in samples)}/{len(samples)} samples pass"
+        sf = fixed.get("stock_fixed", {})
+        if "error" in sf:
+            cell += f"; stock JAX refuses the fixed spec: {sf['error']['jax_line'][:80]}"
+        elif sf:
+            ok, n = _runs(sf)
+            cell += f"; stock JAX exports the fixed spec, {ok}/{n} runs match native"
+        cell += f"; {fix['seconds']:.0f} s)"
+    return cell
+
+
+def _print_row(case: Case, stock: dict[str, Any], ours: dict[str, Any], diff: list[str], runs: tuple[int, int, int, int],
+               fixed: dict[str, Any], secs: float) -> None:
+    print(f"{case.name}: stock {_short(stock)}", flush=True)
+    print(f"  smtdims: {'the same' if not diff else 'DIFFERENT (' + '; '.join(diff) + '): ' + _short(ours)}", flush=True)
+    if runs[1] or runs[3]:
+        print(f"  exported vs native at {[list(r['shape']) for r in stock.get('runs', ours.get('runs', []))]}: "
+              f"stock {runs[0]}/{runs[1]}, smtdims {runs[2]}/{runs[3]} allclose", flush=True)
+    if fixed:
+        print(f"  whole fix: {_fix_cell(fixed)}", flush=True)
+        for ln in (fixed.get("fix") or {}).get("lines", [])[:12]:
+            print(f"    {ln}", flush=True)
+    print(f"  [{secs:.0f} s]", flush=True)
 
 
 if __name__ == "__main__":
