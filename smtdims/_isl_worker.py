@@ -7,8 +7,9 @@ started as a script, reads one JSON request per line on stdin and writes one JSO
 line on stdout, and exits at end of input.
 
 Requests: ``{"op": "bounds" | "sat" | "least", "key": int, "dom": text | null, "tup": "v0, v1",
-"expr": text, "rel": "<" (sat), "known": [int, ...] (bounds), "value": "int" (least: a point
-where ``expr`` is ``value`` with the least sum of the variables)}``. ``dom`` (the constraints'
+"expr": text, "rel": "<" (sat), "known": [int, ...] (bounds), "least": bool (bounds: witnesses
+with the least sum of the variables), "value": "int" (least: a point where ``expr`` is ``value``
+with the least sum of the variables)}``. ``dom`` (the constraints'
 integer set) is sent once per key; a request naming a key this process does not hold gets
 ``{"missing": true}``. Answers carry ints, or ``"inf"``/``"-inf"``, or ``{"error": ...}``.
 """
@@ -27,6 +28,7 @@ from typing import Any
 OPERATIONS = 200_000
 DOMAINS = 512
 SPIN = 0.002  # seconds to stay awake for the next request
+_yield = getattr(os, "sched_yield", lambda: None)  # polling, but giving the core to whoever waits for it
 
 
 def _value(v: Any) -> int | str | None:
@@ -56,10 +58,21 @@ def _least(isl: Any, ctx: Any, points: Any, tup: str, n: int) -> list[int] | Non
     """A point of ``points`` with the least sum of the variables: the witness a person reads at a
     glance (``smtdims.bounds`` shows it), found here in one call instead of a search by Z3."""
     total = "(" + " + ".join(tup.split(", ")) + ")"
-    least = points.min_val(isl.Aff.read_from_str(ctx, "{ [" + tup + "] -> [" + total + "] }"))
-    if not least.is_int():  # empty (nan); never -inf, every variable being >= 1
+    obj = isl.Aff.read_from_str(ctx, "{ [" + tup + "] -> [" + total + "] }")
+    best: tuple[int, Any] | None = None
+    for bs in points.get_basic_sets():  # per basic set, skipping empty ones (as in handle)
+        if bs.is_empty():
+            continue
+        one = isl.Set.from_basic_set(bs)
+        v = one.min_val(obj)
+        if not v.is_int():  # never -inf (every variable is >= 1); nan: give up
+            return None
+        if best is None or int(str(v)) < best[0]:
+            best = (int(str(v)), one)
+    if best is None:
         return None
-    return _coords(isl, points.intersect(isl.Set.read_from_str(ctx, "{ [" + tup + "] : " + total + " = " + str(least) + " }")), n)
+    at = isl.Set.read_from_str(ctx, "{ [" + tup + "] : " + total + " = " + str(best[0]) + " }")
+    return _coords(isl, best[1].intersect(at), n)
 
 
 def _order(v: int | str) -> float | int:
@@ -104,7 +117,9 @@ def handle(isl: Any, ctx: Any, domains: OrderedDict, req: dict) -> dict:
     known = set(req.get("known", ()))
     out: dict = {"lo": lo, "hi": hi}
     for name, end in (("wlo", lo), ("whi", hi)):
-        if isinstance(end, int) and end not in known:
+        if isinstance(end, int) and req.get("least") and n:
+            out[name] = _least(isl, ctx, _attaining(isl, graph, end), tup, n)
+        elif isinstance(end, int) and end not in known:
             out[name] = _coords(isl, _attaining(isl, graph, end), n)
     return out
 
@@ -120,7 +135,7 @@ def _requests(fd: int):
         while b"\n" not in buffer:
             spin = time.monotonic() + SPIN
             while not select.select([fd], [], [], 0)[0] and time.monotonic() < spin:
-                pass
+                _yield()
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 return

@@ -51,6 +51,7 @@ _DIGITS_LIMIT = 10**MAX_DIGITS
 CALL_LIMIT = 1.0  # seconds one ISL call may take before it is abandoned
 START_LIMIT = 10.0  # seconds for a worker to start (import islpy) before the rung gives up
 _WORKER = workers.Worker("_isl_worker.py")
+_LEAST_ENTRIES = 10_000  # least-sum witnesses kept per constraint set
 
 
 def worker() -> workers.Worker:
@@ -116,6 +117,7 @@ class Engine:
         self._keys: dict[tuple[str, ...], int] = {}
         self._sent: dict[tuple[str, ...], int] = {}  # worker generation each domain was sent to
         self.disabled = False  # ISL was late here once: Z3 answers the rest of this scope
+        self._least: dict[tuple[Expr, int], dict[str, int]] = {}  # least-sum witnesses ISL gave with bounds
         seen: set[Op] = set()
         self._constraint_ops = [0, 0]
         for p in self.parts:
@@ -160,17 +162,18 @@ class Engine:
             self._sent.pop(names, None)
         return None
 
-    def bounds(self, e: Expr, known: dict[int, dict[str, int]] | None = None
+    def bounds(self, e: Expr, known: dict[int, dict[str, int]] | None = None, *, least: bool = False
                ) -> tuple[int | float, int | float, dict[str, int] | None, dict[str, int] | None] | None:
         """``(lo, hi, lo_witness, hi_witness)``, exact; None when ISL could not answer (in time).
 
         ``known`` maps values of ``e`` to satisfying valuations already at hand: an end that one
-        of them attains needs no sample point from ISL.
+        of them attains needs no sample point from ISL. ``least``: every finite end's witness is one
+        with the least sum of the variables (kept for :meth:`least_witness`: one call, not two).
         """
-        known = known or {}
+        known = {} if least else known or {}
         if not available() or not self.eligible(e):
             return None
-        got = self._ask(e, {"op": "bounds", "known": sorted(known)})
+        got = self._ask(e, {"op": "bounds", "known": sorted(known), "least": least})
         if got is None:
             return None
         answer, names = got
@@ -185,12 +188,17 @@ class Engine:
             if w is None or not self.constraints.holds(w) or e.evaluate(w) != end:
                 return None  # never trust an end without a witness that re-evaluates exactly
             witnesses.append(w)
+            if least and len(self._least) < _LEAST_ENTRIES:
+                self._least[(e, int(end))] = w
         return lo, hi, witnesses[0], witnesses[1]
 
     def least_witness(self, e: Expr, value: int) -> dict[str, int] | None:
         """A valuation meeting the constraints where ``e == value``, with the least sum of the
         variables (readable witnesses, one ISL call); None when ISL could not answer. Re-checked
         exactly, like every point ISL gives."""
+        hit = self._least.get((e, value))
+        if hit is not None:
+            return hit
         if not available() or not self.eligible(e):
             return None
         got = self._ask(e, {"op": "least", "value": str(value)})

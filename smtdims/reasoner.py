@@ -31,6 +31,7 @@ deadline of :mod:`smtdims.options`; ``stats()`` counts which rung answered.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import threading
 from collections import OrderedDict
@@ -760,7 +761,11 @@ class Session:
         def exact() -> Bounds:
             self.ensure_satisfiable()
             self.check_divisors(e)
-            return self._bounds(e)
+            token = _READABLE.set(readable)
+            try:
+                return self._bounds(e)
+            finally:
+                _READABLE.reset(token)
 
         def deterministic(b: Bounds) -> bool:
             return b.deterministic
@@ -930,7 +935,7 @@ class Session:
         if eng is None:
             return None
         known = {v: env for v, env in vals}
-        got = eng.bounds(e, known)
+        got = eng.bounds(e, known, least=_READABLE.get())
         if got is None:
             return None
         lo, hi, w_lo, w_hi = got
@@ -938,6 +943,10 @@ class Session:
             STATS.bump("presburger_declined")  # disagrees with a proven bound or a known point
             return None
         return End(lo, True, w_lo), End(hi, True, w_hi)
+
+# Whether the bound being computed is for people (``smtdims.bounds``): ISL then gives the least-sum
+# witnesses with the ends, in the same call (see _small_witness).
+_READABLE: contextvars.ContextVar[bool] = contextvars.ContextVar("smtdims_readable", default=False)
 
 # Per-scope caches are bounded by entries and by the size of what they keep (expr.CACHE_MAX_TERMS).
 _CACHE_ENTRIES = 100_000
@@ -948,9 +957,14 @@ def _cacheable(cache: dict, *exprs: Expr) -> bool:
 
 
 class SessionRegistry:
-    """Sessions keyed by constraint set and budget; bounded so memory cannot grow without limit."""
+    """Sessions keyed by constraint set and budget; bounded so memory cannot grow without limit.
 
-    def __init__(self, capacity: int = 256):
+    A session keeps its answers (about 0.4 MB after a few large questions); 64 recent constraint
+    sets cover a notebook's or a script's working set (JAX's scopes keep their own sessions, not
+    these), and a session asked again after eviction answers the same, only not from its cache.
+    """
+
+    def __init__(self, capacity: int = 64):
         self.capacity = capacity
         self._lock = options.fork_safe(threading.Lock())
         self._sessions: OrderedDict[tuple[ConstraintSet, int], Session] = OrderedDict()

@@ -28,6 +28,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 _SPIN = 0.002  # seconds to poll for an answer before blocking
+# Each poll gives the core away if another process waits for it (on an idle core sched_yield
+# returns at once): on a busy machine that process may be the very worker polled for, and a poll
+# that kept the core made each round trip cost a scheduler slice, milliseconds (issue 28).
+_yield = getattr(os, "sched_yield", lambda: None)
 # Every worker and pool, so that a forked child forgets the parent's processes (one at-fork hook)
 _LIVE: weakref.WeakSet = weakref.WeakSet()
 
@@ -114,6 +118,7 @@ class Worker:
             if not select.select([fd], [], [], 0)[0]:
                 now = time.monotonic()
                 if now < spin:
+                    _yield()
                     continue
                 if now >= end or not select.select([fd], [], [], end - now)[0]:
                     return None

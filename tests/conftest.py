@@ -9,6 +9,30 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import pytest  # noqa: E402
 
 
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true",
+                     help="also run the soak tests (repeats, sweeps, stress: CI runs them; SMTDIMS_FULL_TESTS=1 too)")
+
+
+def _full(config) -> bool:
+    return config.getoption("--full") or os.environ.get("SMTDIMS_FULL_TESTS") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselect the soak tests unless asked for: the same assertions run in CI's full mode, and a
+    newcomer's ``bash scripts/test.sh`` takes minutes less."""
+    if _full(config):
+        return
+    soak = [it for it in items if it.get_closest_marker("soak")]
+    if soak:
+        config.hook.pytest_deselected(items=soak)
+        items[:] = [it for it in items if not it.get_closest_marker("soak")]
+
+
+def pytest_report_header(config):
+    return None if _full(config) else "soak tests deselected (--full or SMTDIMS_FULL_TESTS=1 runs them, as CI does)"
+
+
 @pytest.fixture
 def installed():
     """smtdims installed for one test, stock JAX restored afterwards."""

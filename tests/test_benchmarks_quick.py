@@ -40,6 +40,7 @@ def _check_targets(d: dict) -> None:
         assert set(t) >= {"target", "value", "limit", "met"}
 
 
+@pytest.mark.soak
 def test_all_json(results):
     d = _load(results, "all")
     assert d["failed"] == []

@@ -44,6 +44,7 @@ def _unrelated_queries(i: int) -> None:
     smtdims.bounds(f"floordiv(a*a + {i}, b)")
 
 
+@pytest.mark.soak
 @pytest.mark.parametrize("fn, spec, shapes", CASES, ids=["pad-to-8", "trim-to-4"])
 def test_reshape_exports_every_time(installed, fn, spec, shapes):
     runs = [(None, 10), (4 * options.DEFAULT_BUDGET, 3), (20 * options.DEFAULT_BUDGET, 3)]

@@ -95,6 +95,7 @@ def scenario() -> tuple[int, int, list[int | None]]:
     return hung, wrong, statuses
 
 
+@pytest.mark.soak
 def test_children_forked_while_every_rung_is_busy_answer():
     """The scenario runs in a process of its own: forking a pytest worker (pytest-xdist) copies its
     pipes to the controller into every child, and a crash there would take the worker with it."""

@@ -15,6 +15,7 @@ import pytest
 from smtdims import ConstraintSet, options, parse_expr, smt
 from smtdims.reasoner import Session
 
+
 def _constraints(i: int) -> ConstraintSet:
     return ConstraintSet.of(["c <= a + b", "a + c >= 3*b", f"a + b + c <= {60 + i}"])
 

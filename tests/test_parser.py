@@ -194,6 +194,7 @@ _VALUE = st.integers(1, 12) | st.integers(1, 10**9)
 _ENV = st.fixed_dictionaries({"a": _VALUE, "b": _VALUE, "c": _VALUE})
 
 
+@pytest.mark.soak
 @settings(derandomize=True, max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_sum(depth=2), st.lists(_ENV, min_size=3, max_size=5))
 def test_parser_agrees_with_python_eval(texts, envs):
@@ -217,6 +218,7 @@ def test_parser_agrees_with_python_eval(texts, envs):
         assert e.evaluate(env) == expected, (ours, py, env, str(e))
 
 
+@pytest.mark.soak
 def test_property_generator_reaches_the_precedence_bug():
     # The generator can write the texts that broke the old parser (unary minus after '*' before '^').
     seen: list[str] = []

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import smtdims
 from smtdims.expr import MAX, Expr, Op, nesting
 from smtdims.parser import parse_expr
@@ -38,6 +40,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.soak
 def test_every_depth_answers_under_the_default_limit():
     res = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0 and res.stdout.strip() == "OK", res.stdout + res.stderr[-3000:]
