@@ -959,12 +959,12 @@ def _cacheable(cache: dict, *exprs: Expr) -> bool:
 class SessionRegistry:
     """Sessions keyed by constraint set and budget; bounded so memory cannot grow without limit.
 
-    A session keeps its answers (about 0.4 MB after a few large questions); 64 recent constraint
+    A session keeps its answers (about 0.4 MB after a few large questions); 32 recent constraint
     sets cover a notebook's or a script's working set (JAX's scopes keep their own sessions, not
     these), and a session asked again after eviction answers the same, only not from its cache.
     """
 
-    def __init__(self, capacity: int = 64):
+    def __init__(self, capacity: int = 32):
         self.capacity = capacity
         self._lock = options.fork_safe(threading.Lock())
         self._sessions: OrderedDict[tuple[ConstraintSet, int], Session] = OrderedDict()

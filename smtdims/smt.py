@@ -892,7 +892,7 @@ def question() -> Iterator[None]:
 # capacity (public calls), so without this bound memory grew with the number of scopes asked
 # about, not with the number in use (issue 28: 530 MB after 20,000 questions). Dead objects'
 # entries are dropped as they reach the front.
-LIVE_Z3_HOLDERS = 32
+LIVE_Z3_HOLDERS = 16
 _LIVE: OrderedDict[int, weakref.ref] = OrderedDict()
 _HOLDER_KEYS = itertools.count(1)
 
