@@ -106,16 +106,20 @@ def child_scopes(n: int, keep: bool) -> dict:
     import smtdims
 
     smtdims.install()
+    smtdims.options.set_defaults(presburger=False)  # ISL would answer: each scope is to build a Z3 solver
     smtdims.reset_stats()
     kept = []
     samples = []
     refs = []
 
     def one(i: int) -> None:
-        (b,) = export.symbolic_shape("b")  # a fresh scope
+        # a fresh scope, and a comparison that stock JAX and smtdims' interval rung cannot settle,
+        # true by combining the constraints: Z3's solver for the scope proves it
+        scope = export.SymbolicScope(["c <= a + b", "a + c >= 3*b", f"a + b + c <= {60 + i}"])
+        a, b, c = export.symbolic_shape("a, b, c", scope=scope)
         refs.append(weakref.ref(b.scope))
         try:
-            _ = b >= b % (3 + i % 5)  # stock JAX cannot settle this: smtdims' solver answers
+            _ = 3 * a >= b + c
         except Exception:
             pass
         if keep:

@@ -16,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 pytest.importorskip("islpy")  # the hard corpus's ground truth and benchmark 4's oracle
+pytestmark = pytest.mark.soak  # one quick run of every benchmark (a minute or two of CPU): CI's full mode
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,6 @@ def _check_targets(d: dict) -> None:
         assert set(t) >= {"target", "value", "limit", "met"}
 
 
-@pytest.mark.soak
 def test_all_json(results):
     d = _load(results, "all")
     assert d["failed"] == []
