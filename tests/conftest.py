@@ -6,7 +6,14 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+import signal  # noqa: E402
+
 import pytest  # noqa: E402
+
+# A shell starts a background job (`cmd &`) with SIGINT ignored, and every child inherits that: the
+# Ctrl-C tests would send a signal nothing receives. The tests run with Python's default handler.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser):
