@@ -7,8 +7,8 @@ started as a script, reads one JSON request per line on stdin and writes one JSO
 line on stdout, and exits at end of input.
 
 Requests: ``{"op": "bounds" | "sat" | "least", "key": int, "dom": text | null, "tup": "v0, v1",
-"expr": text, "rel": "<" (sat), "known": [int, ...] (bounds), "least": bool (bounds: witnesses
-with the least sum of the variables), "value": "int" (least: a point where ``expr`` is ``value``
+"expr": text, "rel": "<" (sat), "known": [int, ...] (bounds), "least": bool (bounds: the witnesses
+of ends not in ``known`` with the least sum of the variables), "value": "int" (least: a point where ``expr`` is ``value``
 with the least sum of the variables)}``. ``dom`` (the constraints'
 integer set) is sent once per key; a request naming a key this process does not hold gets
 ``{"missing": true}``. Answers carry ints, or ``"inf"``/``"-inf"``, or ``{"error": ...}``.
@@ -117,10 +117,9 @@ def handle(isl: Any, ctx: Any, domains: OrderedDict, req: dict) -> dict:
     known = set(req.get("known", ()))
     out: dict = {"lo": lo, "hi": hi}
     for name, end in (("wlo", lo), ("whi", hi)):
-        if isinstance(end, int) and req.get("least") and n:
-            out[name] = _least(isl, ctx, _attaining(isl, graph, end), tup, n)
-        elif isinstance(end, int) and end not in known:
-            out[name] = _coords(isl, _attaining(isl, graph, end), n)
+        if isinstance(end, int) and end not in known:
+            points = _attaining(isl, graph, end)
+            out[name] = _least(isl, ctx, points, tup, n) if req.get("least") and n else _coords(isl, points, n)
     return out
 
 

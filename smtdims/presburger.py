@@ -167,10 +167,11 @@ class Engine:
         """``(lo, hi, lo_witness, hi_witness)``, exact; None when ISL could not answer (in time).
 
         ``known`` maps values of ``e`` to satisfying valuations already at hand: an end that one
-        of them attains needs no sample point from ISL. ``least``: every finite end's witness is one
-        with the least sum of the variables (kept for :meth:`least_witness`: one call, not two).
+        of them attains needs no sample point from ISL. ``least``: the witness ISL gives for any
+        other finite end is one with the least sum of the variables (kept for :meth:`least_witness`:
+        a readable witness in the same call; a known point is shrunk by exact evaluation first).
         """
-        known = {} if least else known or {}
+        known = known or {}
         if not available() or not self.eligible(e):
             return None
         got = self._ask(e, {"op": "bounds", "known": sorted(known), "least": least})
@@ -184,11 +185,12 @@ class Engine:
                 witnesses.append(None)
                 continue
             pt = answer.get(field)
-            w = dict(zip(names, pt, strict=True)) if pt is not None and len(pt) == len(names) else known.get(int(end))
+            from_isl = pt is not None and len(pt) == len(names)
+            w = dict(zip(names, pt, strict=True)) if from_isl else known.get(int(end))
             if w is None or not self.constraints.holds(w) or e.evaluate(w) != end:
                 return None  # never trust an end without a witness that re-evaluates exactly
             witnesses.append(w)
-            if least and len(self._least) < _LEAST_ENTRIES:
+            if least and from_isl and len(self._least) < _LEAST_ENTRIES:
                 self._least[(e, int(end))] = w
         return lo, hi, witnesses[0], witnesses[1]
 

@@ -386,13 +386,15 @@ class Recession:
     rational model. Its variables are named ``d:v``, apart from the solvers' ``v``.
     """
 
-    def __init__(self, constraints: ConstraintSet, budget: int):
+    def __init__(self, constraints: ConstraintSet, budget: int, family: int | None = None):
+        from . import smt
+
         self.constraints = constraints
         self.budget = budget
         self._solver = None
         self._ctx = None
         self._names = sorted(constraints.variables())
-        self._key: int | None = None
+        self._family = smt.new_family() if family is None else family  # its session's: released together
 
     @property
     def _z3_ctx(self):  # noqa: ANN202 (z3 is imported lazily here)
@@ -429,9 +431,7 @@ class Recession:
         with smt.Z3_LOCK:
             if self._solver is None or self._ctx is not smt.shared_context():  # first use, or released
                 self._start()
-            if self._key is None:
-                self._key = smt.new_holder_key()
-            smt.touch(self, self._key)
+            smt.touch(self, self._family)
             assert self._solver is not None and self._ctx is not None
             self._solver.push()
             try:

@@ -406,7 +406,7 @@ class Session:
     def __init__(self, constraints: ConstraintSet, budget: int | None = None, *, parent: Session | None = None):
         self.constraints = constraints
         self.budget = budget if budget is not None else options.current().budget
-        self.solver = SolverSession(constraints, self.budget)
+        self.solver = SolverSession(constraints, self.budget, parent.solver.family if parent is not None else None)
         self.lock = options.fork_safe(threading.RLock())  # a fork while another thread holds it: unheld in the child
         self._parent = parent
         self._evaluator: IntervalEvaluator | None = None

@@ -165,7 +165,7 @@ class EndSearch:
     def recession_ray(self, f: Expr, bases: list[dict[str, int]]) -> bool:
         """A ray proposed by the recession cone's LP, checked exactly from known feasible points."""
         if self._recession is None:
-            self._recession = rays.Recession(self.session.constraints, self.session.budget)
+            self._recession = rays.Recession(self.session.constraints, self.session.budget, self.session.solver.family)
         d = self._recession.direction(f)
         if d is None:
             return False

@@ -424,10 +424,10 @@ def retire_shared(ctx: z3.Context) -> None:
             _CONTEXT[0] = _new_shared_context()
             # now, not at their next check: a session that is not asked again would keep the old
             # context alive with every term in it (9 contexts, 220 MB, after 300 large questions)
-            for ref in list(_LIVE.values()):
-                holder = ref()
-                if holder is not None and holder._z3_ctx is ctx:
-                    holder._release()
+            for members in list(_LIVE.values()):
+                for holder in list(members):
+                    if holder._z3_ctx is ctx:
+                        holder._release()
 
 
 def _locked(method: Callable) -> Callable:
@@ -886,29 +886,34 @@ def question() -> Iterator[None]:
 
 
 # Objects whose Z3 side is built in the shared context (a session's solvers and terms, a recession
-# cone's LP), least recently used first (under Z3_LOCK). Past the limit the oldest one's Z3 side is
-# released (``_release()``; it is rebuilt on its next use): a solver holding a scope's constraints
-# costs 0.1-4 MB of Z3 memory, and sessions live as long as their scope (JAX) or the registry's
-# capacity (public calls), so without this bound memory grew with the number of scopes asked
-# about, not with the number in use (issue 28: 530 MB after 20,000 questions). Dead objects'
-# entries are dropped as they reach the front.
-LIVE_Z3_HOLDERS = 16
-_LIVE: OrderedDict[int, weakref.ref] = OrderedDict()
-_HOLDER_KEYS = itertools.count(1)
+# cone's LP), by family (a scope's session with its focus sessions and cones), least recently used
+# family first (under Z3_LOCK). Past the limit the oldest family's Z3 sides are released
+# (``_release()``; each is rebuilt on its next use): a solver holding a scope's constraints costs
+# 0.1-4 MB of Z3 memory, and sessions live as long as their scope (JAX) or the registry's capacity
+# (public calls), so without this bound memory grew with the number of scopes asked about, not with
+# the number in use (issue 28: 530 MB after 20,000 questions). By family, not by object: one question
+# on a large scope touches many focus sessions, and releasing them one by one rebuilt 500-constraint
+# solvers within a question (benchmark 5: 38 -> 94 ms).
+LIVE_Z3_FAMILIES = 16
+_LIVE: OrderedDict[int, weakref.WeakSet] = OrderedDict()
+_FAMILY_KEYS = itertools.count(1)
 
 
-def new_holder_key() -> int:
-    return next(_HOLDER_KEYS)
+def new_family() -> int:
+    return next(_FAMILY_KEYS)
 
 
-def touch(holder: object, key: int) -> None:
-    """``holder`` (with ``_release()`` and a ``_z3_ctx``) has just used its Z3 side: the most recent."""
+def touch(holder: object, family: int) -> None:
+    """``holder`` (with ``_release()`` and a ``_z3_ctx``) has just used its Z3 side: its family is the
+    most recent."""
     with Z3_LOCK:
-        _LIVE.pop(key, None)
-        _LIVE[key] = weakref.ref(holder)
-        while len(_LIVE) > LIVE_Z3_HOLDERS:
-            other = _LIVE.popitem(last=False)[1]()
-            if other is not None:
+        members = _LIVE.pop(family, None)
+        if members is None:
+            members = weakref.WeakSet()
+        members.add(holder)
+        _LIVE[family] = members
+        while len(_LIVE) > LIVE_Z3_FAMILIES:
+            for other in list(_LIVE.popitem(last=False)[1]):
                 other._release()
 
 
@@ -922,11 +927,11 @@ class SolverSession:
     mentions, no others. Thread-safe: work in the shared context holds ``Z3_LOCK``.
     """
 
-    def __init__(self, constraints: ConstraintSet, budget: int):
+    def __init__(self, constraints: ConstraintSet, budget: int, family: int | None = None):
         self.constraints = constraints
         self.budget = budget
         self.lock = Z3_LOCK
-        self._key = new_holder_key()
+        self.family = new_family() if family is None else family  # released together (see touch)
         self._enc: Encoder | None = None
         self._solvers: dict[bool, z3.Solver] = {}  # the shared solvers: fast (older arithmetic) and default
         self._fast_timeouts = 0
@@ -941,7 +946,7 @@ class SolverSession:
     def _start(self) -> None:
         if self._enc is not None and self._enc.ctx is not shared_context():  # retired: start over
             self._release()
-        touch(self, self._key)
+        touch(self, self.family)
         if self._enc is None:
             enc = Encoder(shared_context())
             terms, atoms = enc.collect(

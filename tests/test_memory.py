@@ -1,8 +1,9 @@
 """Memory is bounded by what is in use, not by how many scopes were ever asked about (issue 28).
 
 A session's Z3 side (its solvers and encoded terms in the shared context, a recession cone's LP)
-costs 0.1-4 MB of Z3 memory; at most ``smt.LIVE_Z3_HOLDERS`` of them live at once, the least
-recently used is released and rebuilt on its next use, with the same answers.
+costs 0.1-4 MB of Z3 memory; at most ``smt.LIVE_Z3_FAMILIES`` scopes' worth of them (a scope with its
+focus sessions) live at once, the least recently used released and rebuilt on its next use, with the
+same answers.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def _started(sessions: list[Session]) -> int:
 
 @pytest.fixture
 def four_live(monkeypatch):
-    monkeypatch.setattr(smt, "LIVE_Z3_HOLDERS", 4)
+    monkeypatch.setattr(smt, "LIVE_Z3_FAMILIES", 4)
     with options.scoped(presburger=False):
         yield
 
