@@ -138,6 +138,7 @@ def test_expansion_matches_repeated_multiplication():
     assert e == r and str(e) == str(r)
 
 
+@pytest.mark.soak
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(st.integers(0, 2**32), st.sampled_from(FUZZ.LARGE_KINDS))
 def test_large_inputs_answer_within_deadline(seed, kind):

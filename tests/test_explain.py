@@ -349,6 +349,7 @@ def test_fixes_are_ranked_weakest_first():
     assert str(settling_fix(session, parse_expr("a + 1"), parse_expr("b"))) .startswith("add the constraint 'a + 1 >= b'")
 
 
+@pytest.mark.soak
 def test_fix_ranking_box_stays_bounded_with_hundreds_of_variables():
     """The ranking grid is every valuation in 1..side only while that is small: 200 variables made it 3^200
     (explain ran out of memory in the large fuzz); past the bound a fixed-seed sample, the same every call."""

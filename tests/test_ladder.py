@@ -131,7 +131,7 @@ HANG = ("floordiv(- max(2*a*a + b + 2*a + 1, - 2*a + 5) + floordiv(- b + a*a + a
         "*max(- 2*b + 1, 2*a - a*a) + 2*max(- max(b*b + a - 5, - a + b - 4) - 5, 3*floordiv(2*b*a - 5, 5) - 4)*b + 5")
 
 
-@pytest.mark.parametrize("deadline", [2.0, None])
+@pytest.mark.parametrize("deadline", [2.0, pytest.param(None, marks=pytest.mark.soak)])  # None: the default, 10 s
 def test_the_hang_answers_within_the_deadline(deadline):
     """Z3 ignores rlimit inside this check; the watchdog's interrupt stops it."""
     limit = deadline if deadline is not None else options.current().deadline
