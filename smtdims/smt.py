@@ -912,6 +912,9 @@ def touch(holder: object, family: int) -> None:
             members = weakref.WeakSet()
         members.add(holder)
         _LIVE[family] = members
+        if len(_LIVE) > LIVE_Z3_FAMILIES:
+            for key in [k for k, m in _LIVE.items() if not m]:  # families whose objects are all gone
+                del _LIVE[key]
         while len(_LIVE) > LIVE_Z3_FAMILIES:
             for other in list(_LIVE.popitem(last=False)[1]):
                 other._release()

@@ -73,3 +73,14 @@ def test_a_retired_shared_context_is_freed_with_every_session_in_it(four_live):
     gc.collect()
     assert gone() is None, "a session that is not asked again kept the retired context (and its terms) alive"
     assert sessions[1].decide(*_question(4)).status == "true"
+
+
+def test_families_whose_objects_are_gone_do_not_push_out_live_ones(four_live):
+    sessions = [Session(_constraints(i)) for i in range(3)]
+    for i, s in enumerate(sessions):
+        s.decide(*_question(i))
+    for i in range(10):  # short-lived sessions (as explain's temporary solvers are), dropped at once
+        Session(_constraints(10 + i)).decide(*_question(i))
+    gc.collect()
+    Session(_constraints(30)).decide(*_question(0))
+    assert _living_in(smt.shared_context(), sessions) == [True] * 3
