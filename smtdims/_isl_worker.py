@@ -7,9 +7,9 @@ started as a script, reads one JSON request per line on stdin and writes one JSO
 line on stdout, and exits at end of input.
 
 Requests: ``{"op": "bounds" | "sat" | "least", "key": int, "dom": text | null, "tup": "v0, v1",
-"expr": text, "rel": "<" (sat), "known": [int, ...] (bounds), "least": bool (bounds: the witnesses
-of ends not in ``known`` with the least sum of the variables), "value": "int" (least: a point where ``expr`` is ``value``
-with the least sum of the variables)}``. ``dom`` (the constraints'
+"expr": text, "rel": "<" (sat), "known": [int, ...] (bounds), "least": bool (bounds: witnesses of
+the ends not in ``known`` with the least sum of the variables), "value": "int" (least: a point
+where ``expr`` is ``value`` with the least sum of the variables)}``. ``dom`` (the constraints'
 integer set) is sent once per key; a request naming a key this process does not hold gets
 ``{"missing": true}``. Answers carry ints, or ``"inf"``/``"-inf"``, or ``{"error": ...}``.
 """
