@@ -397,7 +397,7 @@ class Recession:
         self._family = smt.new_family() if family is None else family  # its session's: released together
 
     @property
-    def _z3_ctx(self):  # noqa: ANN202 (z3 is imported lazily here)
+    def _z3_ctx(self) -> object:  # a z3.Context (z3 is imported lazily here)
         return self._ctx
 
     def _release(self) -> None:
