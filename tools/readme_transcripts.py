@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import os
 import re
 import subprocess
@@ -179,17 +180,24 @@ def _env() -> dict[str, str]:
 
 def run_console(block: Block) -> list[list[str]]:
     """Each command's output lines, from one bash session."""
+    return [list(out) for out in _run_console(tuple(c.text for c in block.commands))]
+
+
+@functools.lru_cache(maxsize=None)
+def _run_console(commands: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """Memoised by the commands: two pages show the same session (the README's and docs/fix.md's
+    ``python examples/fix_gpt.py``, 15-20 s each) and one run checks both."""
     script = ["set +e"]
-    for c in block.commands:
-        script += [c.text, f"__rc=$?; printf '{SEP}\\n'; (exit $__rc)"]
+    for text in commands:
+        script += [text, f"__rc=$?; printf '{SEP}\\n'; (exit $__rc)"]
     with _scratch() as cwd:
         res = subprocess.run(["bash", "-c", "\n".join(script)], cwd=cwd, env=_env(), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT_S)
     parts = res.stdout.split(SEP + "\n")
-    outs = [p.splitlines() for p in parts[:len(block.commands)]]
-    while len(outs) < len(block.commands):
-        outs.append(["<no output: the session ended early>"])
-    return outs
+    outs = [tuple(p.splitlines()) for p in parts[:len(commands)]]
+    while len(outs) < len(commands):
+        outs.append(("<no output: the session ended early>",))
+    return tuple(outs)
 
 
 _REPL = """
@@ -208,10 +216,15 @@ if last is not None:
 
 
 def run_python(block: Block) -> list[str]:
+    return list(_run_python(block.code))
+
+
+@functools.lru_cache(maxsize=None)
+def _run_python(code: str) -> tuple[str, ...]:
     with _scratch() as cwd:
-        res = subprocess.run([sys.executable, "-c", _REPL, block.code], cwd=cwd, env=_env(), stdout=subprocess.PIPE,
+        res = subprocess.run([sys.executable, "-c", _REPL, code], cwd=cwd, env=_env(), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT_S)
-    return res.stdout.splitlines()
+    return tuple(res.stdout.splitlines())
 
 
 def actual(block: Block) -> list[str]:
