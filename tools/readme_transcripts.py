@@ -183,7 +183,7 @@ def run_console(block: Block) -> list[list[str]]:
     return [list(out) for out in _run_console(tuple(c.text for c in block.commands))]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _run_console(commands: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     """Memoised by the commands: two pages show the same session (the README's and docs/fix.md's
     ``python examples/fix_gpt.py``, 15-20 s each) and one run checks both."""
@@ -219,7 +219,7 @@ def run_python(block: Block) -> list[str]:
     return list(_run_python(block.code))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _run_python(code: str) -> tuple[str, ...]:
     with _scratch() as cwd:
         res = subprocess.run([sys.executable, "-c", _REPL, code], cwd=cwd, env=_env(), stdout=subprocess.PIPE,
