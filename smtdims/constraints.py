@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .expr import MAX, MIN, PARSE_CACHE_TERMS, Expr, Op, all_variables, sized_memo
+from .expr import MAX, MIN, PARSE_CACHE_SIZE, Expr, Op, all_variables, sized_memo
 from .parser import parse_constraint
 
 
@@ -78,7 +77,7 @@ def _split(diff: Expr) -> list[Expr]:
     return [diff]
 
 
-@sized_memo(entries=8192, total=PARSE_CACHE_TERMS, size=lambda parts: sum(len(p.diff.terms) for p in parts))
+@sized_memo(entries=8192, total=PARSE_CACHE_SIZE, size=lambda parts: sum(p.diff.size() for p in parts))
 def _parts(c: Constraint) -> tuple[Constraint, ...]:
     if c.kind != ">=":
         return (c,)
@@ -89,7 +88,7 @@ def _parts(c: Constraint) -> tuple[Constraint, ...]:
     return tuple(Constraint(d, ">=", c.text) for d in seen)
 
 
-@sized_memo(entries=8192, total=PARSE_CACHE_TERMS, size=lambda c: len(c.diff.terms))
+@sized_memo(entries=8192, total=PARSE_CACHE_SIZE, size=lambda c: c.diff.size())
 def _parse_cached(text: str) -> Constraint:
     lhs, op, rhs = parse_constraint(text)
     return Constraint.make(lhs, op, rhs, text.strip())
@@ -100,6 +99,10 @@ class ConstraintSet:
     """An immutable, hashable set of constraints over dimension variables (each >= 1)."""
 
     constraints: tuple[Constraint, ...] = ()
+    # memoised on the set, not in a module cache: a cache of 256 sets kept large scopes' constraints
+    # alive long after their sessions were gone (issue 28: 40,000 objects after 3,000 questions)
+    _vars: frozenset[str] | None = field(default=None, compare=False, repr=False)
+    _parts: tuple[Constraint, ...] | None = field(default=None, compare=False, repr=False)
 
     @staticmethod
     def of(items: Iterable[str | Constraint] | str | ConstraintSet = ()) -> ConstraintSet:
@@ -116,7 +119,11 @@ class ConstraintSet:
         return ConstraintSet(tuple(out))
 
     def variables(self) -> frozenset[str]:
-        return _set_variables(self)
+        v = self._vars
+        if v is None:
+            v = all_variables(c.diff for c in self.constraints)
+            object.__setattr__(self, "_vars", v)
+        return v
 
     def holds(self, env: dict[str, int]) -> bool:
         """Whether ``env`` (all variables >= 1) satisfies every constraint; zero divisors fail."""
@@ -132,7 +139,11 @@ class ConstraintSet:
 
     def parts(self) -> tuple[Constraint, ...]:
         """The constraints with splitting ``max``/``min`` split (:meth:`Constraint.parts`); same solutions."""
-        return _set_parts(self)
+        p = self._parts
+        if p is None:
+            p = tuple(q for c in self.constraints for q in c.parts())
+            object.__setattr__(self, "_parts", p)
+        return p
 
     def __iter__(self):
         return iter(self.constraints)
@@ -140,12 +151,3 @@ class ConstraintSet:
     def __len__(self) -> int:
         return len(self.constraints)
 
-
-@functools.lru_cache(maxsize=256)
-def _set_parts(cs: ConstraintSet) -> tuple[Constraint, ...]:
-    return tuple(p for c in cs.constraints for p in c.parts())
-
-
-@functools.lru_cache(maxsize=256)
-def _set_variables(cs: ConstraintSet) -> frozenset[str]:
-    return all_variables(c.diff for c in cs.constraints)

@@ -564,14 +564,17 @@ MAX_PRODUCTS = 200_000  # term-by-term products of one multiplication
 # expanded power of 12,000 terms costs megabytes as a key (its text and Z3 terms with it), and asking
 # it again costs less than keeping every such question alive (the large-input fuzz grew to 1.1 GB).
 CACHE_MAX_TERMS = 2_000
-# Terms the text-to-IR memos keep in all (each; about 4 tracked objects a term): a process that parsed
-# many large expressions must not keep them all alive for the garbage collector to walk (SizedMemo).
-PARSE_CACHE_TERMS = 50_000
+# What the text-to-IR memos keep in all (each), in Expr.size() units (terms and factors, operands of
+# max/mod... included; about 2 tracked objects a unit): a process that parsed many large expressions
+# must not keep them all alive for the garbage collector to walk (SizedMemo). Counted in terms (50,000),
+# nested operands went uncounted, and the memos' objects kept growing after their totals stopped
+# (149,000 objects after 3,000 fuzz questions, 230,000 after 6,000; issue 28).
+PARSE_CACHE_SIZE = 30_000
 
 
 class SizedMemo:
     """A thread-safe, least-recently-used memo of ``fn(key)`` that keeps at most ``entries`` results of
-    ``total`` terms (``size(result)``) together, none of more than :data:`CACHE_MAX_TERMS`.
+    ``total`` size (``size(result)``) together, none of size more than :data:`CACHE_MAX_TERMS`.
 
     Why not ``functools.lru_cache``: it keeps any result. The parse caches kept 8,192 expanded powers of
     thousands of terms each: 700,000 tuples alive in a long-running process (a fresh-vs-warm fuzz run),
@@ -584,7 +587,7 @@ class SizedMemo:
 
         self._fn, self._entries, self._total, self._size = fn, entries, total, size
         self._data: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
-        self._held = 0  # terms held
+        self._held = 0  # size held
         self._lock = fork_safe(threading.Lock())
         functools.update_wrapper(self, fn)
 

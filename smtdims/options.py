@@ -24,7 +24,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -216,6 +216,13 @@ def question() -> Iterator[Deadline]:
         yield d
     finally:
         _ACTIVE.reset(token)
+        for hook in AFTER_QUESTION:
+            hook()
+
+
+# Called when an outermost question ends, answered or not (smt's heap trim): housekeeping that must
+# not run inside a question's time.
+AFTER_QUESTION: list[Callable[[], None]] = []
 
 
 def active_deadline() -> Deadline | None:

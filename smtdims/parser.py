@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import ParseError
-from .expr import FLOORDIV, MAX, MOD, OPERATIONS, PARSE_CACHE_TERMS, ExpansionTooLarge, Expr, deep_recursion, sized_memo
+from .expr import FLOORDIV, MAX, MOD, OPERATIONS, PARSE_CACHE_SIZE, ExpansionTooLarge, Expr, deep_recursion, sized_memo
 
 # Deep enough for any real shape, shallow enough for Python's stack.
 MAX_NESTING = 400
@@ -293,7 +293,7 @@ def parse_expr(text: str) -> Expr:
     return _parse_expr(text)
 
 
-@sized_memo(entries=8192, total=PARSE_CACHE_TERMS, size=lambda e: len(e.terms))
+@sized_memo(entries=8192, total=PARSE_CACHE_SIZE, size=lambda e: e.size())
 def _parse_expr_cached(text: str) -> Expr:
     return _parse_expr(text)
 

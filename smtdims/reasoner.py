@@ -165,6 +165,7 @@ def stats() -> dict[str, Any]:
         "fresh_contexts": COUNTERS.fresh_contexts,
         "deadline_hits": COUNTERS.deadline_hits,
         "abandoned_checks": COUNTERS.abandoned_checks,
+        "heap_trims": COUNTERS.heap_trims,
         "cache_hits": STATS.cache_hits,
     }
 
@@ -447,7 +448,7 @@ class Session:
         if r is None:
             r = combined_interval(self.evaluator, e, self.constraints)
             # an interval cut by the deadline (a long sum stops at it) is not kept for later questions
-            if _cacheable(self._interval_cache, e) and not options.deadline_passed():
+            if not options.deadline_passed() and _cacheable(self._interval_cache, e):
                 self._interval_cache[e] = r
         return r
 
@@ -949,11 +950,23 @@ class Session:
 _READABLE: contextvars.ContextVar[bool] = contextvars.ContextVar("smtdims_readable", default=False)
 
 # Per-scope caches are bounded by entries and by the size of what they keep (expr.CACHE_MAX_TERMS).
-_CACHE_ENTRIES = 100_000
+# A full cache forgets its oldest entry (insertion order) for the new one. 4,096: a scope that is
+# asked again and again (the empty constraint set of public calls) grew by about 21 objects an answer
+# for as long as it was asked (100,000 entries a cache before; issue 28's flat memory line), and
+# a forgotten answer is computed again, the same.
+_CACHE_ENTRIES = 4_096
 
 
 def _cacheable(cache: dict, *exprs: Expr) -> bool:
-    return len(cache) < _CACHE_ENTRIES and all(len(e.terms) <= CACHE_MAX_TERMS for e in exprs)
+    """Whether the answer about ``exprs`` may be stored in ``cache``; makes room in a full cache."""
+    if not all(len(e.terms) <= CACHE_MAX_TERMS for e in exprs):
+        return False
+    while len(cache) >= _CACHE_ENTRIES:
+        try:
+            del cache[next(iter(cache))]
+        except (StopIteration, KeyError, RuntimeError):  # another thread changed it: room was made
+            break
+    return True
 
 
 class SessionRegistry:

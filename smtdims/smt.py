@@ -26,11 +26,14 @@ deadline passes (see :mod:`smtdims.options`).
 from __future__ import annotations
 
 import _signal
+import ctypes
 import functools
 import itertools
+import math
 import os
 import signal
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
@@ -76,6 +79,7 @@ class SolverCounters:
     deadline_hits: int = 0
     interrupts: int = 0  # checks cut by Ctrl-C
     abandoned_checks: int = 0  # checks whose Z3 worker was killed past the deadline (Z3 ignored the interrupt)
+    heap_trims: int = 0  # freed memory given back to the system after Z3 sides were released
     _lock: threading.Lock = field(default_factory=lambda: options.fork_safe(threading.Lock()), repr=False)
 
     def bump(self, name: str, by: int = 1) -> None:
@@ -88,6 +92,7 @@ class SolverCounters:
         with self._lock:
             self.solvers_created = self.solver_checks = self.solver_unknowns = 0
             self.fresh_contexts = self.deadline_hits = self.interrupts = self.abandoned_checks = 0
+            self.heap_trims = 0
 
 
 COUNTERS = SolverCounters()
@@ -428,6 +433,7 @@ def retire_shared(ctx: z3.Context) -> None:
                 for holder in list(members):
                     if holder._z3_ctx is ctx:
                         holder._release()
+            _trim_state["due"] = True
 
 
 def _locked(method: Callable) -> Callable:
@@ -903,6 +909,43 @@ def new_family() -> int:
     return next(_FAMILY_KEYS)
 
 
+# Giving released Z3 memory back to the system. Z3 allocates with malloc; after a family or a retired
+# context is released, glibc keeps the freed pages in its heaps (fragmented by what is still live),
+# and RSS stayed 20-40 MB above what was in use after many large scopes (issue 28). ``malloc_trim``
+# returns them. It costs 1-4 ms on a heap of 100-200 MB, so it runs at the end of a public question
+# (never inside one: benchmark 5's latency), only after a release, at most once per TRIM_EVERY seconds.
+TRIM_EVERY = 1.0
+_trim_state = {"due": False, "last": -math.inf}
+
+
+def _find_malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None (musl, macOS, Windows: nothing to do there)."""
+    try:
+        fn = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
+    return fn
+
+
+_MALLOC_TRIM = _find_malloc_trim() if os.environ.get("SMTDIMS_NO_TRIM") != "1" else None
+
+
+def _trim_after_question() -> None:
+    """At the end of an outermost question: return freed heap pages if a release made them free."""
+    if not _trim_state["due"] or _MALLOC_TRIM is None:
+        return
+    now = time.monotonic()
+    if now - _trim_state["last"] < TRIM_EVERY:
+        return
+    _trim_state["due"], _trim_state["last"] = False, now
+    COUNTERS.bump("heap_trims")
+    _MALLOC_TRIM(0)
+
+
+options.AFTER_QUESTION.append(_trim_after_question)
+
+
 def touch(holder: object, family: int) -> None:
     """``holder`` (with ``_release()`` and a ``_z3_ctx``) has just used its Z3 side: its family is the
     most recent."""
@@ -918,6 +961,7 @@ def touch(holder: object, family: int) -> None:
         while len(_LIVE) > LIVE_Z3_FAMILIES:
             for other in list(_LIVE.popitem(last=False)[1]):
                 other._release()
+            _trim_state["due"] = True
 
 
 class SolverSession:

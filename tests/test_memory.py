@@ -9,6 +9,8 @@ same answers.
 from __future__ import annotations
 
 import gc
+import math
+import platform
 import weakref
 
 import pytest
@@ -84,3 +86,68 @@ def test_families_whose_objects_are_gone_do_not_push_out_live_ones(four_live):
     gc.collect()
     Session(_constraints(30)).decide(*_question(0))
     assert _living_in(smt.shared_context(), sessions) == [True] * 3
+
+
+@pytest.fixture
+def trims(monkeypatch):
+    """The calls of the heap trim (recorded, not made), with its clock reset."""
+    calls: list[int] = []
+    monkeypatch.setattr(smt, "_MALLOC_TRIM", lambda pad: calls.append(pad) or 1)
+    monkeypatch.setitem(smt._trim_state, "due", False)
+    monkeypatch.setitem(smt._trim_state, "last", -math.inf)
+    return calls
+
+
+def test_freed_memory_is_given_back_after_a_release_at_most_once_a_second(four_live, trims, monkeypatch):
+    first = [Session(_constraints(i)) for i in range(4)]
+    for i, s in enumerate(first):  # four families: nothing released, nothing to give back
+        s.decide(*_question(i))
+    assert trims == []
+    kept = [Session(_constraints(10 + i)) for i in range(3)]
+    for i, s in enumerate(kept):  # each pushes out the oldest family
+        s.decide(*_question(i))
+    assert trims == [0], "one trim after the first release; the next ones fall within TRIM_EVERY"
+    assert smt._trim_state["due"]  # still owed for the later releases
+    monkeypatch.setattr(smt, "TRIM_EVERY", 0.0)
+    kept[0].decide(*_question(1))  # no release by this question, but one is owed
+    assert trims == [0, 0] and not smt._trim_state["due"]
+    kept[0].decide(*_question(2))
+    assert trims == [0, 0], "nothing released since the last trim"
+
+
+def test_the_trim_waits_for_the_end_of_the_outermost_question(four_live, trims, monkeypatch):
+    monkeypatch.setattr(smt, "TRIM_EVERY", 0.0)
+    sessions = [Session(_constraints(20 + i)) for i in range(8)]
+    with options.question():
+        for i, s in enumerate(sessions):
+            s.decide(*_question(i))
+        assert smt._trim_state["due"] and trims == [], "a trim inside a question costs that question's time"
+    assert trims == [0]
+
+
+def test_the_trim_is_glibcs_where_glibc_is():
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("no glibc here: nothing to trim with")
+    assert smt._find_malloc_trim() is not None and smt._find_malloc_trim()(0) in (0, 1)
+
+
+def test_a_scope_asked_again_and_again_keeps_a_bounded_number_of_answers(monkeypatch):
+    """The empty constraint set of public calls is one session for the whole process: its answer
+    caches grew with every question asked of it. Now each keeps the newest _CACHE_ENTRIES answers,
+    and a forgotten one is computed again, the same."""
+    from smtdims import reasoner
+
+    monkeypatch.setattr(reasoner, "_CACHE_ENTRIES", 8)
+    s = Session(ConstraintSet.of(["a >= 2"]))
+    questions = [(parse_expr(f"{i}*a - b"), ">=", parse_expr(f"{i % 5}")) for i in range(1, 30)]
+    first = [s.decide(*q).status for q in questions]
+    first_bounds = [s.bounds(parse_expr(f"a + {i}*b")) for i in range(30)]
+    caches = {k: v for k, v in vars(s).items() if k.endswith("_cache") and isinstance(v, dict)}
+    assert caches and all(len(v) <= 8 for v in caches.values()), {k: len(v) for k, v in caches.items()}
+    assert (questions[-1][0], ">=", questions[-1][2]) in s._decision_cache  # the newest are kept
+    hits = reasoner.stats()["cache_hits"]
+    assert [s.decide(*q).status for q in questions] == first
+    assert [s.bounds(parse_expr(f"a + {i}*b")) for i in range(30)] == first_bounds
+    assert reasoner.stats()["cache_hits"] - hits < 20, "most were forgotten and computed again"
+    fresh = Session(ConstraintSet.of(["a >= 2"]))
+    assert [fresh.decide(*q).status for q in questions] == first
