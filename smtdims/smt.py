@@ -913,7 +913,8 @@ def new_family() -> int:
 # context is released, glibc keeps the freed pages in its heaps (fragmented by what is still live),
 # and RSS stayed 20-40 MB above what was in use after many large scopes (issue 28). ``malloc_trim``
 # returns them. It costs 1-4 ms on a heap of 100-200 MB, so it runs at the end of a public question
-# (never inside one: benchmark 5's latency), only after a release, at most once per TRIM_EVERY seconds.
+# (never inside one: benchmark 5's latency), only after a release, at most once per TRIM_EVERY seconds
+# (math.inf: never).
 TRIM_EVERY = 1.0
 _trim_state = {"due": False, "last": -math.inf}
 
@@ -922,13 +923,13 @@ def _find_malloc_trim() -> Callable[[int], int] | None:
     """glibc's ``malloc_trim``, or None (musl, macOS, Windows: nothing to do there)."""
     try:
         fn = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: Windows has no CDLL(None)
         return None
     fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
     return fn
 
 
-_MALLOC_TRIM = _find_malloc_trim() if os.environ.get("SMTDIMS_NO_TRIM") != "1" else None
+_MALLOC_TRIM = _find_malloc_trim()
 
 
 def _trim_after_question() -> None:
