@@ -1,9 +1,7 @@
 # Sourced by the test scripts: install_once VENV PIP_ARGS... installs the editable package with
 # PIP_ARGS into VENV, and skips pip when neither pyproject.toml nor the arguments changed since the
 # last successful install there (pip's "already satisfied" pass costs ~20 s on every run otherwise).
-# SMTDIMS_REINSTALL=1 forces the install. --no-compile: pip byte-compiled every installed module
-# (1.2 GB of jaxlib, scipy, matplotlib...), 19 of the 43 s of a fresh install; Python compiles the
-# modules a run imports on first import instead (about 0.5 s once). INSTALL_STAMP=NAME keeps a stamp of its own, so that two
+# SMTDIMS_REINSTALL=1 forces the install. INSTALL_STAMP=NAME keeps a stamp of its own, so that two
 # installs into one venv (the tests' and the docs') do not undo each other's stamp.
 install_once() {
   local venv=$1
@@ -18,7 +16,7 @@ install_once() {
   fi
   rm -f "$stamp_file"
   "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q --no-compile "$@"
+  "$venv/bin/python" -m pip install -q "$@"
   echo "$stamp" > "$stamp_file"
 }
 

@@ -7,5 +7,5 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q --no-compile -e ".[isl]"  # no byte-compiling of all of jaxlib (see _install.sh)
+.venv/bin/python -m pip install -q -e ".[isl]"
 exec .venv/bin/python examples/seed_demo.py
