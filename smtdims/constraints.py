@@ -101,8 +101,8 @@ class ConstraintSet:
     constraints: tuple[Constraint, ...] = ()
     # memoised on the set, not in a module cache: a cache of 256 sets kept large scopes' constraints
     # alive long after their sessions were gone (issue 28: 40,000 objects after 3,000 questions)
-    _vars: frozenset[str] | None = field(default=None, compare=False, repr=False)
-    _parts: tuple[Constraint, ...] | None = field(default=None, compare=False, repr=False)
+    _variables_memo: frozenset[str] | None = field(default=None, compare=False, repr=False)
+    _parts_memo: tuple[Constraint, ...] | None = field(default=None, compare=False, repr=False)
 
     @staticmethod
     def of(items: Iterable[str | Constraint] | str | ConstraintSet = ()) -> ConstraintSet:
@@ -119,10 +119,10 @@ class ConstraintSet:
         return ConstraintSet(tuple(out))
 
     def variables(self) -> frozenset[str]:
-        v = self._vars
+        v = self._variables_memo
         if v is None:
             v = all_variables(c.diff for c in self.constraints)
-            object.__setattr__(self, "_vars", v)
+            object.__setattr__(self, "_variables_memo", v)
         return v
 
     def holds(self, env: dict[str, int]) -> bool:
@@ -139,10 +139,10 @@ class ConstraintSet:
 
     def parts(self) -> tuple[Constraint, ...]:
         """The constraints with splitting ``max``/``min`` split (:meth:`Constraint.parts`); same solutions."""
-        p = self._parts
+        p = self._parts_memo
         if p is None:
             p = tuple(q for c in self.constraints for q in c.parts())
-            object.__setattr__(self, "_parts", p)
+            object.__setattr__(self, "_parts_memo", p)
         return p
 
     def __iter__(self):

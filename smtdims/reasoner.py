@@ -448,8 +448,8 @@ class Session:
         if r is None:
             r = combined_interval(self.evaluator, e, self.constraints)
             # an interval cut by the deadline (a long sum stops at it) is not kept for later questions
-            if not options.deadline_passed() and _cacheable(self._interval_cache, e):
-                self._interval_cache[e] = r
+            if not options.deadline_passed():
+                _store(self._interval_cache, e, r, e)
         return r
 
     def _sign_interval_of(self, e: Expr) -> Interval:
@@ -596,7 +596,7 @@ class Session:
         The one cache policy of every question (decide, proves, sign_bounds, bounds): an answer is
         stored only when no deadline or interrupt shaped it (``options.clocked()`` is
         None and the answer says it is deterministic), so a later question in the scope never
-        inherits what a clock cut short; very large expressions are not stored (``_cacheable``).
+        inherits what a clock cut short; very large expressions are not stored (``_store``).
         """
         with self._question(*exprs):
             hit = cache.get(key)
@@ -604,8 +604,8 @@ class Session:
                 STATS.bump("cache_hits")
                 return hit
             result = compute()
-            if options.clocked() is None and deterministic(result) and _cacheable(cache, *exprs):
-                cache[key] = result
+            if options.clocked() is None and deterministic(result):
+                _store(cache, key, result, *exprs)
             return result
 
     def _decision(self, lhs: Expr, op: str, rhs: Expr, status: str, by: str, **kw) -> Decision:
@@ -957,16 +957,16 @@ _READABLE: contextvars.ContextVar[bool] = contextvars.ContextVar("smtdims_readab
 _CACHE_ENTRIES = 4_096
 
 
-def _cacheable(cache: dict, *exprs: Expr) -> bool:
-    """Whether the answer about ``exprs`` may be stored in ``cache``; makes room in a full cache."""
+def _store(cache: dict, key: Any, value: Any, *exprs: Expr) -> None:
+    """``cache[key] = value`` unless ``exprs`` are too large to keep, making room in a full cache."""
     if not all(len(e.terms) <= CACHE_MAX_TERMS for e in exprs):
-        return False
+        return
     while len(cache) >= _CACHE_ENTRIES:
         try:
             del cache[next(iter(cache))]
         except (StopIteration, KeyError, RuntimeError):  # another thread changed it: room was made
             break
-    return True
+    cache[key] = value
 
 
 class SessionRegistry:
