@@ -1,8 +1,15 @@
 """Fresh-process half of the export pipeline: deserialize, compile and run an artifact on stock JAX.
 
-Run as a script (``python _verify_worker.py JOBDIR``), never imported by the pipeline,
-so that neither ``smtdims`` nor ``smtdims_jax`` is loaded here: a pass proves the
-artifact needs nothing but JAX. It imports only the standard library, NumPy and JAX.
+Run as a script, never imported by the pipeline, so that neither ``smtdims`` nor
+``smtdims_jax`` is loaded here: a pass proves the artifact needs nothing but JAX. It imports
+only the standard library, NumPy and JAX.
+
+- ``python _verify_worker.py JOBDIR`` runs one job and exits;
+- ``python _verify_worker.py --serve IDLE_S`` runs jobs one after another: it reads a line
+  ``TOKEN JOBDIR`` from stdin, answers ``{"started": TOKEN}``, runs the job and answers
+  ``{"done": TOKEN}``; it exits at end of input (its parent is gone) or after ``IDLE_S``
+  seconds without a job. Importing JAX is most of a small job's cost (1.5 s of CPU), which the
+  jobs after the first do not pay; each job deserializes and compiles its artifact afresh.
 
 Protocol (all files in JOBDIR, written by :mod:`smtdims_jax.pipeline.fresh`):
 - ``artifact.bin``: ``Exported.serialize()`` bytes;
@@ -120,5 +127,23 @@ def main(jobdir: str) -> int:
     return 0
 
 
+def serve(idle_s: float) -> int:
+    import select
+
+    while True:
+        ready = os.name == "nt" or select.select([sys.stdin], [], [], idle_s)[0]  # no select on Windows pipes
+        if not ready:  # idle: give the memory back; the pipeline starts another when it needs one
+            return 0
+        line = sys.stdin.readline()
+        if not line:  # end of input: the pipeline's process is gone
+            return 0
+        token, _, jobdir = line.rstrip("\n").partition(" ")
+        _say(started=token)
+        main(jobdir)
+        _say(done=token)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--serve":
+        sys.exit(serve(float(sys.argv[2])))
     sys.exit(main(sys.argv[1]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -42,12 +43,159 @@ def _unpack(blob: bytes, leaves: Sequence[dict[str, Any]]) -> list[np.ndarray]:
 
 
 # -- the fresh process ------------------------------------------------------------------------------------
+IDLE_S = 120.0  # a worker with no job for this long exits (it holds JAX: about 150 MiB)
+MAX_JOBS = 32  # then it is replaced, so that what JAX keeps between jobs stays bounded
+_stats = {"started": 0, "jobs": 0}
+
+
+class _Worker:
+    """A stock-JAX interpreter that runs verification jobs one after another (``--serve``).
+
+    Its first job pays for importing JAX (1.5 s of CPU here); later ones deserialize, compile and run
+    their artifact in the same interpreter, where smtdims was still never imported (each job reports
+    ``sys.modules``). Another environment (``JAX_ENABLE_X64``, ``JAX_PLATFORMS``...) gets its own.
+    """
+
+    def __init__(self, env: dict[str, str]):
+        self.dir = tempfile.mkdtemp(prefix="smtdims-verify-worker-")
+        shutil.copy(_WORKER, os.path.join(self.dir, "worker.py"))  # run from here: sys.path holds nothing of ours
+        self.err = open(os.path.join(self.dir, "stderr.txt"), "w+")
+        self.proc = subprocess.Popen([sys.executable, "worker.py", "--serve", str(IDLE_S)], cwd=self.dir,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True, env=env)
+        self.jobs = 0
+        self.lock = threading.Lock()
+        _stats["started"] += 1
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and self.jobs < MAX_JOBS
+
+    def close(self) -> None:
+        """End the worker (closing its input ends its loop) and remove its directory."""
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=2)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self.err.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# What changes without changing what a job does: pytest sets PYTEST_CURRENT_TEST for every test (a
+# worker keyed on it was started once per test). A worker keeps the value it started with.
+_VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
+_WORKERS: dict[tuple[tuple[str, str], ...], _Worker] = {}
+_WORKERS_LOCK = threading.Lock()
+_WORKERS_PID = [os.getpid()]
+
+
+def _worker_for(env: dict[str, str]) -> tuple[_Worker, bool]:
+    """A free live worker for ``env`` (started if needed) and whether it is shared (kept for later jobs).
+
+    A worker that is busy in another thread is not waited for: the job gets a worker of its own.
+    In a forked child the parent's workers are not touched (their pipes are the parent's).
+    """
+    key = tuple(sorted((k, v) for k, v in env.items() if k not in _VOLATILE))
+    with _WORKERS_LOCK:
+        if _WORKERS_PID[0] != os.getpid():
+            _WORKERS.clear()
+            _WORKERS_PID[0] = os.getpid()
+        w = _WORKERS.get(key)
+        if w is not None and w.lock.acquire(blocking=False):
+            if w.alive():
+                return w, True
+            w.lock.release()
+            del _WORKERS[key]
+            w.close()
+            w = None
+        if w is None:
+            w = _Worker(env)
+            w.lock.acquire()
+            _WORKERS[key] = w
+            return w, True
+    w = _Worker(env)
+    w.lock.acquire()
+    return w, False
+
+
+def _discard(w: _Worker) -> None:
+    with _WORKERS_LOCK:
+        for k, v in list(_WORKERS.items()):
+            if v is w:
+                del _WORKERS[k]
+    w.close()
+
+
+@atexit.register
+def close_workers() -> None:
+    """End every worker of this process (at exit; tests call it to start from none)."""
+    with _WORKERS_LOCK:
+        ws = list(_WORKERS.values()) if _WORKERS_PID[0] == os.getpid() else []
+        _WORKERS.clear()
+    for w in ws:
+        w.close()
+
+
+def _run_job(w: _Worker, d: str, total: int, say: Progress, timeout: float) -> tuple[str, str | None]:
+    """Hand job directory ``d`` to ``w`` and follow its progress: ``(state, stderr)``, where ``state`` is
+    ``"done"``, ``"unstarted"`` (the worker was gone before it took the job: retry on another) or
+    ``"died"`` (it ended during the job: killed by the timeout, or crashed), with its stderr."""
+    token = f"{os.getpid()}-{w.jobs}-{id(d)}"
+    w.jobs += 1
+    w.err.seek(0, os.SEEK_END)
+    err_at = w.err.tell()
+    fired: list[bool] = []
+
+    def kill() -> None:
+        fired.append(True)
+        w.proc.kill()
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    started = False
+    try:
+        assert w.proc.stdin is not None and w.proc.stdout is not None
+        try:
+            w.proc.stdin.write(f"{token} {d}\n")
+            w.proc.stdin.flush()
+        except OSError:  # it exited while idle (its idle time, a signal): nothing of the job ran
+            return "unstarted", None
+        for line in w.proc.stdout:
+            try:
+                ev = json.loads(line)
+            except ValueError:  # the artifact's own output (jax.debug.print...)
+                continue
+            if not isinstance(ev, dict):
+                continue
+            if ev.get("started") == token:
+                started = True
+            elif ev.get("done") == token:
+                return "done", None
+            elif "sample" in ev:
+                s = ev["sample"]
+                if s == "outside":
+                    say(f"outside-spec shape {ev.get('phase')}: calling, expecting a shape error")
+                else:
+                    say(f"sample {s}/{total}: {'compiling' if ev.get('phase') == 'compile' else 'running'}")
+    finally:
+        timer.cancel()
+    w.proc.wait()
+    if not started and not fired:
+        return "unstarted", None
+    w.err.seek(err_at)
+    why = f"timed out after {timeout:g} s" if fired else f"exited with {w.proc.returncode}"
+    return "died", f"the verification process {why} before writing results:\n{w.err.read()[-4000:]}"
+
+
 def run_fresh_process(artifact: bytes, samples: Sequence[Sequence[np.ndarray]], reject: Sequence[Sequence[np.ndarray]],
                       say: Progress, timeout: float = 900.0) -> tuple[dict[str, Any], list[list[np.ndarray] | None]]:
-    """Deserialize, compile and run ``artifact`` in a new interpreter that never imports smtdims.
+    """Deserialize, compile and run ``artifact`` in an interpreter that never imports smtdims.
 
-    The worker script is copied into a private directory and run from there, so its
-    ``sys.path`` holds nothing of this project; it inherits the environment (JAX_PLATFORMS...).
+    The interpreter is kept for the next job with the same environment (``_Worker``); it inherits
+    this process's environment (JAX_PLATFORMS...).
     """
     with tempfile.TemporaryDirectory(prefix="smtdims-verify-") as d:
         job: dict[str, Any] = {"samples": [], "reject": []}
@@ -57,44 +205,31 @@ def run_fresh_process(artifact: bytes, samples: Sequence[Sequence[np.ndarray]], 
             job["reject"] = [{"inputs": _pack(leaves, f)} for leaves in reject]
         Path(d, "artifact.bin").write_bytes(artifact)
         Path(d, "job.json").write_text(json.dumps(job))
-        shutil.copy(_WORKER, os.path.join(d, "worker.py"))
-        say(f"fresh process: starting {Path(sys.executable).name} (deserialize, compile, run without smtdims)")
-        with open(os.path.join(d, "stderr.txt"), "w+") as err:
-            env = dict(os.environ)
-            if jax.config.jax_enable_x64:  # the artifact's dtypes need the same mode there
-                env["JAX_ENABLE_X64"] = "1"
-            proc = subprocess.Popen([sys.executable, "worker.py", d], cwd=d, stdout=subprocess.PIPE, stderr=err,
-                                    stdin=subprocess.DEVNULL, text=True, env=env)
-            timer = threading.Timer(timeout, proc.kill)
-            timer.start()
+        env = dict(os.environ)
+        if jax.config.jax_enable_x64:  # the artifact's dtypes need the same mode there
+            env["JAX_ENABLE_X64"] = "1"
+        for _attempt in range(2):  # a worker found gone before it took the job: once more, on a new one
+            w, shared = _worker_for(env)
+            say("fresh process: " + ("reusing" if w.jobs else "starting") +
+                f" {Path(sys.executable).name} (deserialize, compile, run without smtdims)")
+            state = "died"
             try:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    try:
-                        ev = json.loads(line)
-                    except ValueError:
-                        continue
-                    s = ev.get("sample")
-                    total = len(samples)
-                    if s == "outside":
-                        say(f"outside-spec shape {ev.get('phase')}: calling, expecting a shape error")
-                    else:
-                        say(f"sample {s}/{total}: {'compiling' if ev.get('phase') == 'compile' else 'running'}")
-                rc = proc.wait()
+                state, stderr = _run_job(w, d, len(samples), say, timeout)
             finally:
-                timer.cancel()
-            err.seek(0)
-            stderr = err.read()
+                w.lock.release()
+                if state != "done" or not shared:
+                    _discard(w)
+            if state != "unstarted":
+                break
+        _stats["jobs"] += 1
         result_path = Path(d, "result.json")
-        if not result_path.exists():
-            why = "timed out" if rc < 0 else f"exited with {rc}"
-            raise RuntimeError(f"the verification process {why} before writing results:\n{stderr[-4000:]}")
+        if state != "done" or not result_path.exists():
+            raise RuntimeError(stderr or "the verification process wrote no results")
         result = json.loads(result_path.read_text())
         blob = Path(d, "outputs.bin").read_bytes()
         outs = [None if s["outputs"] is None else [x.copy() for x in _unpack(blob, s["outputs"])]
                 for s in result["samples"]]
         return result, outs
-
 
 
 def _rejection(shapes: tuple[tuple[int, ...], ...], why: str, r: dict[str, Any] | None) -> RejectionCheck:

@@ -1,0 +1,109 @@
+"""The verification process is kept between jobs (issue 28: importing JAX was most of a small
+verification's cost): one interpreter per environment, replaced when it is gone, busy, timed out or
+has run ``MAX_JOBS`` jobs, and never one that imported smtdims.
+
+Each test starts at most two interpreters (1.5 s of CPU each); jobs go straight to
+``run_fresh_process`` with one small artifact, except the first, which runs the whole pipeline.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import export
+from smtdims_jax.pipeline import PASS, export_and_verify, fresh
+
+X = np.arange(6, dtype=np.int32).reshape(2, 3)
+
+
+def _double(x):
+    return jnp.concatenate([x, x], axis=1)
+
+
+@pytest.fixture(scope="module")
+def artifact():
+    a, b = export.symbolic_shape("a, b")
+    return export.export(jax.jit(_double))(jax.ShapeDtypeStruct((a, b), jnp.int32)).serialize()
+
+
+def _job(artifact, **kw):
+    """One job: its result, checked (the doubled input, nothing of smtdims imported there)."""
+    result, outs = fresh.run_fresh_process(artifact, [[X]], [], lambda _: None, **kw)
+    assert result["smtdims_loaded"] == [] and not result.get("fatal"), result
+    np.testing.assert_array_equal(outs[0][0], _double(X))
+    return result
+
+
+@pytest.fixture
+def no_workers():
+    fresh.close_workers()
+    yield
+    fresh.close_workers()
+
+
+def _the_worker():
+    (w,) = fresh._WORKERS.values()
+    return w
+
+
+def test_one_worker_serves_the_jobs_of_one_environment_up_to_max_jobs(no_workers, artifact, monkeypatch):
+    before = fresh._stats["started"]
+    report = export_and_verify(_double, "int32[a, b]", samples=2)
+    assert report.ok, str(report)
+    check = next(c for c in report.checks if c.name == "fresh process")
+    assert check.status == PASS and "smtdims not imported" in check.detail
+    w = _the_worker()
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test")  # changes for every test: not a new environment
+    for _ in range(2):
+        _job(artifact)
+    assert fresh._stats["started"] - before == 1 and _the_worker() is w and w.jobs == 3
+    monkeypatch.setattr(fresh, "MAX_JOBS", 3)
+    _job(artifact)
+    w2 = _the_worker()
+    assert w2 is not w and w.proc.poll() is not None  # the first was ended, not left running
+    assert fresh._stats["started"] - before == 2
+
+
+def test_a_dead_or_timed_out_worker_is_replaced(no_workers, artifact):
+    _job(artifact)
+    w = _the_worker()
+    w.proc.kill()
+    w.proc.wait()
+    _job(artifact)  # found gone before it took the job: the job runs on a new one
+    w2 = _the_worker()
+    assert w2 is not w and w2.proc.poll() is None
+    with pytest.raises(RuntimeError, match="timed out after 0.01 s"):
+        fresh.run_fresh_process(artifact, [[X]], [], lambda _: None, timeout=0.01)
+    assert not fresh._WORKERS and w2.proc.poll() is not None
+
+
+def test_another_environment_gets_its_own_worker(no_workers, artifact, monkeypatch):
+    _job(artifact)
+    monkeypatch.setenv("SMTDIMS_TEST_MARK", "1")  # any other change: the worker inherits the environment
+    _job(artifact)
+    assert {dict(k).get("SMTDIMS_TEST_MARK") for k in fresh._WORKERS} == {None, "1"}
+
+
+def test_an_idle_worker_exits_and_a_busy_one_is_not_waited_for(no_workers, artifact, monkeypatch):
+    monkeypatch.setattr(fresh, "IDLE_S", 0.5)
+    _job(artifact)
+    w = _the_worker()
+    assert w.proc.wait(timeout=30) == 0  # ended by itself after 0.5 s without a job
+    monkeypatch.setattr(fresh, "IDLE_S", 120.0)
+    _job(artifact)
+    w2 = _the_worker()
+    assert w2 is not w
+    assert w2.lock.acquire(blocking=False)  # as if another thread's job were running on it
+    try:
+        done: list = []
+        t = threading.Thread(target=lambda: done.append(_job(artifact)))
+        t.start()
+        t.join(timeout=120)
+        assert done, "the job waited for the busy worker"
+        assert _the_worker() is w2  # the job's own worker was not kept
+    finally:
+        w2.lock.release()
