@@ -364,6 +364,21 @@ def test_cell_names(monkeypatch):
     ns = {"where": user_location}
     exec(code, ns)
     assert ns["f"]() == "In [7]:2 in f"
+    monkeypatch.setattr(IPython, "get_ipython", lambda: _FakeShell({cell: 8}))  # the cell run again
+    assert ns["f"]() == "In [8]:2 in f"  # the memoised names are files', never cells'
+
+
+def test_a_location_follows_the_working_directory(tmp_path, monkeypatch):
+    """Locations are memoised per file and working directory: a script that changes directory
+    reads paths relative to the new one, as before the memo."""
+    src = tmp_path / "pkg" / "mod.py"
+    src.parent.mkdir()
+    ns = {"where": user_location}
+    exec(compile("def f():\n    return where()\n", str(src), "exec"), ns)
+    monkeypatch.chdir(tmp_path)
+    assert ns["f"]() == os.path.join("pkg", "mod.py") + ":2 in f"
+    monkeypatch.chdir(src.parent)
+    assert ns["f"]() == "mod.py:2 in f"
 
 
 def test_audit_lives_on_the_adapter_side():
