@@ -100,6 +100,12 @@ def add_interval(x: Interval, y: Interval) -> Interval:
     return (lo, hi)
 
 
+# Atoms an evaluator keeps: a scope asked about for the whole process (the empty constraint set of
+# public calls) kept every max/mod it ever saw (issue 28's memory line). Large enough that one
+# expression's shared atoms stay memoised while it is evaluated (a DAG of nested max is walked once).
+MEMO_ENTRIES = 2_048
+
+
 class IntervalEvaluator:
     """Interval bounds of expressions under fixed variable ranges (memoised per atom)."""
 
@@ -131,7 +137,13 @@ class IntervalEvaluator:
             else:  # pragma: no cover - the IR has no other operations
                 raise AssertionError(a.op)
         if not options.deadline_passed():  # a sum cut by the deadline inside it is not the rung's answer
-            self._memo[a] = r
+            memo = self._memo
+            if len(memo) >= MEMO_ENTRIES:  # the oldest atom first; one asked again is evaluated again
+                try:
+                    del memo[next(iter(memo))]
+                except (StopIteration, KeyError, RuntimeError):  # another thread made room
+                    pass
+            memo[a] = r
         return r
 
     def _shifted(self, a: Op, r: Interval, yi: Interval) -> Interval:

@@ -416,16 +416,16 @@ class Session:
         self._satisfiable_checked = parent is not None  # a focus is a component of a satisfiable set
         self._sat_model: dict[str, int] | None = None
         self._focus: dict[frozenset[int], Session] = {}
-        self._interval_cache: dict[Expr, Interval] = {}
+        self._interval_cache = _ScopeCache()  # Expr -> Interval
         self._stock_record = [0, 0]  # linear questions the stock rung was asked / settled
-        self._sign_cache: dict[tuple[Expr, Precision], tuple[Interval, bool]] = {}  # (answer, deterministic)
+        self._sign_cache = _ScopeCache()  # (Expr, Precision) -> (Interval, deterministic)
         self._constraint_nesting: int | None = None  # nesting() of the constraints, on the first question
-        self._bounds_cache: dict[Expr, Bounds] = {}
-        self._readable_cache: dict[Expr, Bounds] = {}  # the same answers with the smallest witnesses
+        self._bounds_cache = _ScopeCache()  # Expr -> Bounds
+        self._readable_cache = _ScopeCache()  # Expr -> Bounds: the same answers with the smallest witnesses
         self.search = EndSearch(self)  # the bound search, in a room of its own (smtdims.search)
         self._presburger: presburger.Engine | None = None  # ISL's view, built on the first eligible bound
-        self._decision_cache: dict[tuple[Expr, str, Expr], Decision] = {}
-        self._proof_cache: dict[tuple[Expr, str, Expr], bool] = {}
+        self._decision_cache = _ScopeCache()  # (lhs, op, rhs) -> Decision
+        self._proof_cache = _ScopeCache()  # (lhs, op, rhs) -> bool
 
     # -- rung 2 and 3 state -----------------------------------------------------------------------------
     @property
@@ -589,7 +589,7 @@ class Session:
             raise ValueError(f"unknown comparison {op!r}; use one of {', '.join(COMPARISON_OPS)}")
         return self._answer(self._decision_cache, (lhs, op, rhs), (lhs, rhs), lambda: self._decide(lhs, op, rhs))
 
-    def _answer(self, cache: dict, key: Any, exprs: tuple[Expr, ...], compute: Callable[[], _A],
+    def _answer(self, cache: _ScopeCache, key: Any, exprs: tuple[Expr, ...], compute: Callable[[], _A],
                 deterministic: Callable[[_A], bool] = lambda _: True) -> _A:
         """One question: the cached answer, or ``compute()`` stored when nothing clock-shaped it.
 
@@ -949,23 +949,52 @@ class Session:
 # witnesses with the ends, in the same call (see _small_witness).
 _READABLE: contextvars.ContextVar[bool] = contextvars.ContextVar("smtdims_readable", default=False)
 
-# Per-scope caches are bounded by entries and by the size of what they keep (expr.CACHE_MAX_TERMS).
-# A full cache forgets its oldest entry (insertion order) for the new one. 4,096: a scope that is
-# asked again and again (the empty constraint set of public calls) grew by about 21 objects an answer
-# for as long as it was asked (100,000 entries a cache before; issue 28's flat memory line), and
-# a forgotten answer is computed again, the same.
-_CACHE_ENTRIES = 4_096
+# Per-scope caches are bounded by entries and by the size of the expressions they keep (Expr.size(),
+# as the parse memos count); a full cache forgets its oldest entries (insertion order) for the new
+# one, and an expression of size over CACHE_MAX_TERMS is not kept. Why both: a scope that is asked
+# again and again (the empty constraint set of public calls) grew by about 21 objects an answer with
+# no bound short of 100,000 entries; bounded at 4,096 entries, its interval cache still held 75,000
+# objects after 4,000 fuzz questions (about 100 an entry: the keys are the questions' expressions),
+# and the long memory line rose with it (issue 28). A forgotten answer is computed again, the same.
+_CACHE_ENTRIES = 1_024
+_CACHE_SIZE = 20_000  # about 2 tracked objects a unit: at most a few MiB a cache
 
 
-def _store(cache: dict, key: Any, value: Any, *exprs: Expr) -> None:
+class _ScopeCache(dict):
+    """A scope's answers, with the size of each entry's expressions (``sizes``) and their total (``held``)."""
+
+    __slots__ = ("held", "sizes")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = 0
+        self.sizes: dict[Any, int] = {}
+
+    def clear(self) -> None:
+        super().clear()
+        self.sizes.clear()
+        self.held = 0
+
+
+def _store(cache: _ScopeCache, key: Any, value: Any, *exprs: Expr) -> None:
     """``cache[key] = value`` unless ``exprs`` are too large to keep, making room in a full cache."""
-    if not all(len(e.terms) <= CACHE_MAX_TERMS for e in exprs):
+    n = 0
+    for e in exprs:
+        if len(e.terms) > CACHE_MAX_TERMS:  # before size(): a huge sum is not walked for nothing
+            return
+        n += e.size()
+    if n > CACHE_MAX_TERMS:
         return
-    while len(cache) >= _CACHE_ENTRIES:
+    while len(cache) >= _CACHE_ENTRIES or (cache and cache.held + n > _CACHE_SIZE):
         try:
-            del cache[next(iter(cache))]
+            old = next(iter(cache))
+            del cache[old]
+            cache.held -= cache.sizes.pop(old, 0)
         except (StopIteration, KeyError, RuntimeError):  # another thread changed it: room was made
             break
+    if key not in cache:
+        cache.sizes[key] = n
+        cache.held += n
     cache[key] = value
 
 

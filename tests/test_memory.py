@@ -151,3 +151,29 @@ def test_a_scope_asked_again_and_again_keeps_a_bounded_number_of_answers(monkeyp
     assert reasoner.stats()["cache_hits"] - hits < 20, "most were forgotten and computed again"
     fresh = Session(ConstraintSet.of(["a >= 2"]))
     assert [fresh.decide(*q).status for q in questions] == first
+
+
+def test_a_scope_cache_holds_a_bounded_size_of_expressions(monkeypatch):
+    """Bounded in entries only, the empty constraint set's interval cache held 75,000 objects after
+    4,000 fuzz questions: its keys are the questions' expressions. It also keeps at most _CACHE_SIZE
+    units of Expr.size(), and the interval evaluator's atom memo at most MEMO_ENTRIES atoms."""
+    from smtdims import heuristic, reasoner
+
+    monkeypatch.setattr(reasoner, "_CACHE_SIZE", 200)
+    monkeypatch.setattr(heuristic, "MEMO_ENTRIES", 16)
+    s = Session(ConstraintSet.of(["a >= 2"]))
+    exprs = [parse_expr(" + ".join(f"max(a, {i}*b + {j})" for j in range(5))) for i in range(1, 40)]
+    first = [s.interval(e) for e in exprs]
+    assert exprs[-1] in s._interval_cache and exprs[0] not in s._interval_cache  # the newest are kept
+    decided = [s.decide(e, ">=", parse_expr("7")).status for e in exprs]
+    for cache in (s._interval_cache, s._decision_cache):
+        assert 0 < cache.held <= 200 and cache.held == sum(cache.sizes.values()) == sum(
+            sum(x.size() for x in ((k,) if not isinstance(k, tuple) else k) if hasattr(x, "size")) for k in cache)
+        assert set(cache.sizes) == set(cache)
+    assert len(s.evaluator._memo) <= 16
+    assert [s.interval(e) for e in exprs] == first  # forgotten answers come back the same
+    assert [s.decide(e, ">=", parse_expr("7")).status for e in exprs] == decided
+    assert [Session(ConstraintSet.of(["a >= 2"])).interval(e) for e in exprs] == first
+    too_big = parse_expr(" + ".join(f"max(a, {i}*b)" for i in range(1, 1200)))  # size over CACHE_MAX_TERMS
+    s.interval(too_big)
+    assert too_big not in s._interval_cache
