@@ -103,7 +103,7 @@ def add_interval(x: Interval, y: Interval) -> Interval:
 # Atoms an evaluator keeps: a scope asked about for the whole process (the empty constraint set of
 # public calls) kept every max/mod it ever saw (issue 28's memory line). Large enough that one
 # expression's shared atoms stay memoised while it is evaluated (a DAG of nested max is walked once).
-MEMO_ENTRIES = 2_048
+MEMO_ENTRIES = 8_192
 
 
 class IntervalEvaluator:
