@@ -60,8 +60,14 @@ class _Worker:
         self.dir = tempfile.mkdtemp(prefix="smtdims-verify-worker-")
         shutil.copy(_WORKER, os.path.join(self.dir, "worker.py"))  # run from here: sys.path holds nothing of ours
         self.err = open(os.path.join(self.dir, "stderr.txt"), "w+")
-        self.proc = subprocess.Popen([sys.executable, "worker.py", "--serve", str(IDLE_S)], cwd=self.dir,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True, env=env)
+        try:
+            self.proc = subprocess.Popen([sys.executable, "worker.py", "--serve", str(IDLE_S)], cwd=self.dir,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
+                                         env=env)
+        except BaseException:  # nothing started: leave no directory behind
+            self.err.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
         self.jobs = 0
         self.lock = threading.Lock()
         _stats["started"] += 1
