@@ -8,6 +8,7 @@ Each test starts at most two interpreters (1.5 s of CPU each); jobs go straight 
 
 from __future__ import annotations
 
+import os
 import threading
 
 import jax
@@ -107,3 +108,16 @@ def test_an_idle_worker_exits_and_a_busy_one_is_not_waited_for(no_workers, artif
         assert _the_worker() is w2  # the job's own worker was not kept
     finally:
         w2.lock.release()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX warns; the child only exits
+def test_a_forked_child_does_not_use_the_parents_worker(no_workers, artifact):
+    _job(artifact)
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's worker (its pipes) is not in its table
+        os._exit(0 if not fresh._WORKERS else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert _the_worker().proc.poll() is None  # the parent's is untouched
+    _job(artifact)

@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from smtdims import options
+
 from ._common import Progress
 from .report import FAIL, PASS, SKIP, RejectionCheck
 
@@ -45,7 +47,7 @@ def _unpack(blob: bytes, leaves: Sequence[dict[str, Any]]) -> list[np.ndarray]:
 # -- the fresh process ------------------------------------------------------------------------------------
 IDLE_S = 120.0  # a worker with no job for this long exits (it holds JAX: about 150 MiB)
 MAX_JOBS = 32  # then it is replaced, so that what JAX keeps between jobs stays bounded
-_stats = {"started": 0, "jobs": 0}
+_stats = {"started": 0}
 
 
 class _Worker:
@@ -94,21 +96,18 @@ class _Worker:
 # worker keyed on it was started once per test). A worker keeps the value it started with.
 _VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
 _WORKERS: dict[tuple[tuple[str, str], ...], _Worker] = {}
-_WORKERS_LOCK = threading.Lock()
-_WORKERS_PID = [os.getpid()]
+_WORKERS_LOCK = options.fork_safe(threading.Lock())
+if hasattr(os, "register_at_fork"):  # a forked child starts with none: the parent's pipes are the parent's
+    os.register_at_fork(after_in_child=_WORKERS.clear)
 
 
 def _worker_for(env: dict[str, str]) -> tuple[_Worker, bool]:
     """A free live worker for ``env`` (started if needed) and whether it is shared (kept for later jobs).
 
     A worker that is busy in another thread is not waited for: the job gets a worker of its own.
-    In a forked child the parent's workers are not touched (their pipes are the parent's).
     """
     key = tuple(sorted((k, v) for k, v in env.items() if k not in _VOLATILE))
     with _WORKERS_LOCK:
-        if _WORKERS_PID[0] != os.getpid():
-            _WORKERS.clear()
-            _WORKERS_PID[0] = os.getpid()
         w = _WORKERS.get(key)
         if w is not None and w.lock.acquire(blocking=False):
             if w.alive():
@@ -139,7 +138,7 @@ def _discard(w: _Worker) -> None:
 def close_workers() -> None:
     """End every worker of this process (at exit; tests call it to start from none)."""
     with _WORKERS_LOCK:
-        ws = list(_WORKERS.values()) if _WORKERS_PID[0] == os.getpid() else []
+        ws = list(_WORKERS.values())
         _WORKERS.clear()
     for w in ws:
         w.close()
@@ -227,7 +226,6 @@ def run_fresh_process(artifact: bytes, samples: Sequence[Sequence[np.ndarray]], 
                     _discard(w)
             if state != "unstarted":
                 break
-        _stats["jobs"] += 1
         result_path = Path(d, "result.json")
         if state != "done" or not result_path.exists():
             raise RuntimeError(stderr or "the verification process wrote no results")
