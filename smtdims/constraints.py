@@ -103,6 +103,7 @@ class ConstraintSet:
     # alive long after their sessions were gone (issue 28: 40,000 objects after 3,000 questions)
     _variables_memo: frozenset[str] | None = field(default=None, compare=False, repr=False)
     _parts_memo: tuple[Constraint, ...] | None = field(default=None, compare=False, repr=False)
+    _index_memo: dict[str, tuple[int, ...]] | None = field(default=None, compare=False, repr=False)
 
     @staticmethod
     def of(items: Iterable[str | Constraint] | str | ConstraintSet = ()) -> ConstraintSet:
@@ -125,6 +126,18 @@ class ConstraintSet:
             object.__setattr__(self, "_variables_memo", v)
         return v
 
+    def by_variable(self) -> dict[str, tuple[int, ...]]:
+        """For each variable, the positions of the constraints that mention it (nested operands too)."""
+        idx = self._index_memo
+        if idx is None:
+            acc: dict[str, list[int]] = {}
+            for i, c in enumerate(self.constraints):
+                for v in c.diff.variables():
+                    acc.setdefault(v, []).append(i)
+            idx = {v: tuple(ix) for v, ix in acc.items()}
+            object.__setattr__(self, "_index_memo", idx)
+        return idx
+
     def holds(self, env: dict[str, int]) -> bool:
         """Whether ``env`` (all variables >= 1) satisfies every constraint; zero divisors fail."""
         if any(v < 1 for v in env.values()):
@@ -133,6 +146,19 @@ class ConstraintSet:
             return all(c.holds(env) for c in self.constraints)
         except ZeroDivisionError:
             return False
+
+    def failing(self, env: dict[str, int]) -> list[int]:
+        """Positions of the constraints that do not hold at ``env`` (a zero divisor or a missing
+        variable counts as failing); the implicit ``v >= 1`` is not among them."""
+        bad = []
+        for i, c in enumerate(self.constraints):
+            try:
+                ok = c.holds(env)
+            except (ZeroDivisionError, KeyError):
+                ok = False
+            if not ok:
+                bad.append(i)
+        return bad
 
     def is_linear(self) -> bool:
         return all(c.diff.is_linear() for c in self.constraints)

@@ -738,6 +738,8 @@ _BIG = 10**4000
 
 def text_int(text: str) -> int:
     """Inverse of :func:`int_text`: the int of decimal text of any length."""
+    if len(text) <= 4000:
+        return int(text)
     neg = text.startswith("-")
     digits = text[1:] if neg else text
     value = 0

@@ -22,8 +22,8 @@ import math
 from collections.abc import Iterable, Mapping
 
 from . import options
-from .constraints import ConstraintSet
-from .expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
+from .constraints import Constraint, ConstraintSet
+from .expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, text_int
 
 _MAX_SINGLE_DIRECTIONS = 16
 _MAX_DEGREE = 2048
@@ -197,11 +197,22 @@ class _AlongRay:
         return x if x_wins else y
 
 
+def failing_at(constraints: ConstraintSet, p: Mapping[str, int]) -> frozenset[int]:
+    """Positions of the constraints that do not hold at ``p`` (a zero divisor counts as failing)."""
+    return frozenset(constraints.failing(dict(p)))
+
+
 def unbounded_below(e: Expr, constraints: ConstraintSet, p: Mapping[str, int], d: Mapping[str, int],
-                    names: Iterable[str] | None = None, work: _Work | None = None) -> bool:
+                    names: Iterable[str] | None = None, work: _Work | None = None,
+                    failing: frozenset[int] | None = None) -> bool:
     """Whether ``p + t*d`` certifies that ``e`` is unbounded below under ``constraints`` (exact).
 
     False also when ``work`` (default: a fresh :data:`RAY_WORK`) runs out: no certificate.
+    ``failing``: :func:`failing_at` ``p``, when the caller tries many directions from one point.
+    Then only the constraints that mention a variable ``d`` moves are followed along the ray.
+    Why that is exact: a constraint none of whose variables move has the same value at every
+    point of the ray, its value at ``p``; it holds along the ray iff it holds at ``p``. (At 500
+    constraints, following every one along each of 17 directions was 40% of a bounds query.)
     """
     names = names if names is not None else set(constraints.variables()) | set(e.variables())
     for v in names:
@@ -211,7 +222,14 @@ def unbounded_below(e: Expr, constraints: ConstraintSet, p: Mapping[str, int], d
     f = ray.expr(e)
     if f is None or len(f) < 2 or f[-1] >= 0:
         return False
-    for c in constraints:
+    follow: Iterable[Constraint] = constraints
+    if failing is not None:
+        index = constraints.by_variable()
+        moved = sorted({i for v, x in d.items() if x for i in index.get(v, ())})
+        if not failing <= set(moved):
+            return False  # a constraint that fails at p and stays put fails all along the ray
+        follow = (constraints.constraints[i] for i in moved)
+    for c in follow:
         g = ray.expr(c.diff)
         if g is None:
             return False
@@ -264,13 +282,14 @@ def find_ray(e: Expr, constraints: ConstraintSet, bases: Iterable[Mapping[str, i
     for base in [*bases, *towards]:  # a far model is itself a good base
         full = {v: base.get(v, 1) for v in names}
         extra = _symbolic_scale(e, constraints, full)  # symbolic divisors that stay constant along a ray
+        failing = failing_at(constraints, full)
         for d in dirs:
             for dd in (d, {v: x * extra for v, x in d.items()}) if extra > 1 else (d,):
                 if allowance.left <= 0 or options.deadline_passed():
                     return False
                 allowed = max(1, allowance.left // 2)
                 share = _Work(allowed)
-                found = unbounded_below(e, constraints, full, dd, names, share)
+                found = unbounded_below(e, constraints, full, dd, names, share, failing)
                 allowance.left -= allowed - max(share.left, 0)
                 if found:
                     return True
@@ -445,10 +464,14 @@ class Recession:
                 if r != z3.sat:
                     return None
                 m = self._solver.model()
+                names = (*self._names, *extra)
+                texts = smt.model_numerals(m, (z3.Real(_smt_name(n)[1:-1], self._ctx) for n in names))
                 values = {}
-                for n in (*self._names, *extra):
-                    v = m.eval(z3.Real(_smt_name(n)[1:-1], self._ctx), model_completion=True)
-                    values[n] = (int(v.numerator_as_long()), int(v.denominator_as_long()))
+                for n, t in zip(names, texts, strict=True):
+                    if t is None:
+                        return None  # not a rational: no direction proposed (a ray is only ever checked exactly)
+                    p, _, q = t.partition("/")
+                    values[n] = (text_int(p), text_int(q) if q else 1)
             finally:
                 self._solver.pop()
         den = math.lcm(*(q for _, q in values.values())) if values else 1

@@ -16,6 +16,7 @@ import math
 
 import strategies as S
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from smtdims import ConstraintSet, bounds, parse_expr, rays
 from smtdims.constraints import _MAX_PARTS, Constraint
@@ -87,6 +88,21 @@ def test_recession_cone_finds_the_ray_that_fixed_directions_miss():
     assert rays.unbounded_below(f, cs, base, d)
     # a bounded end gets no direction: the LP is infeasible
     assert rays.Recession(cs, 100_000).direction(parse_expr("-u")) is None
+
+
+@settings(**SETTINGS)
+@given(S.cases(S.GenConfig(max_vars=4, max_constraints=5, planted=0.7)), st.data())
+def test_ray_check_following_only_moved_constraints_is_the_full_check(case: S.Case, data):
+    # find_ray follows only the constraints that mention a moved variable, the others judged
+    # at the base point (rays.failing_at): the same verdict as following every constraint
+    cs = ConstraintSet.of(case.constraint_texts)
+    e = parse_expr(case.expr_text)
+    names = sorted(set(cs.variables()) | e.variables() | set(case.vars))
+    for _ in range(4):
+        p = {v: data.draw(st.integers(1, 6)) for v in names}
+        d = {v: data.draw(st.sampled_from((0, 0, 1, 2, 6))) for v in names}
+        full = rays.unbounded_below(e, cs, p, d, names)
+        assert rays.unbounded_below(e, cs, p, d, names, failing=rays.failing_at(cs, p)) == full, (case.describe(), p, d)
 
 
 def test_unbounded_end_through_the_api():
