@@ -412,6 +412,7 @@ class Recession:
         self.budget = budget
         self._solver = None
         self._ctx = None
+        self._reals: dict[str, object] = {}  # name -> its z3.Real in the LP's context, made once
         self._names = sorted(constraints.variables())
         self._family = smt.new_family() if family is None else family  # its session's: released together
 
@@ -422,6 +423,7 @@ class Recession:
     def _release(self) -> None:
         """Drop the LP (``smt.touch`` bounds how many Z3 sides live at once); rebuilt on next use."""
         self._solver = self._ctx = None
+        self._reals = {}
 
     def _start(self) -> None:
         from . import smt
@@ -434,8 +436,18 @@ class Recession:
             if s is not None and s != "0.0":
                 lines.append(f"(assert ({'>=' if c.kind == '>=' else '='} {s} 0.0))")
         self._ctx = smt.shared_context()
+        self._reals = {}
         self._solver = smt.make_solver(self._ctx, self.budget)
         self._solver.from_string("\n".join(lines))
+
+    def _real(self, name: str):
+        """The LP's variable for ``name`` (z3.Real, in the LP's context): made once, not per question."""
+        import z3
+
+        r = self._reals.get(name)
+        if r is None:
+            r = self._reals[name] = z3.Real(_smt_name(name)[1:-1], self._ctx)
+        return r
 
     def direction(self, f: Expr) -> dict[str, int] | None:
         """An integer direction (every component >= 0) with ``slope(f) <= -1``, or None."""
@@ -456,7 +468,7 @@ class Recession:
             try:
                 # the query's own variables through decls: a declaration made by from_string
                 # outlives the pop, so the next question could not declare it again
-                decls = {_smt_name(n)[1:-1]: z3.Real(_smt_name(n)[1:-1], self._ctx) for n in f.variables()}
+                decls = {_smt_name(n)[1:-1]: self._real(n) for n in f.variables()}
                 goal = z3.parse_smt2_string(f"(assert (<= {s} (- 1.0)))", decls=decls, ctx=self._ctx)
                 self._solver.add(*goal, *(decls[_smt_name(n)[1:-1]] >= 0 for n in extra))
                 smt.COUNTERS.bump("solver_checks")
@@ -465,7 +477,7 @@ class Recession:
                     return None
                 m = self._solver.model()
                 names = (*self._names, *extra)
-                texts = smt.model_numerals(m, (z3.Real(_smt_name(n)[1:-1], self._ctx) for n in names))
+                texts = smt.model_numerals(m, (self._real(n) for n in names))
                 values = {}
                 for n, t in zip(names, texts, strict=True):
                     if t is None:

@@ -172,7 +172,8 @@ class EndSearch:
         names = set(self.session.constraints.variables()) | f.variables()
         for b in bases:
             full = {v: b.get(v, 1) for v in names}
-            if rays.unbounded_below(f, self.session.constraints, full, d, names):
+            if rays.unbounded_below(f, self.session.constraints, full, d, names,
+                                    failing=rays.failing_at(self.session.constraints, full)):
                 return True
         return False
 
