@@ -19,11 +19,14 @@ question's deadline, on the machine's monotonic clock) a timer interrupts the ch
 caller's watchdog does in process.
 
 Answer: ``{"r": "sat" | "unsat" | "unknown", "reason": text, "deadline": bool, "model": {name:
-decimal text} (sat: every integer constant of the model), "core": [names] (unsat with assumptions)}``.
+decimal text} (sat: every integer constant of the model), "core": [names] (unsat with assumptions),
+"bye": true (this process ends after this answer: it is past MAX_RSS_MB even after dropping what it
+held)}``.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -34,7 +37,18 @@ from collections import OrderedDict
 from typing import Any
 
 SOLVERS = 16  # solvers held at once (least recently used dropped)
-CONTEXTS = 8  # contexts held at once: one per context of the caller, as in process
+# Contexts held at once: one per context of the caller (a question's), as in process; a context's
+# solvers go with it. Each costs about 17 MB with its tactic: 16 solvers each holding a context of
+# its own, long after their questions ended, were most of a worker's 500 MB.
+CONTEXTS = 4
+# Past this resident size (MiB) after an answer, the worker drops every solver and context it holds
+# (a caller whose solver is gone gets "missing" and sends it afresh, as after a restart) and gives
+# freed memory back (glibc's malloc_trim); still past it, it ends after the answer ("bye"), and the
+# caller's next check starts another. Why: a worker that answered the fuzzer's mix for 4 minutes
+# held 2.6 GB beside a caller of 190 MB. Replayed, 140 of its requests left 415 MB after every
+# solver and context was dropped, and 39 MB after malloc_trim: the pages glibc kept after large
+# nonlinear checks, not what the worker held.
+MAX_RSS_MB = float(os.environ.get("SMTDIMS_Z3_WORKER_RSS_MB", "256") or 256)
 # Seconds each check first sleeps, deaf to its timer: a check Z3 does not stop at the interrupt, for
 # the tests of the caller's kill (tests/test_bounded_time.py); 0 in normal use.
 STALL = float(os.environ.get("SMTDIMS_Z3_WORKER_STALL", "0") or 0)
@@ -94,15 +108,56 @@ def _context(z3: Any, strategy: Any, state: dict, key: int) -> Any:
         ctx = state.pop("spare", None) or _new_context(z3, strategy)
         contexts[key] = ctx
         while len(contexts) > CONTEXTS:
-            contexts.popitem(last=False)
+            _, gone = contexts.popitem(last=False)
+            solvers = state["solvers"]
+            for k in [k for k, (c, _) in solvers.items() if c is gone]:
+                del solvers[k]  # a caller that asks again gets "missing" and sends its solver afresh
+            _free(gone)
     contexts.move_to_end(key)
     return ctx
+
+
+def _free(ctx: Any) -> None:
+    """Let ``ctx`` go as soon as nothing else holds it. The tactic cached on it (``_smtdims_nia``)
+    holds it back: a reference cycle that waits for a full garbage collection, which this process,
+    making few Python objects, seldom runs. Dropped contexts piled up, about 17 MB each."""
+    vars(ctx).pop("_smtdims_nia", None)
 
 
 def _new_context(z3: Any, strategy: Any) -> Any:
     ctx = z3.Context()
     strategy.nonlinear_tactic(ctx)  # built once per context (about 9 ms): the spare has it ready
     return ctx
+
+
+def _rss_mb() -> float:
+    """Resident size in MiB (Linux /proc; 0.0 elsewhere: no recycling there)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _shed(state: dict) -> bool:
+    """Past MAX_RSS_MB: drop what is held and give memory back; whether the process may go on."""
+    if _rss_mb() <= MAX_RSS_MB:
+        return True
+    held = [*state["contexts"].values(), *(c for c, _ in state["solvers"].values())]
+    spare = state.pop("spare", None)
+    state["solvers"].clear()
+    state["contexts"].clear()
+    for ctx in (*held, *([spare] if spare is not None else [])):
+        _free(ctx)
+    del held, spare
+    gc.collect()  # anything else in a cycle
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)  # glibc keeps freed pages otherwise
+    except (OSError, AttributeError):
+        pass
+    return _rss_mb() <= MAX_RSS_MB
 
 
 def main() -> None:
@@ -124,8 +179,13 @@ def main() -> None:
             answer = handle(z3, strategy, state, json.loads(line))
         except Exception as err:  # a malformed request must not end the worker
             answer = {"r": "unknown", "reason": f"smtdims worker: {type(err).__name__}: {err}"[:300]}
+        bye = not _shed(state)
+        if bye:
+            answer["bye"] = True  # the caller retires this process once it has the answer
         out.write(json.dumps(answer) + "\n")
         out.flush()
+        if bye:
+            return
         if "spare" not in state:  # the next caller context's, built while the caller is busy elsewhere
             state["spare"] = _new_context(z3, strategy)
 

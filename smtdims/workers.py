@@ -189,6 +189,8 @@ class Worker:
             if answer is None:  # late, or the worker died: kill it, start afresh next time
                 self.kills += 1
                 self._kill()
+            elif answer.pop("bye", False):  # the worker ends after this answer: the next call starts another
+                self._kill()
             return answer, self.generation
 
     def cpu_seconds(self) -> float:

@@ -90,3 +90,55 @@ def test_a_worker_that_died_is_replaced():
             w.proc.kill()
             w.proc.wait()
     assert smtdims.decide("a*b + 1", ">=", "a", deadline=30).status == "true"
+
+
+def test_a_worker_past_its_memory_limit_retires_after_its_answer(monkeypatch):
+    """A worker past SMTDIMS_Z3_WORKER_RSS_MB drops what it holds and, still past it, says "bye" with
+    its answer and ends: the answer is used, and the next check starts another worker."""
+    for w in smt.Z3_WORKERS.workers():
+        w._kill()  # workers started before read the limit at their start
+    monkeypatch.setenv("SMTDIMS_Z3_WORKER_RSS_MB", "1")  # every worker is past it
+    rng = random.Random(11)
+    started = sum(w.generation for w in smt.Z3_WORKERS.workers())
+    for _ in range(6):
+        ctx = z3.Context()
+        fs, _ = _formulas(ctx, rng)
+        here, _ = _check(fs, None)
+        there, s = _check(fs, 30.0)
+        assert here == there and s._last is not None, [str(f) for f in fs]  # the worker's answer, used
+        assert all(w.proc is None for w in smt.Z3_WORKERS.workers())  # retired at its "bye"
+    assert sum(w.generation for w in smt.Z3_WORKERS.workers()) - started == 6  # a process for each check
+    for w in smt.Z3_WORKERS.workers():
+        w._kill()  # the next tests' workers start without the limit
+
+
+def test_a_worker_lets_go_of_the_contexts_it_drops():
+    """The worker keeps CONTEXTS contexts; the ones it drops are freed at once, not at a full garbage
+    collection (the tactic cached on a context holds it in a cycle; such contexts, 17 MB each, took a
+    worker that answered the fuzzer's mix to 2.6 GB)."""
+    import gc
+    import sys
+    import weakref
+    from collections import OrderedDict
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(smt.__file__).parent))
+    try:
+        import _z3_strategy as strategy
+        import _z3_worker as worker
+    finally:
+        sys.path.pop(0)
+    state: dict = {"solvers": OrderedDict(), "contexts": OrderedDict()}
+    seen = []
+    gc.disable()
+    try:
+        for key in range(1, 25):
+            answer = worker.handle(z3, strategy, state, {
+                "ctx": key, "key": key, "reset": True, "budget": 100_000, "fast": False, "nonlinear": True,
+                "smt2": "(declare-fun a () Int)\n(assert (>= (* a a) 9))\n(assert (<= a 5))\n(assert (>= a 1))\n"})
+            assert answer["r"] == "sat" and answer["model"]["a"] in ("3", "4", "5")
+            seen.append(weakref.ref(state["contexts"][key]))
+        alive = sum(r() is not None for r in seen)
+        assert alive <= worker.CONTEXTS, alive
+    finally:
+        gc.enable()
