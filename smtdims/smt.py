@@ -872,6 +872,7 @@ class Fresh:
 
     def __init__(self, constraints: ConstraintSet):
         COUNTERS.bump("fresh_contexts")
+        _trim_state["due"] = True  # freed with its question: its pages too are worth giving back
         if options.active_deadline() is not None:
             Z3_WORKERS.prestart()  # its checks go to a worker: the first one starts while this encodes
         with z3_work():
@@ -947,8 +948,8 @@ def new_family() -> int:
 # context is released, glibc keeps the freed pages in its heaps (fragmented by what is still live),
 # and RSS stayed 20-40 MB above what was in use after many large scopes (issue 28). ``malloc_trim``
 # returns them. It costs 1-4 ms on a heap of 100-200 MB, so it runs at the end of a public question
-# (never inside one: benchmark 5's latency), only after a release, at most once per TRIM_EVERY seconds
-# (math.inf: never).
+# (never inside one: benchmark 5's latency), only after a release or a question's fresh context (freed
+# with the question), at most once per TRIM_EVERY seconds (math.inf: never).
 TRIM_EVERY = 1.0
 _trim_state = {"due": False, "last": -math.inf}
 
