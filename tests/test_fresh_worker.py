@@ -112,6 +112,7 @@ def test_an_idle_worker_exits_and_a_busy_one_is_not_waited_for(no_workers, artif
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX warns; the child only exits
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # Python 3.12+, the same
 def test_a_forked_child_does_not_use_the_parents_worker(no_workers, artifact):
     _job(artifact)
     pid = os.fork()
