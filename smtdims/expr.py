@@ -18,7 +18,7 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -864,26 +864,37 @@ FRAMES_PER_LEVEL = 12  # Python frames one nesting level costs, at most (measure
 _FRAMES_SPARE = 300  # frames kept free for what a question calls besides the recursion (Z3's API, JAX)
 
 
-def _stack_depth() -> int:
-    n, f = 0, sys._getframe(1)
-    while f is not None:
-        n, f = n + 1, f.f_back
-    return n
+def _stack_within(n: int) -> bool:
+    """Whether the caller's stack is at most ``n`` frames deep (one C-level walk, not a Python loop)."""
+    if n < 0:
+        return False
+    try:
+        sys._getframe(n + 1)  # counted from deep_recursion's frame, as the stack it measures
+    except ValueError:
+        return True
+    return False
 
 
-@contextmanager
-def deep_recursion(depth: int | None = None, limit: int = 20_000) -> Iterator[None]:
+_AS_IS = nullcontext()  # reusable: the recursion limit stays as it is
+
+
+def deep_recursion(depth: int | None = None, limit: int = 20_000) -> AbstractContextManager[None]:
     """Room for expressions nested ``depth`` levels deep (``None``: unknown, assume deep).
 
     Python's recursion limit is process-wide: raising it changes every other thread's limit too.
     So it is raised only when the stack now in use plus ``FRAMES_PER_LEVEL`` frames per level does
     not fit under it (200 nested ``max`` under the default limit of 1,000); the expressions of real
     programs nest a few levels and leave the limit as it is. When raised, it is counted across
-    threads, so one thread cannot restore the limit while another is deep.
+    threads, so one thread cannot restore the limit while another is deep. (Every question enters
+    this: the common case returns a shared no-op context, and the stack is measured by one C call.)
     """
-    if depth is not None and depth * FRAMES_PER_LEVEL + _stack_depth() + _FRAMES_SPARE <= sys.getrecursionlimit():
-        yield
-        return
+    if depth is not None and _stack_within(sys.getrecursionlimit() - depth * FRAMES_PER_LEVEL - _FRAMES_SPARE):
+        return _AS_IS
+    return _raised_recursion(limit)
+
+
+@contextmanager
+def _raised_recursion(limit: int) -> Iterator[None]:
     with _RECURSION_LOCK:
         if _RECURSION["users"] == 0:
             _RECURSION["saved"] = sys.getrecursionlimit()

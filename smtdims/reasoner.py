@@ -127,19 +127,28 @@ class _Stats:
             self.by_rung[rung] += 1
             self.solver_answers += ran
 
-    @contextmanager
-    def question(self) -> Iterator[None]:
+    def question(self) -> _StatsQuestion:
         """Marks where this thread's question began, for :meth:`answered`."""
-        starts = self._last.__dict__.setdefault("starts", [])
-        starts.append(thread_checks())
-        try:
-            yield
-        finally:
-            starts.pop()
+        return _StatsQuestion(self._last.__dict__.setdefault("starts", []))
 
     def bump(self, name: str) -> None:
         with self.lock:
             setattr(self, name, getattr(self, name) + 1)
+
+
+class _StatsQuestion:
+    """:meth:`_Stats.question`'s block (a class: entered by every question, see ``options._Question``)."""
+
+    __slots__ = ("_starts",)
+
+    def __init__(self, starts: list[int]):
+        self._starts = starts
+
+    def __enter__(self) -> None:
+        self._starts.append(thread_checks())
+
+    def __exit__(self, *exc: object) -> None:
+        self._starts.pop()
 
 
 STATS = _Stats()

@@ -909,18 +909,26 @@ def minimise_by_deletion(rest: list[z3.BoolRef], check: Callable[[list[z3.BoolRe
     return needed
 
 
-@contextmanager
-def question() -> Iterator[None]:
+def question() -> _Question:
     """Checks inside the block share one fresh context per constraint set; all are dropped
     when the outermost block ends, so the next question starts from nothing."""
-    q = _QUESTION
-    depth = getattr(q, "depth", 0)
-    if depth == 0:
-        q.contexts, q.keep = {}, []
-    q.depth = depth + 1
-    try:
-        yield
-    finally:
+    return _Question()
+
+
+class _Question:
+    """:func:`question`'s block (a class: entered by every question, see ``options._Question``)."""
+
+    __slots__ = ("_depth",)
+
+    def __enter__(self) -> None:
+        q = _QUESTION
+        depth = self._depth = getattr(q, "depth", 0)
+        if depth == 0:
+            q.contexts, q.keep = {}, []
+        q.depth = depth + 1
+
+    def __exit__(self, *exc: object) -> None:
+        q, depth = _QUESTION, self._depth
         q.depth = depth
         if depth == 0:
             q.contexts, q.keep = {}, []
