@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .expr import MAX, MIN, PARSE_CACHE_SIZE, Expr, Op, all_variables, sized_memo
@@ -35,7 +35,7 @@ class Constraint:
         lhs, op, rhs = parse_constraint(text)  # raises the TypeError that names the input
         return Constraint.make(lhs, op, rhs, text.strip())
 
-    def holds(self, env: dict[str, int]) -> bool:
+    def holds(self, env: Mapping[str, int]) -> bool:
         value = self.diff.evaluate(env)
         return value >= 0 if self.kind == ">=" else value == 0
 
@@ -147,7 +147,7 @@ class ConstraintSet:
         except ZeroDivisionError:
             return False
 
-    def failing(self, env: dict[str, int]) -> list[int]:
+    def failing(self, env: Mapping[str, int]) -> list[int]:
         """Positions of the constraints that do not hold at ``env`` (a zero divisor or a missing
         variable counts as failing); the implicit ``v >= 1`` is not among them."""
         bad = []

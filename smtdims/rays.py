@@ -199,7 +199,7 @@ class _AlongRay:
 
 def failing_at(constraints: ConstraintSet, p: Mapping[str, int]) -> frozenset[int]:
     """Positions of the constraints that do not hold at ``p`` (a zero divisor counts as failing)."""
-    return frozenset(constraints.failing(dict(p)))
+    return frozenset(constraints.failing(p))
 
 
 def unbounded_below(e: Expr, constraints: ConstraintSet, p: Mapping[str, int], d: Mapping[str, int],
