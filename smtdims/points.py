@@ -30,6 +30,7 @@ from .heuristic import INF, Interval, is_inf
 _MAX_REMEMBERED = 12
 _FREE_FILLS = (1, 2, 3, 8, 64, 1024)
 _MAX_SINGLE_FILLS = 8  # free variables that get a fill of their own (one large, the rest 1, ...)
+_MAX_FILL_SETS = 64  # lists of fillings a constraint set keeps, by free variables (the questions' other variables)
 # Evaluation work per question (valuations times Expr.size): about 0.1-0.2 s. Points only ever
 # prove things (undetermined, refuted, attained), so evaluating fewer of them is sound; the
 # limit is a count, so the same question evaluates the same points. 1,000 free variables gave
@@ -44,6 +45,8 @@ class Points:
     def __init__(self, constraints: ConstraintSet, ranges: Mapping[str, Interval]):
         self.constraints = constraints
         self.names = sorted(constraints.variables())
+        self._named = frozenset(self.names)
+        self._fills: dict[tuple[str, ...], list[dict[str, int]]] = {}  # free variables -> their fillings
         self._lock = options.fork_safe(threading.Lock())
         self._base: list[dict[str, int]] = []
         for guess in self._guesses(ranges):
@@ -94,17 +97,12 @@ class Points:
     def valuations(self, free: list[str]) -> Iterator[dict[str, int]]:
         """Every known point, each with a few fillings of the free variables."""
         base = self.base if self.constraints.constraints else [{}]
-        fills: list[dict[str, int]] = [{v: k for v in free} for k in _FREE_FILLS[:2]]
-        if free:
-            fills.append({v: i + 1 for i, v in enumerate(free)})
-            fills.append({v: len(free) - i for i, v in enumerate(free)})
-            for k in _FREE_FILLS[2:]:
-                fills.append({v: k for v in free})
-            if len(free) > 1:
-                for big in (64, 1024):
-                    for v in free[:_MAX_SINGLE_FILLS]:
-                        fills.append({w: (big if w == v else 1) for w in free})
-                        fills.append({w: (1 if w == v else big) for w in free})
+        fills = self._fills.get(tuple(free))
+        if fills is None:
+            fills = _fills(free)
+            if len(self._fills) >= _MAX_FILL_SETS:
+                self._fills.clear()
+            self._fills[tuple(free)] = fills
         for p in base:
             for f in fills:
                 yield {**f, **p}
@@ -114,7 +112,7 @@ class Points:
 
         At most :data:`_POINT_WORK` of evaluation, and none past the question's deadline.
         """
-        free = sorted((e.variables() | extra_free) - set(self.names))
+        free = sorted((e.variables() | extra_free) - self._named)
         cost = e.size() + len(free) + len(self.names)  # the valuation's dict is built too
         left = _POINT_WORK
         for env in self.valuations(free):
@@ -125,6 +123,27 @@ class Points:
                 yield e.evaluate(env), env
             except ZeroDivisionError:
                 continue
+
+
+def _fills(free: list[str]) -> list[dict[str, int]]:
+    """The fillings of the free variables ``free``, each once.
+
+    The same filling twice (no free variables: two empty ones; one: its ascending and descending
+    fills are both 1) would evaluate every point twice for nothing.
+    """
+    fills: list[dict[str, int]] = [{v: k for v in free} for k in _FREE_FILLS[:2]]
+    if free:
+        fills.append({v: i + 1 for i, v in enumerate(free)})
+        fills.append({v: len(free) - i for i, v in enumerate(free)})
+        for k in _FREE_FILLS[2:]:
+            fills.append({v: k for v in free})
+        if len(free) > 1:
+            for big in (64, 1024):
+                for v in free[:_MAX_SINGLE_FILLS]:
+                    fills.append({w: (big if w == v else 1) for w in free})
+                    fills.append({w: (1 if w == v else big) for w in free})
+    seen: set[tuple[int, ...]] = set()
+    return [f for f in fills if not (tuple(f.values()) in seen or seen.add(tuple(f.values())))]
 
 
 def shrink(env: Mapping[str, int], ok, constraints: ConstraintSet, keep: frozenset[str] = frozenset()) -> dict[str, int]:
