@@ -60,6 +60,16 @@ def worker() -> workers.Worker:
     return _WORKER
 
 
+def prestart() -> None:
+    """Have the ISL worker's process starting now, without waiting for it (see
+    :func:`smtdims.reasoner.prestart_workers`)."""
+    if not available():
+        return
+    with _WORKER.lock:
+        if not _WORKER.broken and _WORKER.proc is None:
+            _WORKER.spawn()
+
+
 _KEYS = itertools.count(1)  # domain keys, unique in the process (next() on a count is atomic in CPython)
 
 

@@ -51,7 +51,7 @@ from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE, REASON_DEADLINE
 from .points import Points, shrink
 from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
 from .search import End, EndSearch
-from .smt import COUNTERS, SAT, UNSAT, CheckResult, Encoder, SolverSession, thread_checks
+from .smt import COUNTERS, SAT, UNSAT, Z3_WORKERS, CheckResult, Encoder, SolverSession, thread_checks
 from .smt import question as smt_question
 
 __all__ = [
@@ -190,6 +190,20 @@ class _SessionQuestion:
 
 
 STATS = _Stats()
+
+
+def prestart_workers() -> None:
+    """Start the ISL worker's process and one Z3 worker's now, without waiting for them.
+
+    For runs that will ask many questions (``pytest --smtdims``, ``smtdims run``): each process
+    takes about 0.1 s to import its engine, paid in the first questions that need it unless it
+    starts beside the program's own imports and pytest's collection. JAX's ``DimExprTest`` waited
+    for both starts in its first floordiv bounds. Costs two idle processes where no question
+    ever needs them; a worker that cannot start turns its rung off as it would on first use.
+    """
+    if options.current().presburger:
+        presburger.prestart()
+    Z3_WORKERS.prestart()
 
 
 def stats() -> dict[str, Any]:

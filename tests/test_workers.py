@@ -142,3 +142,27 @@ def test_a_worker_lets_go_of_the_contexts_it_drops():
         assert alive <= worker.CONTEXTS, alive
     finally:
         gc.enable()
+
+
+def test_prestarted_workers_are_the_ones_the_first_questions_use():
+    """``prestart_workers`` (pytest --smtdims, smtdims run) starts the ISL and Z3 processes without
+    waiting; the first questions then use those processes rather than starting their own."""
+    from smtdims import presburger
+    from smtdims.reasoner import prestart_workers
+
+    smt.Z3_WORKERS.stop()
+    isl = presburger.worker()
+    with isl.lock:
+        isl._kill()
+    prestart_workers()
+    z3_procs = [w.proc for w in smt.Z3_WORKERS.workers() if w.proc is not None]
+    assert z3_procs, "no Z3 worker was started"
+    isl_proc, generation = isl.proc, isl.generation
+    if presburger.available():
+        assert isl_proc is not None
+    assert smtdims.decide("a*b", ">=", "a", deadline=30).status == "true"  # nonlinear: a Z3 worker
+    assert any(w.proc is p for w in smt.Z3_WORKERS.workers() for p in z3_procs)
+    if presburger.available():
+        b = smtdims.bounds("mod(a + 3, 5) + 2*b", constraints=["a + b <= 9"], deadline=30)
+        assert (b.lo, b.hi, b.answered_by) == (2, 20, "presburger")
+        assert isl.proc is isl_proc and isl.generation == generation  # the prestarted process answered

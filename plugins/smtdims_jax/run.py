@@ -356,6 +356,7 @@ def run_program(target: str, args: Sequence[str] = (), *, module: bool = False, 
     smtdims installed; print the summary to ``stream`` (stderr) and, with ``json_path``, write it
     there as JSON (``--json-out FILE``); ``json_stdout`` prints it as JSON on stdout after the
     program's own output (``--json``). Returns the program's exit status."""
+    from smtdims.reasoner import prestart_workers
     from smtdims.results import json_dumps
 
     from . import enabled
@@ -378,6 +379,7 @@ def run_program(target: str, args: Sequence[str] = (), *, module: bool = False, 
     name = f"-m {target}" if module else target
     status = 0
     with enabled(budget=budget), rec.watch_exports():
+        prestart_workers()  # their start overlaps the program's imports instead of its first export
         rec.listen()
         try:
             sys.argv = [target, *args]

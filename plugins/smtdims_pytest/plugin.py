@@ -58,7 +58,10 @@ class _Recorder:
     def start_session(self) -> None:
         import smtdims_jax
 
+        from smtdims.reasoner import prestart_workers
+
         smtdims_jax.install()
+        prestart_workers()  # their start overlaps the collection instead of the first tests
         self.session = True
         self.listen()
 
