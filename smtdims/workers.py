@@ -229,14 +229,20 @@ class Pool:
         """Have one worker's process starting (it takes about 0.2 s to import its engine) before the
         first call needs it: a question about to need a worker calls this while it encodes."""
         with self._cond:
-            if self._all or not hasattr(os, "fork"):
+            if not hasattr(os, "fork") or any(w.proc is not None for w in self._all):
+                return  # one is running or starting already
+            if not self._all:
+                self._all.append(Worker(self.script, self.spin))
+                self._free.append(self._all[0])
+            if not self._free:
                 return
-            w = Worker(self.script, self.spin)
-            self._all.append(w)
-            self._free.append(w)
-        with w.lock:
-            if not w.broken:
-                w.spawn()
+            w = self._free[-1]  # the one the next call takes
+        if w.lock.acquire(blocking=False):  # else a call holds it and starts it itself
+            try:
+                if not w.broken and w.proc is None:
+                    w.spawn()
+            finally:
+                w.lock.release()
 
     def stop(self) -> None:
         """Kill every worker's process (each starts again on its next call): tests and diagnostics."""
