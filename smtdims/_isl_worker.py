@@ -52,8 +52,10 @@ def _value(v: Any) -> int | str | None:
 
 
 def _attaining(isl: Any, graph: Any, value: int) -> Any:
-    """The valuations where the expression equals ``value``."""
-    at = isl.Set.read_from_str(graph.get_ctx(), "{ [x] : x = " + str(value) + " }")
+    """The valuations where the expression equals ``value`` (built, not parsed from text: the
+    parser cost more than the rest of a witness)."""
+    ctx = graph.get_ctx()
+    at = isl.Set.universe(graph.get_space().range()).fix_val(isl.dim_type.set, 0, isl.Val.read_from_str(ctx, str(value)))
     return graph.intersect_range(at).domain()
 
 
@@ -64,11 +66,19 @@ def _coords(isl: Any, points: Any, n: int) -> list[int] | None:
     return [int(str(pt.get_coordinate_val(isl.dim_type.set, i))) for i in range(n)]
 
 
+def _sum_of_variables(isl: Any, space: Any) -> Any:
+    """The affine function ``v0 + v1 + ...`` on ``space``."""
+    ls = isl.LocalSpace.from_space(space)
+    obj = isl.Aff.zero_on_domain(ls)
+    for i in range(space.dim(isl.dim_type.set)):
+        obj = obj.add(isl.Aff.var_on_domain(ls, isl.dim_type.set, i))
+    return obj
+
+
 def _least(isl: Any, ctx: Any, points: Any, tup: str, n: int) -> list[int] | None:
     """A point of ``points`` with the least sum of the variables: the witness a person reads at a
     glance (``smtdims.bounds`` shows it), found here in one call instead of a search by Z3."""
-    total = "(" + " + ".join(tup.split(", ")) + ")"
-    obj = isl.Aff.read_from_str(ctx, "{ [" + tup + "] -> [" + total + "] }")
+    obj = _sum_of_variables(isl, points.get_space())
     best: tuple[int, Any] | None = None
     for bs in points.get_basic_sets():  # per basic set, skipping empty ones (as in handle)
         if bs.is_empty():
@@ -81,8 +91,8 @@ def _least(isl: Any, ctx: Any, points: Any, tup: str, n: int) -> list[int] | Non
             best = (int(str(v)), one)
     if best is None:
         return None
-    at = isl.Set.read_from_str(ctx, "{ [" + tup + "] : " + total + " = " + str(best[0]) + " }")
-    return _coords(isl, best[1].intersect(at), n)
+    total = isl.Aff.val_on_domain(isl.LocalSpace.from_space(points.get_space()), isl.Val.read_from_str(ctx, str(best[0])))
+    return _coords(isl, best[1].intersect(obj.eq_set(total)), n)
 
 
 def _order(v: int | str) -> float | int:

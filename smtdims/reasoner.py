@@ -901,6 +901,14 @@ class Session:
             except ZeroDivisionError:
                 return False
 
+        eng = self.focus(e)._isl_engine(e) if isinstance(value, int) else None
+        given = eng.given_least(e, value) if eng is not None else None
+        if given is not None and all(env.get(v) == x for v, x in given.items()):
+            # The cone of influence's part is ISL's least-sum point for this end: no valuation of
+            # those variables with a smaller sum attains it, so every step below (all ones, moving
+            # down, shrinking one variable) can only fail on them; the other variables (no
+            # constraint links them to these) may still shrink.
+            return shrink(env, attains, self.constraints, keep=frozenset(given)) if len(given) < len(env) else env
         names = sorted(env)
         ones = dict.fromkeys(names, 1)
         if valid(ones):
@@ -911,11 +919,15 @@ class Session:
         env = shrink(env, attains, self.constraints)
         if max(env.values(), default=1) <= _READABLE_VALUE or options.deadline_passed():
             return env
-        # ISL finds the least sum in one call where it takes the question; Z3 searches for it otherwise
-        eng = self._isl_engine(e) if isinstance(value, int) else None
+        # ISL finds the least sum in one call where it takes the question (the focus's engine: the
+        # one that answered the bounds, holding the least-sum witnesses it gave with them); Z3
+        # searches for it otherwise. The focus's point covers the cone of influence; the other
+        # variables keep their values here (no constraint links them), and the whole is re-checked.
         least = eng.least_witness(e, value) if eng is not None else None
-        if least is not None and least.keys() == env.keys():
-            return least if sum(least.values()) < sum(env.values()) else env
+        if least is not None and least.keys() <= env.keys():
+            cand = {**env, **least}
+            if valid(cand):
+                return cand if sum(cand.values()) < sum(env.values()) else env
         # sum <= lo is refuted: only all-ones has sum len(names); no valuation goes below the variables' ranges
         floor = sum(max(1, int(low)) if not is_inf(low) else 1 for low in (self.interval(Expr.var(v))[0] for v in names))
         lo, best, step = max(len(names), floor - 1), sum(env.values()), 1
@@ -1002,7 +1014,7 @@ class Session:
         if eng is None:
             return None
         known = {v: env for v, env in vals}
-        got = eng.bounds(e, known, least=_READABLE.get())
+        got = eng.bounds(e, known, least=_READABLE.get(), small=_READABLE_VALUE)
         if got is None:
             return None
         lo, hi, w_lo, w_hi = got

@@ -83,6 +83,47 @@ def test_readable_witnesses_have_the_least_sum(expr, cons):
             assert sum(w.values()) == min(sum(p.values()) for v, p in feasible if v == end), (end, w)
 
 
+def _split_cases(n: int):
+    """As :func:`_least_sum_cases`, with a second group of constraints on other variables: the
+    question's cone of influence is a part of the set, so ISL answers on a focus session."""
+    import random
+
+    rng = random.Random("least-sum-split")
+    for _ in range(n):
+        cons = [f"{v} <= 20" for v in "ab"] + [f"{v} >= {rng.randint(1, 14)}" for v in "ab" if rng.random() < 0.7]
+        coef = [rng.randint(-3, 3) for _ in "ab"]
+        cons.append(f"{coef[0]}*a + {coef[1]}*b >= {rng.randint(-10, 30)}")
+        cons += [f"c >= {rng.randint(2, 30)}", "d <= 40", f"c + d >= {rng.randint(3, 50)}"]
+        terms = [f"{rng.randint(-4, 4)}*{v}" for v in "ab"]
+        if rng.random() < 0.5:
+            terms.append(f"{rng.choice([-2, 3])}*mod({rng.choice('ab')} + {rng.randint(0, 5)}, {rng.randint(2, 5)})")
+        yield " + ".join(terms), cons
+
+
+@pytest.mark.parametrize("expr, cons", list(_split_cases(20)))
+def test_readable_witnesses_of_a_part_of_the_constraints(expr, cons):
+    """The question's variables (a, b) are constrained apart from the others (c, d): the witness
+    meets every constraint, its a and b have the least sum (brute force over a, b), and the other
+    variables are shrunk where the constraints let them (no larger than the first point found)."""
+    import itertools
+
+    e, cs = parse_expr(expr), ConstraintSet.of(cons)
+    part = ConstraintSet.of([c for c in cons if "c" not in c and "d" not in c])
+    grid = [dict(zip("ab", p)) for p in itertools.product(range(1, 21), repeat=2)]
+    feasible = [(e.evaluate(w), w) for w in grid if part.holds(w)]
+    if not feasible:
+        return
+    with options.scoped(presburger=True):
+        b = smtdims.bounds(expr, cons)
+    assert (b.lo, b.hi) == (min(v for v, _ in feasible), max(v for v, _ in feasible))
+    first = Session(cs)._any_point()
+    for end, w in ((b.lo, b.lo_witness), (b.hi, b.hi_witness)):
+        assert w.keys() == {"a", "b", "c", "d"} and cs.holds(w) and e.evaluate(w) == end
+        if max(w["a"], w["b"]) > reasoner._READABLE_VALUE:
+            assert w["a"] + w["b"] == min(p["a"] + p["b"] for v, p in feasible if v == end), (end, w)
+        assert w["c"] + w["d"] <= first["c"] + first["d"]
+
+
 def _lying(monkeypatch, lie):
     real = presburger.Engine.bounds
 
