@@ -7,9 +7,10 @@ started as a script, reads one JSON request per line on stdin and writes one JSO
 line on stdout, and exits at end of input.
 
 Requests: ``{"op": "bounds" | "sat" | "least", "key": int, "dom": text | null, "tup": "v0, v1",
-"expr": text, "rel": "<" (sat), "known": [int, ...] (bounds), "least": bool (bounds: witnesses of
-the ends not in ``known`` with the least sum of the variables), "value": "int" (least: a point
-where ``expr`` is ``value`` with the least sum of the variables)}``. ``dom`` (the constraints'
+"tree": the expression (``presburger._tree``; or "expr": its ISL text), "rel": "<" (sat),
+"known": [int, ...] (bounds), "least": bool (bounds: witnesses of the ends not in ``known`` with
+the least sum of the variables), "value": "int" (least: a point where the expression is ``value``
+with the least sum of the variables)}``. ``dom`` (the constraints'
 integer set) is sent once per key; a request naming a key this process does not hold gets
 ``{"missing": true}``. Answers carry ints, or ``"inf"``/``"-inf"``, or ``{"error": ...}``.
 """
@@ -95,6 +96,50 @@ def _least(isl: Any, ctx: Any, points: Any, tup: str, n: int) -> list[int] | Non
     return _coords(isl, best[1].intersect(obj.eq_set(total)), n)
 
 
+def _expression(isl: Any, ctx: Any, dom: Any, tup: str, req: dict) -> Any:
+    """The request's expression as a piecewise affine function on the domain's space: built from
+    its ``tree`` through ISL's API, or read from its ``expr`` text."""
+    if "tree" not in req:
+        return isl.PwAff.read_from_str(ctx, "{ [" + tup + "] -> [" + req["expr"] + "] }")
+    return _build(isl, ctx, isl.LocalSpace.from_space(dom.get_space()), req["tree"])
+
+
+def _val(isl: Any, ctx: Any, text: str) -> Any:
+    return isl.Val.read_from_str(ctx, text)
+
+
+def _build(isl: Any, ctx: Any, ls: Any, tree: list) -> Any:
+    """``[[coefficient, atom], ...]`` (see ``presburger._tree``) as a piecewise affine function."""
+    total = None
+    for coef, atom in tree:
+        if atom is None:
+            piece = isl.PwAff.from_aff(isl.Aff.val_on_domain(ls, _val(isl, ctx, coef)))
+        else:
+            piece = _build_atom(isl, ctx, ls, atom)
+            if coef != "1":
+                piece = piece.scale_val(_val(isl, ctx, coef))
+        total = piece if total is None else total.add(piece)
+    return total if total is not None else isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls))
+
+
+def _build_atom(isl: Any, ctx: Any, ls: Any, atom: int | list) -> Any:
+    if isinstance(atom, int):
+        return isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, atom))
+    op, lhs, rhs = atom
+    x = _build(isl, ctx, ls, lhs)
+    if op in ("max", "min"):
+        y = _build(isl, ctx, ls, rhs)
+        return x.max(y) if op == "max" else x.min(y)
+    d = int(rhs)
+    # Python's floor division and modulo: x // d == floor(-x / -d); x % d == -((-x) % -d) for d < 0
+    # (ISL's floor and mod_val by a positive constant are Python's)
+    if op == "floordiv":
+        return (x if d > 0 else x.neg()).scale_down_val(_val(isl, ctx, str(abs(d)))).floor()
+    if op == "mod":
+        return x.mod_val(_val(isl, ctx, rhs)) if d > 0 else x.neg().mod_val(_val(isl, ctx, str(-d))).neg()
+    raise ValueError(f"unknown operation {op!r}")
+
+
 def _order(v: int | str) -> float | int:
     return float(v) if isinstance(v, str) else v
 
@@ -111,10 +156,11 @@ def handle(isl: Any, ctx: Any, domains: OrderedDict, req: dict) -> dict:
     domains.move_to_end(key)
     tup = req["tup"]
     ctx.reset_operations()
+    f = _expression(isl, ctx, dom, tup, req)
     if req["op"] == "sat":
-        cond = isl.Set.read_from_str(ctx, "{ [" + tup + "] : " + req["expr"] + " " + req["rel"] + " 0 }")
+        zero = isl.PwAff.from_aff(isl.Aff.zero_on_domain(isl.LocalSpace.from_space(f.get_domain_space())))
+        cond = {"<": f.lt_set, ">": f.gt_set, ">=": f.ge_set}[req["rel"]](zero)
         return {"sat": not dom.intersect(cond).is_empty()}
-    f = isl.PwAff.read_from_str(ctx, "{ [" + tup + "] -> [" + req["expr"] + "] }")
     graph = isl.Map.from_pw_aff(f).intersect_domain(dom)
     n = len(tup.split(", ")) if tup else 0
     if req["op"] == "least":

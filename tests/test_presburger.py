@@ -290,3 +290,102 @@ def test_a_worker_that_cannot_start_turns_the_rung_off(monkeypatch):
     assert worker.call({"op": "sat"}, 1.0, 1.0) == (None, 1) and worker.broken
     assert worker.call({"op": "sat"}, 1.0, 1.0)[0] is None  # and stays off, without trying again
     assert worker.generation == 1
+
+
+def _random_linear(rng, names, depth=0):
+    """A random expression of the Presburger fragment: sums of variables and constants, and of
+    floordiv / mod by nonzero constants (negative ones too), max and min, nested; big numbers too."""
+    from smtdims.expr import Expr
+
+    def leaf():
+        c = rng.choice([1, -1, 2, -3, 7, 10**30 + 1]) if rng.random() < 0.9 else 0
+        return Expr.var(rng.choice(names)) * c + rng.randint(-9, 9)
+
+    e = leaf()
+    for _ in range(rng.randint(0, 2)):
+        if depth >= 2 or rng.random() < 0.3:
+            e = e + leaf()
+            continue
+        inner = _random_linear(rng, names, depth + 1)
+        kind = rng.choice(["floordiv", "mod", "max", "min"])
+        if kind in ("floordiv", "mod"):
+            d = rng.choice([2, 3, -2, -5, 7, 10**20 + 3])
+            atom = inner.floordiv(Expr.const(d)) if kind == "floordiv" else inner.mod(Expr.const(d))
+        else:
+            other = _random_linear(rng, names, depth + 1)
+            atom = inner.max(other) if kind == "max" else inner.min(other)
+        e = e + atom * rng.choice([1, -1, 3, -2])
+    return e
+
+
+def test_the_worker_builds_expressions_as_isl_reads_their_text():
+    """The worker builds each expression through ISL's API (``presburger._tree``), not by parsing
+    its text: on random expressions the rung would send, both give the same function (ISL's own
+    equality test), its value at sample points is exact evaluation's, and the worker's answers
+    agree (the same ends and sign answers; witnesses may be other points of the same least sum)."""
+    import itertools
+    import random
+    from collections import OrderedDict
+
+    import islpy
+
+    from smtdims import _isl_worker
+    from smtdims.expr import Op
+
+    rng = random.Random("tree")
+    names = ("a", "b", "c")
+    alias = {n: f"v{i}" for i, n in enumerate(names)}
+    index = {n: i for i, n in enumerate(names)}
+    tup = ", ".join(alias[n] for n in names)
+    cs = ConstraintSet.of(["a + b + c <= 30"])
+    engine = presburger.Engine(cs)
+    ctx = islpy.Context()
+    ctx.set_max_operations(_isl_worker.OPERATIONS)
+    dom_text = "{ [" + tup + "] : v0 >= 1 and v1 >= 1 and v2 >= 1 and v0 + v1 + v2 <= 30 }"
+    dom = islpy.Set.read_from_str(ctx, dom_text)
+    points = [dict(zip(names, p)) for p in itertools.product((1, 2, 7), (1, 3), (1, 5, 9))]
+    tried = ops = too_big = 0
+    while tried < 100:
+        e = _random_linear(rng, names)
+        if not engine.eligible(e):
+            continue
+        tried += 1
+        ops += any(isinstance(a, Op) for a in e.atoms())
+        ctx.reset_operations()
+        text = islpy.PwAff.read_from_str(ctx, "{ [" + tup + "] -> [" + presburger._text(e, alias) + "] }")
+        ctx.reset_operations()
+        built = _isl_worker._expression(islpy, ctx, dom, tup, {"tree": presburger._tree(e, index)})
+        ctx.reset_operations()
+        try:
+            assert built.is_equal(text), str(e)
+        except islpy.Error:  # past the worker's operation limit: the points below still compare
+            too_big += 1
+        for env in points:
+            pt = islpy.Point.zero(dom.get_space())
+            for i, n in enumerate(names):
+                pt = pt.set_coordinate_val(islpy.dim_type.set, i, env[n])
+            assert int(str(built.eval(pt))) == e.evaluate(env), (str(e), env)
+        for req in ({"op": "sat", "rel": "<"}, {"op": "sat", "rel": ">="}, {"op": "bounds", "known": [], "least": True}):
+            answers = []
+            for form in ({"tree": presburger._tree(e, index)}, {"expr": presburger._text(e, alias)}):
+                ctx.reset_operations()
+                try:
+                    answers.append(_isl_worker.handle(islpy, ctx, OrderedDict(), {**req, **form, "key": 1,
+                                                                                 "dom": dom_text, "tup": tup}))
+                except islpy.Error:  # the worker answers {"error": ...}: the rung then declines
+                    answers.append(None)
+            by_tree, by_text = answers
+            if by_tree is None or by_text is None:
+                too_big += 1
+                continue
+            if req["op"] == "sat":
+                assert by_tree == by_text, (str(e), req)
+                continue
+            assert (by_tree["lo"], by_tree["hi"]) == (by_text["lo"], by_text["hi"]), str(e)
+            for end, w in (("lo", "wlo"), ("hi", "whi")):
+                if isinstance(by_tree[end], int):
+                    got, other = dict(zip(names, by_tree[w])), dict(zip(names, by_text[w]))
+                    assert cs.holds(got) and e.evaluate(got) == by_tree[end]
+                    assert sum(got.values()) == sum(other.values()), (str(e), end)
+    assert ops > 50  # most expressions hold floordiv, mod, max or min
+    assert too_big < 10
