@@ -180,13 +180,16 @@ class _SessionQuestion:
         self._leave(len(self._blocks))
 
     def _leave(self, entered: int) -> None:
-        blocks = self._blocks
-        try:
-            for i in range(entered - 1, 0, -1):
+        """Leave the first ``entered`` blocks, innermost first; each is left even if one before it
+        raised (as nested ``with`` statements do), and the first such error is raised after."""
+        blocks, err = self._blocks, None
+        for i in range(entered - 1, -1, -1):
+            try:
                 blocks[i].__exit__(None, None, None)
-        finally:
-            if entered:
-                blocks[0].__exit__(None, None, None)  # the lock, whatever happened above
+            except BaseException as exc:  # e.g. an after-question hook: the lock is released all the same
+                err = err or exc
+        if err is not None:
+            raise err
 
 
 STATS = _Stats()

@@ -176,3 +176,32 @@ def test_install_uninstall_from_threads():
     (b,) = export.symbolic_shape("b")
     with pytest.raises(sp.InconclusiveDimensionOperation):
         b >= b % 3  # noqa: B015  -- stock is inconclusive again (seed row 13)
+
+
+def test_a_question_block_leaves_every_part_when_one_fails_to_leave(monkeypatch):
+    """``Session._question`` is one class over five blocks: when leaving one raises (an
+    after-question hook), the outer ones are still left: the session's lock is free again for
+    other threads and the recursion limit is restored, and the error reaches the caller."""
+    import sys
+
+    from smtdims import ConstraintSet, options, parse_expr
+    from smtdims.reasoner import Session
+
+    s = Session(ConstraintSet.of(["a >= 2"]))
+    limit = sys.getrecursionlimit()
+
+    def boom() -> None:
+        raise RuntimeError("hook failed")
+
+    deep = parse_expr("max(" * 150 + "a" + ", 1)" * 150)  # nested past the limit: the block raises it
+    monkeypatch.setattr(options, "AFTER_QUESTION", [boom])
+    with pytest.raises(RuntimeError, match="hook failed"):
+        with s._question(deep):
+            assert sys.getrecursionlimit() > limit
+    monkeypatch.setattr(options, "AFTER_QUESTION", [])
+    assert sys.getrecursionlimit() == limit
+    free = []
+    t = threading.Thread(target=lambda: free.append(s.lock.acquire(timeout=5)))
+    t.start()
+    t.join(10)
+    assert free == [True]
