@@ -450,13 +450,7 @@ class Expr:
         for m, c in self.terms:
             prod = c
             for a, e in m:
-                if type(a) is Var:  # inlined _eval_atom: the points rung evaluates every question a few times
-                    try:
-                        x = env[a.name]
-                    except KeyError:
-                        raise KeyError(f"no value for dimension variable {a.name!r}") from None
-                else:
-                    x = _apply(a.op, a.lhs.evaluate(env), a.rhs.evaluate(env))
+                x = _eval_atom(a, env)
                 prod *= x if e == 1 else x**e
             total += prod
         return total

@@ -158,23 +158,20 @@ class _SessionQuestion:
     so each is left with no exception passed, whether the question raised or not.
     """
 
-    __slots__ = ("_blocks", "_deadline")
+    __slots__ = ("_blocks",)
 
     def __init__(self, blocks: tuple[Any, ...]):
         self._blocks = blocks
 
-    def __enter__(self) -> options.Deadline:
+    def __enter__(self) -> None:
         entered = 0
         try:
             for block in self._blocks:
-                got = block.__enter__()
+                block.__enter__()
                 entered += 1
-                if entered == 3:  # options.question(): the deadline
-                    self._deadline = got
         except BaseException:
             self._leave(entered)
             raise
-        return self._deadline
 
     def __exit__(self, *exc: object) -> None:
         self._leave(len(self._blocks))

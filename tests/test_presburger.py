@@ -63,15 +63,20 @@ def _least_sum_cases(n: int):
         yield " + ".join(terms), cons
 
 
+def _box(e, cs, names: str) -> list:
+    """``(value, valuation)`` of ``e`` at every point of the box ``1..20`` over ``names`` that meets ``cs``."""
+    import itertools
+
+    grid = (dict(zip(names, p)) for p in itertools.product(range(1, 21), repeat=len(names)))
+    return [(e.evaluate(w), w) for w in grid if cs.holds(w)]
+
+
 @pytest.mark.parametrize("expr, cons", list(_least_sum_cases(30)))
 def test_readable_witnesses_have_the_least_sum(expr, cons):
     """``smtdims.bounds`` shows, for a tight end not met at small values, a witness with the least
     sum of the variables: ISL finds it in one call. Brute force over the box is the oracle."""
-    import itertools
-
     e, cs = parse_expr(expr), ConstraintSet.of(cons)
-    grid = [dict(zip("abc", p)) for p in itertools.product(range(1, 21), repeat=3)]
-    feasible = [(e.evaluate(w), w) for w in grid if cs.holds(w)]
+    feasible = _box(e, cs, "abc")
     if not feasible:
         return
     with options.scoped(presburger=True):
@@ -105,12 +110,8 @@ def test_readable_witnesses_of_a_part_of_the_constraints(expr, cons):
     """The question's variables (a, b) are constrained apart from the others (c, d): the witness
     meets every constraint, its a and b have the least sum (brute force over a, b), and the other
     variables are shrunk where the constraints let them (no larger than the first point found)."""
-    import itertools
-
     e, cs = parse_expr(expr), ConstraintSet.of(cons)
-    part = ConstraintSet.of([c for c in cons if "c" not in c and "d" not in c])
-    grid = [dict(zip("ab", p)) for p in itertools.product(range(1, 21), repeat=2)]
-    feasible = [(e.evaluate(w), w) for w in grid if part.holds(w)]
+    feasible = _box(e, ConstraintSet.of([c for c in cons if "c" not in c and "d" not in c]), "ab")
     if not feasible:
         return
     with options.scoped(presburger=True):
@@ -239,7 +240,7 @@ def test_a_worker_that_lost_the_domain_gets_it_again(monkeypatch):
 
     ctx, domains = islpy.Context(), OrderedDict()
     assert _isl_worker.handle(islpy, ctx, domains, {"op": "sat", "key": 7, "dom": None, "tup": "v0",
-                                                    "expr": "(v0)", "rel": "<"}) == {"missing": True}
+                                                    "tree": [["1", 0]], "rel": "<"}) == {"missing": True}
     sent = []
     real = presburger.worker().call
 
@@ -318,7 +319,7 @@ def _random_linear(rng, names, depth=0):
     return e
 
 
-def test_the_worker_builds_expressions_as_isl_reads_their_text():
+def test_the_worker_builds_expressions_as_isl_reads_their_text(monkeypatch):
     """The worker builds each expression through ISL's API (``presburger._tree``), not by parsing
     its text: on random expressions the rung would send, both give the same function (ISL's own
     equality test), its value at sample points is exact evaluation's, and the worker's answers
@@ -354,7 +355,8 @@ def test_the_worker_builds_expressions_as_isl_reads_their_text():
         ctx.reset_operations()
         text = islpy.PwAff.read_from_str(ctx, "{ [" + tup + "] -> [" + presburger._text(e, alias) + "] }")
         ctx.reset_operations()
-        built = _isl_worker._expression(islpy, ctx, dom, tup, {"tree": presburger._tree(e, index)})
+        tree = presburger._tree(e, index)
+        built = _isl_worker._expression(islpy, ctx, dom, {"tree": tree})
         ctx.reset_operations()
         try:
             assert built.is_equal(text), str(e)
@@ -367,13 +369,15 @@ def test_the_worker_builds_expressions_as_isl_reads_their_text():
             assert int(str(built.eval(pt))) == e.evaluate(env), (str(e), env)
         for req in ({"op": "sat", "rel": "<"}, {"op": "sat", "rel": ">="}, {"op": "bounds", "known": [], "least": True}):
             answers = []
-            for form in ({"tree": presburger._tree(e, index)}, {"expr": presburger._text(e, alias)}):
+            for build in (_isl_worker._expression, lambda *_: text):  # the worker's build, then the text read
+                monkeypatch.setattr(_isl_worker, "_expression", build)
                 ctx.reset_operations()
                 try:
-                    answers.append(_isl_worker.handle(islpy, ctx, OrderedDict(), {**req, **form, "key": 1,
-                                                                                 "dom": dom_text, "tup": tup}))
+                    answers.append(_isl_worker.handle(islpy, ctx, OrderedDict(), {**req, "key": 1, "dom": dom_text,
+                                                                                 "tup": tup, "tree": tree}))
                 except islpy.Error:  # the worker answers {"error": ...}: the rung then declines
                     answers.append(None)
+                monkeypatch.undo()
             by_tree, by_text = answers
             if by_tree is None or by_text is None:
                 too_big += 1
