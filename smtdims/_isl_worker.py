@@ -6,7 +6,9 @@ own that the caller kills when an answer is late. This file imports nothing from
 started as a script, reads one JSON request per line on stdin and writes one JSON answer per
 line on stdout, and exits at end of input.
 
-Requests: ``{"op": "bounds" | "sat" | "least", "key": int, "dom": text | null, "tup": "v0, v1",
+Requests: ``{"op": "conflict", "tup": "v0, v1", "facts": [condition text, ...]}`` (a point meeting
+every fact, or a minimal subset that no point meets: :meth:`smtdims.presburger.Engine.conflict`),
+or ``{"op": "bounds" | "sat" | "least", "key": int, "dom": text | null, "tup": "v0, v1",
 "tree": the expression (``presburger._tree``), "rel": "<" (sat),
 "known": [int, ...] (bounds), "least": bool (bounds: witnesses of the ends not in ``known`` with
 the least sum of the variables), "value": "int" (least: a point where the expression is ``value``
@@ -142,7 +144,38 @@ def _order(v: int | str) -> float | int:
     return float(v) if isinstance(v, str) else v
 
 
+def _conflict(isl: Any, ctx: Any, req: dict) -> dict:
+    """``{"point": [...]}``, a point meeting every fact, or ``{"core": [i, ...]}``: the positions of
+    a minimal subset of the facts with no common point, found by deletion (a fact whose removal
+    leaves the others empty is dropped for good; one whose removal does not is needed, and stays
+    needed in every smaller empty subset). The facts are conditions on ``tup``, read one by one."""
+    ctx.reset_operations()
+    space = "{ [" + req["tup"] + "] : "
+    universe = isl.Set.read_from_str(ctx, space + "true }")
+    facts = [isl.Set.read_from_str(ctx, space + f + " }") for f in req["facts"]]
+
+    def meet(idx: list[int]) -> Any:
+        s = universe
+        for i in idx:
+            s = s.intersect(facts[i])
+        return s
+
+    everything = meet(list(range(len(facts))))
+    if not everything.is_empty():
+        n = len(req["tup"].split(", ")) if req["tup"] else 0
+        return {"point": _coords(isl, everything, n) if n else []}
+    needed: list[int] = []
+    rest = list(range(len(facts)))
+    while rest:
+        b = rest.pop()
+        if not meet(needed + rest).is_empty():
+            needed.append(b)
+    return {"core": needed}
+
+
 def handle(isl: Any, ctx: Any, domains: OrderedDict, req: dict) -> dict:
+    if req["op"] == "conflict":
+        return _conflict(isl, ctx, req)
     key = req["key"]
     if req.get("dom") is not None:
         domains[key] = isl.Set.read_from_str(ctx, req["dom"])

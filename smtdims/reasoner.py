@@ -583,6 +583,14 @@ class Session:
         if not self.constraints.constraints or self.points.satisfiable():
             self._satisfiable_checked = True
             return
+        isl = self._isl_engine(Expr.const(0))
+        got = isl.conflict() if isl is not None else None
+        if got is not None:
+            point, core = got
+            if core is not None:
+                raise UnsatisfiableConstraintsError.from_conflict(core)
+            self._sat_model, self._satisfiable_checked = point, True
+            return
         res = self._check(lambda enc: [])
         if res.status == UNSAT:
             core = self.solver.unsat_core() or [c.text for c in self.constraints]

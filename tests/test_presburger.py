@@ -393,3 +393,90 @@ def test_the_worker_builds_expressions_as_isl_reads_their_text(monkeypatch):
                     assert sum(got.values()) == sum(other.values()), (str(e), end)
     assert ops > 50  # most expressions hold floordiv, mod, max or min
     assert too_big < 10
+
+
+def _conflict_cases(n: int):
+    """Small constraint sets of the Presburger fragment over a, b, c, about half unsatisfiable:
+    tight linear bounds, equalities, max/min (split into parts) and mod/floordiv by constants."""
+    import random
+
+    rng = random.Random("conflict")
+    names = ("a", "b", "c")
+    for _ in range(n):
+        cons = []
+        for _ in range(rng.randint(1, 5)):
+            x, y = rng.sample(names, 2)
+            k = rng.randint(-6, 12)
+            cons.append(rng.choice([
+                f"{x} <= {k}", f"{x} >= {y} + {k}", f"{rng.randint(1, 3)}*{x} == {y} - {k}",
+                f"max({x}, {y}) <= {k}", f"min({x}, {y}) >= {k}", f"mod({x}, 3) == {rng.randint(0, 3)}",
+                f"floordiv({x} + {y}, 2) >= {k}", f"{x} + {y} <= {k}",
+            ]))
+        yield cons
+
+
+@pytest.mark.parametrize("cons", list(_conflict_cases(60)))
+def test_isl_conflicts_are_minimal_and_its_points_hold(cons):
+    """The ISL worker's answer to "is this scope satisfiable?" against Z3 (an independent exact
+    engine on this linear fragment): a point meets every constraint; a core is unsatisfiable and
+    every fact of it is needed (without it Z3 finds a valuation, checked with exact arithmetic, the
+    dimension-variable facts included: a core naming ``a >= 1`` needs a valuation with ``a <= 0``)."""
+    import z3
+
+    from smtdims.expr import Var
+    from smtdims.smt import Encoder
+
+    cs = ConstraintSet.of(cons)
+    got = presburger.Engine(cs).conflict()
+    assert got is not None
+    point, core = got
+    names = sorted(cs.variables())
+    ctx = z3.Context()
+    enc = Encoder(ctx)
+    facts, atoms = enc.collect(lambda en: [en.constraint(c) for c in cs], names)
+    label = {c.text: f for c, f in zip(cs, facts)}
+    label |= {f"{n} >= 1 (dimension variable)": enc.vars[n] >= 1 for n in names}
+    axioms = enc.axioms_of(a for a in atoms if not isinstance(a, Var))
+
+    def model(labels):
+        s = z3.Solver(ctx=ctx)
+        s.add(*axioms, *(label[x] for x in labels))
+        r = s.check()
+        assert r != z3.unknown
+        if r == z3.unsat:
+            return None
+        m = s.model()
+        env = {n: m.eval(enc.vars[n], model_completion=True).as_long() for n in names}
+        for x in labels:  # exact re-evaluation of each kept fact
+            c = next((c for c in cs if c.text == x), None)
+            assert (c.holds(env) if c is not None else env[x.split(" ")[0]] >= 1), (x, env)
+        return env
+
+    if core is None:
+        assert cs.holds(point)
+        return
+    assert core and len(set(core)) == len(core) and set(core) <= set(label)
+    assert model(core) is None, "ISL's core is satisfiable"
+    for x in core:
+        assert model([y for y in core if y != x]) is not None, f"{x} is not needed in {core}"
+    # and the session raises it, as it would have raised Z3's core
+    with pytest.raises(smtdims.UnsatisfiableConstraintsError) as err:
+        Session(cs).ensure_satisfiable()
+    assert all(x in str(err.value) for x in core)
+
+
+def test_an_unsatisfiable_linear_scope_is_refused_without_z3(monkeypatch):
+    """Where ISL decides the scope, no Z3 check runs: the core comes from the worker in one call."""
+    from smtdims import smt
+
+    def no_z3(*a, **k):
+        raise AssertionError("Z3 was asked")
+
+    monkeypatch.setattr(smt.SolverSession, "unsat_core", no_z3)
+    monkeypatch.setattr(smt.SolverSession, "check", no_z3)
+    s = Session(ConstraintSet.of(["a1 >= a3 + 1", "a3 >= a2 + 4", "a1 <= a4 + 2", "a4 <= a2 + 2", "a5 <= 9"]))
+    with pytest.raises(smtdims.UnsatisfiableConstraintsError) as err:
+        s.ensure_satisfiable()
+    msg = str(err.value)
+    assert all(c in msg for c in ("a1 >= a3 + 1", "a3 >= a2 + 4", "a1 <= a4 + 2", "a4 <= a2 + 2"))
+    assert "a5 <= 9" not in msg
