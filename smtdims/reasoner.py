@@ -13,6 +13,8 @@ and stops at the first one whose answer is as precise as the caller asked:
    adapter; it only sees questions that carry the host's expression);
    ``presburger`` -- exact bounds of small Presburger questions by ISL where islpy is
    installed (:mod:`smtdims.presburger`; witnesses re-checked exactly);
+   ``cases``  -- exact bounds with a symbolic divisor, by cases on the few values its
+   quotient takes, each a Presburger question (:mod:`smtdims.cases`);
 5. ``solver-linear``    -- Z3, incremental, on the Presburger fragment;
 6. ``solver-nonlinear`` -- Z3 in a fresh context for the question;
 7. ``search``    -- guess-then-verify and binary search for exact bounds (with exact ray
@@ -22,7 +24,7 @@ The ladder is data: a decision, a proof and JAX's sign questions are one kind of
 (which of its sides can hold: :class:`_SignQuestion`), each rung a function that answers
 the sides it can, and one driver (:meth:`Session._walk`) walks :data:`DECISION_LADDER` or
 :data:`SIGN_LADDER` until the caller has what it needs. Exact bounds walk constant,
-presburger, points, then the search (:mod:`smtdims.search`).
+presburger, points, cases, then the search (:mod:`smtdims.search`).
 
 The gates are checked once, here: satisfiable constraints (a known point proves it
 without a solver) and divisors that may be 0. Each question runs under the budget and
@@ -42,7 +44,7 @@ from typing import Any, TypeVar
 
 import z3
 
-from . import options, presburger, rays
+from . import cases, options, presburger, rays
 from .constraints import ConstraintSet
 from .errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
 from .expr import CACHE_MAX_TERMS, Expr, Var, deep_recursion, nesting, symbolic_divisors
@@ -79,7 +81,7 @@ NEED_BEST = Precision.BEST
 _LEGACY = {"geq0_or_leq0": Precision.SIGN, "geq0_or_lt0": Precision.STRICT_SIGN, "best": Precision.BEST}
 
 COMPARISON_OPS = (">=", "<=", ">", "<", "==", "!=")
-RUNGS = ("constant", "interval", "points", "stock", "presburger", "solver-linear", "solver-nonlinear", "search")
+RUNGS = ("constant", "interval", "points", "stock", "presburger", "cases", "solver-linear", "solver-nonlinear", "search")
 SOLVER_RUNGS = ("solver-linear", "solver-nonlinear", "search")
 
 
@@ -476,6 +478,7 @@ class Session:
         self._infeasible_hint = False
         self._satisfiable_checked = parent is not None  # a focus is a component of a satisfiable set
         self._sat_model: dict[str, int] | None = None
+        self.name_conflicts = True  # whether an unsatisfiable scope's error names a minimal conflict (costs checks)
         self._focus: dict[frozenset[int], Session] = {}
         self._interval_cache = _ScopeCache()  # Expr -> Interval
         self._stock_record = [0, 0]  # linear questions the stock rung was asked / settled
@@ -593,7 +596,7 @@ class Session:
             return
         res = self._check(lambda enc: [])
         if res.status == UNSAT:
-            core = self.solver.unsat_core() or [c.text for c in self.constraints]
+            core = (self.solver.unsat_core() if self.name_conflicts else None) or [c.text for c in self.constraints]
             raise UnsatisfiableConstraintsError.from_conflict(core)
         if res.status == SAT:
             self._sat_model = res.model
@@ -738,11 +741,17 @@ class Session:
     def _proves(self, lhs: Expr, op: str, rhs: Expr) -> bool:
         self.ensure_satisfiable()
         self.check_divisors(lhs, rhs)
-        diff = lhs - rhs
+        proven, by = self.holds_everywhere(lhs - rhs, op)
+        STATS.answered(by)
+        return proven
+
+    def holds_everywhere(self, diff: Expr, op: str) -> tuple[bool, str]:
+        """(whether ``diff op 0`` is proven at every valuation, the rung that settled it): the work of
+        :meth:`proves` for a rung's own sub-question (:mod:`smtdims.cases`), inside the caller's
+        question: no lock, no answer counted, no satisfiability or divisor check (the caller's)."""
         fails = _Side(NEGATED[op])
         q = self._walk(_SignQuestion(diff, [fails], self._sign_interval_of(diff), _all_settled), DECISION_LADDER)
-        STATS.answered(q.by)
-        return fails.status == UNSAT
+        return fails.status == UNSAT, q.by
 
     # -- bounds for JAX-style callers ---------------------------------------------------------------------
     def sign_bounds(self, e: Expr, need: Any, origin: Any = None, *,
@@ -980,6 +989,12 @@ class Session:
             (vmin, wmin), (vmax, wmax) = min(vals, key=lambda x: x[0]), max(vals, key=lambda x: x[0])
             if vmin == lo0 and vmax == hi0:
                 return self._mk_bounds(e, End(vmin, True, wmin), End(vmax, True, wmax), "points")
+        split = cases.quotient_cases(s, e, vals)
+        if split is not None:  # an end past a proven bound (never attained, then) is that bound, not tight
+            lo, hi = split
+            lo = lo if lo.value >= lo0 else End(lo0, False, None)
+            hi = hi if hi.value <= hi0 else End(hi0, False, None)
+            return self._mk_bounds(e, lo, hi, "cases")
         if not vals:
             start = s._check(lambda enc: [], e)
             if start.status != SAT or start.model is None:
