@@ -40,7 +40,7 @@ class Session(Protocol):
     constraints: ConstraintSet
     budget: int
     solver: SolverSession
-    name_conflicts: bool
+    internal: bool
 
     def __init__(self, constraints: ConstraintSet, budget: int | None = None) -> None: ...
     def interval(self, e: Expr) -> Interval: ...
@@ -120,7 +120,7 @@ def quotient_cases(s: Session, e: Expr, vals: list[tuple[int, dict[str, int]]]) 
         for a, c in atoms:
             f = f + (Expr.const(q) if a.op == FLOORDIV else r) * c
         sub = type(s)(case, s.budget)
-        sub.name_conflicts = False  # an empty case is skipped: its minimal conflict is not wanted
+        sub.internal = True  # an empty case is skipped (no minimal conflict wanted); e's answer is counted
         try:
             b = sub.bounds(f)
         except UnsatisfiableConstraintsError:

@@ -478,7 +478,9 @@ class Session:
         self._infeasible_hint = False
         self._satisfiable_checked = parent is not None  # a focus is a component of a satisfiable set
         self._sat_model: dict[str, int] | None = None
-        self.name_conflicts = True  # whether an unsatisfiable scope's error names a minimal conflict (costs checks)
+        # A rung's own sub-question (smtdims.cases): its unsatisfiable scope names no minimal conflict
+        # (checks nobody reads) and its answers are not counted (the question that asked it is).
+        self.internal = False
         self._focus: dict[frozenset[int], Session] = {}
         self._interval_cache = _ScopeCache()  # Expr -> Interval
         self._stock_record = [0, 0]  # linear questions the stock rung was asked / settled
@@ -596,7 +598,7 @@ class Session:
             return
         res = self._check(lambda enc: [])
         if res.status == UNSAT:
-            core = (self.solver.unsat_core() if self.name_conflicts else None) or [c.text for c in self.constraints]
+            core = (None if self.internal else self.solver.unsat_core()) or [c.text for c in self.constraints]
             raise UnsatisfiableConstraintsError.from_conflict(core)
         if res.status == SAT:
             self._sat_model = res.model
@@ -875,11 +877,12 @@ class Session:
         )
 
     def _mk_bounds(self, e: Expr, lo: End, hi: End, by: str, deterministic: bool = True) -> Bounds:
-        STATS.answered(by)
+        if not self.internal:
+            STATS.answered(by)
         if by != "presburger" and not (lo.tight and hi.tight) and self.focus(e)._isl_clock_stopped(e):
             options.mark_clocked(options.CLOCK_ISL)  # ISL, late, would have given the exact ends
         deterministic = deterministic and options.clocked() is None  # no clock shaped it
-        if not deterministic:
+        if not deterministic and not self.internal:
             STATS.bump("deadline_answers")
         return Bounds(
             lo.value, hi.value, expr=str(e), constraints=tuple(c.text for c in self.constraints), answered_by=by,

@@ -118,3 +118,15 @@ def test_the_rung_answers_the_tests_family_and_declines_what_it_cannot_split():
 def test_the_rung_is_off_with_the_presburger_option():
     with options.scoped(presburger=False):
         assert _answer("mod(a + 13, a + 4)", []).answered_by != "cases"
+
+
+def test_the_cases_count_as_one_answer():
+    """``stats()`` counts the question the rung answered, once, as ``cases``: the cases' own
+    linear questions are the rung's work, not answers (``answers_by_rung`` adds up to questions)."""
+    import smtdims
+
+    smtdims.reset_stats()
+    b = _answer("mod(a + 13, a + 4)", [])  # quotient 1 or 2: two cases, each an ISL question
+    by = smtdims.stats()["answers_by_rung"]
+    assert b.answered_by == "cases" and by["cases"] == 1
+    assert sum(by.values()) == 1, by
