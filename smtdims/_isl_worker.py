@@ -36,8 +36,14 @@ _CORES = os.cpu_count() or 1
 
 
 def _idle_core() -> bool:
-    """Whether a core is idle (as :func:`smtdims.workers.idle_core`, which this file cannot import):
-    with every core taken, polling only takes CPU from the caller."""
+    """Whether a core is idle (as :func:`smtdims.workers.idle_core`, which this file cannot import:
+    ``/proc/loadavg``'s processes running now, else the load average): with every core taken,
+    polling only takes CPU from the caller."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return float(f.read().split()[3].split(b"/")[0]) < _CORES
+    except (OSError, IndexError, ValueError):
+        pass
     try:
         return os.getloadavg()[0] < _CORES
     except (OSError, AttributeError):

@@ -17,6 +17,7 @@ KeyboardInterrupt in the caller as usual, and the worker, whose answer is now un
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import subprocess
@@ -37,18 +38,35 @@ _IDLE = [0.0, False]  # (when looked up, whether a core was idle)
 
 
 def idle_core() -> bool:
-    """Whether polling can pay: the 1-minute load average is below the number of cores (looked up
-    twice a second at most). With every core taken, a poll only takes CPU from the process it waits
-    for: cold exact bounds beside two CPU-bound processes took 5.0-7.9 ms polling, 3.4-5.5 ms
-    blocking at once; on an idle machine both 2.0-2.6 ms."""
+    """Whether polling can pay: a core is free for the worker polled for (looked up twice a second
+    at most). With every core taken, a poll only takes CPU from the process it waits for: cold
+    exact bounds beside two CPU-bound processes took 5.0-7.9 ms polling, 3.4-5.5 ms blocking at
+    once; on an idle machine both 2.0-2.6 ms."""
     now = time.monotonic()
     if now - _IDLE[0] > 0.5:
-        try:
-            _IDLE[1] = os.getloadavg()[0] < _CORES
-        except (OSError, AttributeError):  # no load average here: do not poll
-            _IDLE[1] = False
+        _IDLE[1] = runnable() < _CORES
         _IDLE[0] = now
     return bool(_IDLE[1])
+
+
+def runnable() -> float:
+    """Processes running or waiting for a core now, this one included (Linux: ``/proc/loadavg``'s
+    fourth field), else the 1-minute load average; ``inf`` where neither is known (do not poll).
+
+    Why not the load average alone: it trails a change of load by a minute. A build or a test
+    run that starts beside an export kept the average under the core count for tens of seconds
+    while every poll took the core from the worker it waited for (issue 28's busy runs)."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return float(f.read().split()[3].split(b"/")[0])
+    except (OSError, IndexError, ValueError):
+        pass
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return math.inf
+
+
 # Every worker and pool, so that a forked child forgets the parent's processes (one at-fork hook)
 _LIVE: weakref.WeakSet = weakref.WeakSet()
 

@@ -32,10 +32,11 @@ CASES = [
 @pytest.mark.parametrize("expr, cons", CASES)
 def test_isl_and_z3_give_the_same_exact_bounds(expr, cons):
     e = parse_expr(expr)
+    # readable: people's bounds, which go to ISL even where the known points close both ends
     with options.scoped(presburger=True):
-        b1 = Session(ConstraintSet.of(cons)).bounds(e)
+        b1 = Session(ConstraintSet.of(cons)).bounds(e, readable=True)
     with options.scoped(presburger=False):
-        b2 = Session(ConstraintSet.of(cons)).bounds(e)
+        b2 = Session(ConstraintSet.of(cons)).bounds(e, readable=True)
     assert b1.answered_by == "presburger" and b2.answered_by != "presburger"
     assert (b1.lo, b1.hi) == (b2.lo, b2.hi)
     assert b1.lo_tight and b1.hi_tight
@@ -142,7 +143,7 @@ def test_an_end_a_known_point_contradicts_declines_the_answer(monkeypatch):
     # with a witness that attains it: the known point a = b = 1 (value 2) must catch it
     _lying(monkeypatch, lambda got: (got[0] + 1, got[1], {"a": 1, "b": 2}, got[3]))  # claims lo = 3
     reasoner.reset_stats()
-    b = Session(cs).bounds(e)
+    b = Session(cs).bounds(e, readable=True)  # readable: ISL is asked though the points close it
     assert (b.lo, b.hi) == (2, 12) and b.answered_by != "presburger"
     assert smtdims.stats()["presburger_declined"] == 1
 
@@ -222,7 +223,7 @@ def test_only_small_presburger_questions_are_eligible():
 def test_any_variable_name_reaches_isl():
     # names ISL would read as keywords or could not read at all
     cs = ConstraintSet.of(["and <= 4", "δ >= 2*and"])
-    b = Session(cs).bounds(parse_expr("δ - and"))
+    b = Session(cs).bounds(parse_expr("δ - and"), readable=True)
     assert b.answered_by == "presburger" and (b.lo, b.hi) == (1, math.inf)
 
 
@@ -480,3 +481,22 @@ def test_an_unsatisfiable_linear_scope_is_refused_without_z3(monkeypatch):
     msg = str(err.value)
     assert all(c in msg for c in ("a1 >= a3 + 1", "a3 >= a2 + 4", "a1 <= a4 + 2", "a4 <= a2 + 2"))
     assert "a5 <= 9" not in msg
+
+
+@pytest.mark.parametrize("expr, cons", [
+    ("a - b", []), ("2*a + 3", []), ("max(a, b) - 1", []), ("a + b", ["a <= 10", "b <= 4"]),
+    ("floordiv(a, 4) - b", ["b <= 3"]), ("mod(a, 3)", []), ("-a", ["a >= 16"]),
+])
+def test_bounds_the_points_close_make_no_round_trip(expr, cons, monkeypatch):
+    """JAX's bounds (not people's: no readable witnesses wanted) that the interval rules and the
+    known points close, or a quick exact ray, are answered without ISL's round trip; the same ends
+    as ISL's (people's bounds still go to ISL for its least-sum witnesses)."""
+    e = parse_expr(expr)
+    isl = smtdims.bounds(expr, cons)  # readable: ISL
+    assert isl.answered_by == "presburger"
+    calls = []
+    real = presburger.Engine.bounds
+    monkeypatch.setattr(presburger.Engine, "bounds", lambda *a, **k: calls.append(a) or real(*a, **k))
+    quick = Session(ConstraintSet.of(cons)).bounds(e)
+    assert calls == [] and quick.answered_by in ("points", "search")
+    assert (quick.lo, quick.hi, quick.lo_tight, quick.hi_tight) == (isl.lo, isl.hi, True, True)

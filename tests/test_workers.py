@@ -166,3 +166,27 @@ def test_prestarted_workers_are_the_ones_the_first_questions_use():
         b = smtdims.bounds("mod(a + 3, 5) + 2*b", constraints=["a + b <= 9"], deadline=30)
         assert (b.lo, b.hi, b.answered_by) == (2, 20, "presburger")
         assert isl.proc is isl_proc and isl.generation == generation  # the prestarted process answered
+
+
+def test_polling_stops_as_soon_as_every_core_is_taken():
+    """``idle_core`` reads how many processes run now, not the 1-minute load average (which trails
+    a new load by a minute, while every poll took the core from the worker it waited for): with
+    as many CPU-bound processes as cores started a moment ago, it says no core is idle."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from smtdims import workers
+
+    cores = os.cpu_count() or 1
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+    try:
+        time.sleep(0.3)
+        assert workers.runnable() >= cores + 1  # the hogs and this process
+        workers._IDLE[0] = 0.0  # look it up again now
+        assert not workers.idle_core()
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
