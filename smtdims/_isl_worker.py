@@ -41,7 +41,7 @@ def _idle_core() -> bool:
     polling only takes CPU from the caller."""
     try:
         with open("/proc/loadavg", "rb") as f:
-            return float(f.read().split()[3].split(b"/")[0]) < _CORES
+            return float(f.read().split()[3].split(b"/")[0]) <= _CORES  # this worker and its caller
     except (OSError, IndexError, ValueError):
         pass
     try:

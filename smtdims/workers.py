@@ -44,7 +44,9 @@ def idle_core() -> bool:
     once; on an idle machine both 2.0-2.6 ms."""
     now = time.monotonic()
     if now - _IDLE[0] > 0.5:
-        _IDLE[1] = runnable() < _CORES
+        # this process and one other may run (the worker polled for, itself polling between
+        # requests), not more: a third would wait for a core while this one polled
+        _IDLE[1] = runnable() <= _CORES
         _IDLE[0] = now
     return bool(_IDLE[1])
 
