@@ -981,7 +981,8 @@ class Session:
             return self._mk_bounds(e, End(c, w is not None, w), End(c, w is not None, w), "constant")
         vals = list(self.points.values(e))
         s = self.focus(e)
-        # ISL first where it applies: its answer is exact and cheaper than the interval rules
+        # ISL where it applies: exact, and for people's bounds first (its least-sum witnesses come in
+        # the same call); JAX's bounds first see whether the interval rules and known points close them
         lo0 = hi0 = None
         if not _READABLE.get():
             # Where the interval rules and the known points (or a quick exact ray, for an end with no
