@@ -238,9 +238,7 @@ class Engine:
         on JAX's DimExprTest, about 1 ms here). The point is re-checked exactly; "no point" is
         ISL's proof, as "unsat" is Z3's."""
         cs = self.constraints
-        if not available() or self.disabled or not self._usable_parts or len(self.parts) > MAX_PARTS \
-                or len(cs.variables()) > MAX_VARS or self._constraint_ops[0] > MAX_CASES \
-                or self._constraint_ops[1] > MAX_DIVISIONS:
+        if not available() or not self.eligible(Expr.const(0)):  # the constraints' own limits
             return None
         names = tuple(sorted(cs.variables()))
         alias = {n: f"v{i}" for i, n in enumerate(names)}

@@ -983,25 +983,20 @@ class Session:
         s = self.focus(e)
         # ISL where it applies: exact, and for people's bounds first (its least-sum witnesses come in
         # the same call); JAX's bounds first see whether the interval rules and known points close them
-        lo0 = hi0 = None
+        narrowed: Interval | None = None
         if not _READABLE.get():
             # Where the interval rules and the known points (or a quick exact ray, for an end with no
             # proven bound) close both ends, ISL's round trip is not needed: the same exact ends. On
             # a busy machine each round trip waits for the scheduler (JAX's DimExprTest: 240 of its
             # 264 ISL bounds closed so). People's bounds (readable) keep ISL's least-sum witnesses.
-            lo0, hi0 = self.interval(e)
-            if proven is not None:
-                lo0, hi0 = max(lo0, proven[0]), min(hi0, proven[1])
-            closed = self._closed_by_points(s, e, lo0, hi0, vals)
+            narrowed = self._interval_within(e, proven)
+            closed = self._closed_by_points(s, e, *narrowed, vals)
             if closed is not None:
                 return closed
         exact = s._presburger_bounds(e, proven or (-INF, INF), vals)
         if exact is not None:
             return self._mk_bounds(e, *exact, "presburger")
-        if lo0 is None or hi0 is None:
-            lo0, hi0 = self.interval(e)
-            if proven is not None:
-                lo0, hi0 = max(lo0, proven[0]), min(hi0, proven[1])
+        lo0, hi0 = narrowed or self._interval_within(e, proven)
         if vals:
             (vmin, wmin), (vmax, wmax) = min(vals, key=lambda x: x[0]), max(vals, key=lambda x: x[0])
             if vmin == lo0 and vmax == hi0:
@@ -1032,6 +1027,11 @@ class Session:
         lo = End(-INF, True, None) if rlo else s.search.end(e, lo0, vmin, wmin, lower=True, ray_tried=True)
         hi = End(INF, True, None) if rhi else s.search.end(e, hi0, vmax, wmax, lower=False, ray_tried=True)
         return self._mk_bounds(e, lo, hi, "search", deterministic=not options.deadline_passed())
+
+    def _interval_within(self, e: Expr, proven: Interval | None) -> Interval:
+        """The interval rules' bounds of ``e``, narrowed by the caller's proven bounds."""
+        lo, hi = self.interval(e)
+        return (lo, hi) if proven is None else (max(lo, proven[0]), min(hi, proven[1]))
 
     def _closed_by_points(self, s: Session, e: Expr, lo0: int | float, hi0: int | float,
                           vals: list[tuple[int, dict[str, int]]]) -> Bounds | None:
