@@ -1,7 +1,7 @@
 """smtdims: exact, provable reasoning about JAX symbolic dimensions, backed by Z3.
 
 The reasoner (this package) does not import JAX; the jax.export integration
-(``install``, ``uninstall``, ``enabled``, ``is_installed``, ``export_and_verify``,
+(``install``, ``uninstall``, ``enabled``, ``is_installed``, ``export_and_verify``, ``verify_artifact``,
 ``VerificationReport``, ``audit``, ``AuditReport``) is loaded on first use.
 """
 
@@ -32,7 +32,7 @@ from .results import Bounds, Decision
 __version__ = "0.1.0"
 
 _JAX_API = ("install", "uninstall", "enabled", "is_installed")
-_PIPELINE_API = ("export_and_verify", "VerificationReport")
+_PIPELINE_API = ("export_and_verify", "verify_artifact", "VerificationReport")
 _AUDIT_API = ("audit", "AuditReport")
 _LAZY = _JAX_API + _PIPELINE_API + _AUDIT_API
 
@@ -67,7 +67,7 @@ __all__ = [
     "DEFAULT_BUDGET", "DEFAULT_DEADLINE", "AuditReport", "Bounds", "Constraint", "ConstraintReport", "ConstraintSet", "Decision",
     "Explanation", "Expr", "Fix", "ParseError", "PossibleDivisionByZeroError", "ScopeMismatchError",
     "SmtdimsError", "UnsatisfiableConstraintsError", "UnsupportedJaxError", "VerificationReport", "audit",
-    "bounds", "check_constraints", "decide", "enabled", "explain", "export_and_verify", "install",
+    "bounds", "check_constraints", "decide", "enabled", "explain", "export_and_verify", "verify_artifact", "install",
     "is_installed", "options", "parse_constraint", "parse_expr", "reset_stats", "stats", "symbolic_dim_bounds",
     "uninstall",
 ]

@@ -6,7 +6,7 @@
     smtdims explain 'b >= 16'                (a comparison; or an expression: its bounds)
     smtdims check-constraints 'a >= b' 'b >= a + 1'   (or -c 'a >= b' -c 'b >= a + 1')
     smtdims run script.py [ARGS...]          (run a program with smtdims installed; also -m MODULE)
-    smtdims export ...                       (the export pipeline, when installed)
+    smtdims export ... | smtdims verify ...  (the export pipeline, when installed)
 
 ``--json`` prints machine-readable output (one object per query; a list when several
 queries were given), ``--smtlib`` the SMT-LIB2 script of the query (pipe it into any SMT
@@ -178,6 +178,9 @@ def build_parser(export: Callable[[Any], Any] | None = None) -> argparse.Argumen
     else:
         p = subs.add_parser("export", parents=[common],
                             help="export a JAX function with symbolic shapes, fix and verify (needs JAX)")
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p = subs.add_parser("verify", parents=[common],
+                            help="check a serialized artifact on this host's device against its function (needs JAX)")
         p.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 
@@ -602,7 +605,7 @@ def _first_command(argv: Sequence[str]) -> str | None:
 
 
 def _wants_export(argv: Sequence[str]) -> bool:
-    return _first_command(argv) == "export"
+    return _first_command(argv) in ("export", "verify")
 
 
 def _load_export() -> Any:
@@ -897,16 +900,16 @@ def _main(argv: list[str], command: str | None, own: list[str]) -> int:
     try:
         if command == "run":
             return _run_command(argv)
-        pipeline = _load_export() if command == "export" else None
+        pipeline = _load_export() if command in ("export", "verify") else None
         parser = build_parser(pipeline.add_export_parser if pipeline is not None else None)
         try:
             args = parser.parse_args(argv)
         except SystemExit as exit_:  # usage errors (status 2), --help and --version (0): return, do not raise
             return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
-        if args.command == "export":
+        if args.command in ("export", "verify"):
             if pipeline is None:  # pragma: no cover - _first_command saw it first
                 pipeline = _load_export()
-            rc = pipeline.run_export(args)
+            rc = pipeline.run_export(args) if args.command == "export" else pipeline.run_verify(args)
             return EXIT_OK if rc is None else int(rc)
         with limits(getattr(args, "budget", None), getattr(args, "deadline", None)):
             return COMMANDS[args.command](args)

@@ -246,7 +246,7 @@ def test_run_lists_a_caught_reshape_failure(tmp_path, capsys):
     json_path = tmp_path / "s.json"
     assert run_mod.run_program(str(prog), json_path=str(json_path)) == 0
     err = capsys.readouterr().err
-    assert "failed exports (reshapes whose sizes may not divide): 1" in err, err
+    assert f"{run_mod.FAILED_EXPORTS}: 1" in err, err
     assert "prog.py:5 in <lambda>: Cannot divide evenly" in err
     (failed,) = json.loads(json_path.read_text())["failed_exports"]
     assert failed["fix"].startswith("write '2*c'")

@@ -120,7 +120,7 @@ def test_cuda_only_artifact_is_not_claimed_verified_on_cpu():
     assert not any("compiling" in m for m in progress)
 
 
-@pytest.mark.skipif(not HAS_GPU, reason="no GPU here (scripts/gpu_check.sh runs the seed rows on cuda)")
+@pytest.mark.skipif(not HAS_GPU, reason="no GPU here (scripts/accelerator_check.sh runs the seed rows on a GPU or TPU)")
 def test_seed_row_on_gpu():
     fn, specs, kw = seed_rows.row(13)
     report = export_and_verify(fn, *specs, platforms="cuda", samples=4, **kw)

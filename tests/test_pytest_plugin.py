@@ -130,8 +130,38 @@ def test_pairs():
         "    fix: add the constraint 'b >= 16'*",
         "*'b + a' >= '16'*test_concat_slice*",
         "    fix: add the constraint 'a + b >= 16'*",
-        "failed exports (reshapes whose sizes may not divide): 1",
+        "failed exports (reshapes that may not divide, broadcasts not proven equal): 1",
         "  test_fail.py:*The remainder mod(c, - 2) should be 0.*test_pairs*",
         "    fix: write '2*c' in the shape specification in place of 'c'*",
         "  (the first fix round only; smtdims export --fix gives the whole fix, verified)",
+    ])
+
+
+def test_a_failed_broadcast_gets_the_hint_and_is_listed(pytester):
+    """Issue 45.4: a test whose export fails on ``x + pos_table[:t]`` shows the hint (the fix, the
+    ``smtdims export ... --fix`` command) in its failure, and the summary lists it with the fix."""
+    pytester.makepyfile(test_pos='''
+import jax, jax.numpy as jnp
+from jax import export
+
+TABLE = jnp.zeros((512, 8), jnp.float32)
+
+def embed(x):
+    return x + TABLE[:x.shape[0]]
+
+def test_embed():
+    export.export(jax.jit(embed))(jax.ShapeDtypeStruct(export.symbolic_shape("t, 8"), jnp.float32))
+''')
+    result = _run(pytester, "--smtdims")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "E *TypeError: add got incompatible shapes for broadcasting: (t, 8), (min(512, t), 8).",
+        "*smtdims: suggested fix: add the constraint 't <= 512'",
+        '*smtdims: the whole fix, verified end to end: smtdims export test_pos.py:embed --spec "float32[[]t,8]" --fix',
+    ])
+    result.stdout.fnmatch_lines([
+        "failed exports (reshapes that may not divide, broadcasts not proven equal): 1",
+        "  test_pos.py:*add got incompatible shapes for broadcasting*test_embed*",
+        "    fix: add the constraint 't <= 512'",
+        '    whole fix: smtdims export test_pos.py:embed --spec "float32[[]t,8]" --fix',
     ])

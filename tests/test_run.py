@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from smtdims_jax.run import FAILED_EXPORTS
 
 from smtdims import cli
 
@@ -213,8 +214,45 @@ def test_failed_exports_get_their_first_fix_round(tmp_path, capsys):
     assert run_program(str(prog), json_path=str(json_path)) == 1
     err = capsys.readouterr().err
     assert "fix: add the constraint 'a + b >= 16'" in err, err
-    assert "failed exports (reshapes whose sizes may not divide): 1" in err
+    assert f"{FAILED_EXPORTS}: 1" in err
     assert "prog.py:10 in <lambda>: Cannot divide evenly" in err
     assert "fix: write '2*c' in the shape specification in place of 'c'" in err
     d = json.loads(json_path.read_text())
     assert d["failed_exports"][0]["fix"].startswith("write '2*c'")
+
+
+POS_TABLE = """
+import jax, jax.numpy as jnp
+from jax import export
+
+TABLE = jnp.zeros((512, 8), jnp.float32)
+
+def embed(x):
+    return x + TABLE[:x.shape[0]]  # line 8: t positions against min(512, t) rows
+
+if __name__ == "__main__":
+    export.export(jax.jit(embed))(jax.ShapeDtypeStruct(export.symbolic_shape("t, 8"), jnp.float32))
+"""
+
+
+def test_a_failed_broadcast_is_a_finding_with_its_fix(tmp_path, monkeypatch, capsys):
+    """Issue 45.4: ``x + pos_table[:t]`` fails the export on a broadcast (t against min(512, t)); the
+    summary counts it (it counted 0 findings), names the fix and the ``smtdims export --fix`` command,
+    and the program's traceback carries the same hint as a note."""
+    from smtdims_jax.run import run_program
+
+    (tmp_path / "pos.py").write_text(POS_TABLE)
+    monkeypatch.chdir(tmp_path)
+    json_path = tmp_path / "s.json"
+    assert run_program("pos.py", json_path=str(json_path)) == 1
+    err = capsys.readouterr().err
+    tb, summary = err.split("= smtdims =")
+    assert "TypeError: add got incompatible shapes for broadcasting: (t, 8), (min(512, t), 8)." in tb
+    assert "smtdims: suggested fix: add the constraint 't <= 512'" in tb
+    command = 'smtdims export pos.py:embed --spec "float32[t,8]" --fix'
+    assert f"smtdims: the whole fix, verified end to end: {command}" in tb
+    assert f"{FAILED_EXPORTS}: 1" in summary, summary
+    assert "  pos.py:8 in embed: add got incompatible shapes for broadcasting" in summary
+    assert "    fix: add the constraint 't <= 512'" in summary and f"    whole fix: {command}" in summary
+    (failed,) = json.loads(json_path.read_text())["failed_exports"]
+    assert (failed["kind"], failed["fix"], failed["command"]) == ("broadcast", "add the constraint 't <= 512'", command)

@@ -16,11 +16,21 @@ What counts as a transcript (any block written this way is picked up, old or new
   of one block run in order in one bash session (so ``echo $?`` reports the command before
   it), in a scratch directory that holds links to the repository's top-level entries and to
   every file in ``examples/`` (so ``smtdims run prog.py`` and ``tests/fixtures_pipeline/...``
-  both resolve), with the repository's ``.venv/bin`` first on PATH, ``PYTHONUNBUFFERED=1``
+  both resolve), with the repository's ``.venv/bin`` first on PATH (what the README's set-up,
+  ``. .venv/bin/activate``, does), ``PYTHONUNBUFFERED=1``
   (the order of stdout and stderr lines is the program's), ``JAX_PLATFORMS=cpu``.
 - a ```python block followed directly by a bare ``` block: the bare block is what the
   python block prints, run in a fresh interpreter after ``import smtdims``, with the value of
   a final expression printed (``str()``), as a REPL shows it.
+
+Every other block that looks like a transcript (a ```text, ```output or ```console block, or any
+block, bare ones included, with a line starting with ``$ `` or ``>>> ``) must be marked illustrative by an HTML comment on the line
+before its opening fence, saying why it cannot be checked::
+
+    <!-- illustrative: an excerpt of a run on a GPU -->
+
+:func:`unmarked` lists the blocks that are neither checked nor marked (``--list`` shows them too);
+``tests/test_readme.py`` requires there are none.
 
 Normalisation, applied to both sides before comparing (what legitimately changes between
 machines and releases): version numbers after ``smtdims``, ``jax``, ``jaxlib``, ``z3``,
@@ -144,6 +154,34 @@ def parse(text: str, source: str = "README.md") -> list[Block]:
                 blocks.append(Block("python", start + 1, (nstart + 1, nend), code="\n".join(lines[start + 1:end]),
                                     expected=lines[nstart + 1:nend], source=source))
     return blocks
+
+
+ILLUSTRATIVE = re.compile(r"^<!--\s*illustrative\b.*-->\s*$")
+_TRANSCRIPT_LANGS = ("text", "txt", "output", "console", "shell-session", "sh-session")
+
+
+def unmarked(text: str, source: str = "README.md") -> list[str]:
+    """``source:line`` of each block that looks like a transcript but is neither checked (a ```console
+    block with commands, a bare block right after a ```python block) nor marked illustrative
+    (:data:`ILLUSTRATIVE` on the line before its fence). Looks like a transcript: a ```text,
+    ```output or ```console block, or any block with a line starting with ``$ `` or ``>>> ``; a bare
+    block without such lines (a directory layout) does not."""
+    lines = text.splitlines()
+    fences = _fences(lines)
+    checked = {(b.line - 1) for b in parse(text, source)}  # console blocks by their fence
+    for lang, start, end in fences:  # output blocks: the bare block after a checked python block
+        if lang == "python":
+            checked.update(nstart for nlang, nstart, _ in fences
+                           if nlang == "" and nstart > end and all(not x.strip() for x in lines[end + 1:nstart]))
+    out = []
+    for lang, start, end in fences:
+        body = lines[start + 1:end]
+        prompt = any(x.startswith(("$ ", ">>> ")) for x in body)
+        looks = prompt or lang in _TRANSCRIPT_LANGS
+        marked = start > 0 and bool(ILLUSTRATIVE.match(lines[start - 1]))
+        if looks and start not in checked and not marked:
+            out.append(f"{source}:{start + 1}")
+    return out
 
 
 def parse_file(path: Path) -> list[Block]:
@@ -282,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     blocks = [b for _, bs in by_page for b in bs]
     if args.list:
         print("\n".join(f"{b.kind:8} {b.name}" for b in blocks))
+        for path in paths:
+            for where in unmarked(path.read_text(), _source(path)):
+                print(f"UNCHECKED {where} (mark it illustrative or make it a checked block)")
         return 0
     results = {id(b): (b, actual(b)) for b in blocks}
     stale = [(b, d) for b, got in results.values() if (d := diff(b, got))]

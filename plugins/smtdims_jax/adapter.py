@@ -15,7 +15,10 @@ tested range. A JAX whose seam differs fails loudly.
 
 from __future__ import annotations
 
+import collections
 import dis
+import functools
+import importlib
 import re
 import sys
 import threading
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jax
+import numpy as np
 
 from smtdims import host as _host
 from smtdims import options
@@ -70,6 +74,7 @@ _NEWER_THAN_TESTED = _check_jax()
 
 try:  # every private name the adapter uses, checked once, here
     from jax._src import core as _core
+    from jax._src import xla_bridge as _xb
     from jax._src.export import shape_poly as sp
     from jax._src.export import shape_poly_decision as spd
 
@@ -88,6 +93,7 @@ try:  # every private name the adapter uses, checked once, here
     for _attr in ("_sorted_terms", "scope", "_size", "_to_constant", "_evaluate", "_get_vars"):
         assert hasattr(_DimExpr, _attr), _attr
     assert hasattr(sp, "_bounds_decision") and hasattr(SymbolicScope, "__init__")
+    assert callable(_xb.backends_are_initialized) and isinstance(_xb._backends, dict)
     for _p in ("FOR_GEQ0_OR_LEQ0", "FOR_GEQ0_OR_LT0", "BEST"):
         assert hasattr(BoundsPrecision, _p), _p
     assert sp._bounds_decision is _STOCK_BOUNDS or getattr(sp._bounds_decision, "__module__", "").startswith("smtdims")
@@ -106,6 +112,15 @@ if _NEWER_THAN_TESTED:
     )
 
 _EXACT_STOCK = exact_stock.build(spd)
+
+
+def started_backends() -> frozenset[str]:
+    """The platforms whose backends JAX has started in this process (none yet: empty), without starting any.
+
+    The export pipeline asks before it runs anything: a process that started a TPU backend holds the chip,
+    and no other process may open it while this one lives.
+    """
+    return frozenset(_xb._backends) if _xb.backends_are_initialized() else frozenset()
 
 _NEED = {
     BoundsPrecision.FOR_GEQ0_OR_LEQ0: NEED_SIGN_LEQ,
@@ -636,6 +651,8 @@ def _smt_eq(self: Any, other: Any) -> bool:
     except Exception:  # __eq__ serves hashing: it must never raise
         proven = False
     answer = proven if prove else False
+    if prove and not proven:
+        _note_equation(self, other)
     if _LISTENERS:
         _emit(kind="eq", question=f"{self} == {other}", lhs=self, rhs=other, answer=answer, proven_equal=proven,
               asked_by=who, answered_by="smtdims" if prove else "stock")
@@ -673,6 +690,130 @@ def _nonzero_somewhere(diff: Any) -> bool:
     return False
 
 
+# -- the hint on a failed broadcast ---------------------------------------------------------------------
+# The commonest failed export is a broadcast of two sizes JAX cannot prove equal (``x + pos_table[:t]``:
+# ``t`` against ``min(512, t)``). JAX raises its own TypeError/ValueError; while installed, smtdims adds
+# (as ``add_note`` notes and ``smtdims_*`` attributes; class, args and message stay stock's) the
+# equation the broadcast needed, read at the seam (the last ``==`` JAX's shape checks asked that
+# smtdims could not prove, as the fix loop reads it), a verified fix where one is found in time (the
+# fix loop's candidates, first by its rank; no box is run here, so not necessarily the weakest), and
+# the ``smtdims export ... --fix`` command that finds the weakest and verifies the whole fix. Only
+# ``jax.export.export`` is wrapped, and only while installed; recording the equations costs nothing
+# outside an export.
+_jax_export = importlib.import_module("jax.export")
+_STOCK_EXPORT = _jax_export.export
+_HINTS = threading.local()  # .equations: a deque while an export runs on this thread, else None
+_HINTED_EQUATIONS = 4
+_HINT_DEADLINE = 0.5  # seconds per question while computing the fix of a hint
+_BROADCAST_MSG = re.compile(r"incompatible shapes for broadcasting", re.IGNORECASE)
+
+
+def _note_equation(lhs: Any, rhs: Any) -> None:
+    """Keep ``lhs == rhs`` (a shape check of JAX's that smtdims could not prove) while an export runs."""
+    eqs = getattr(_HINTS, "equations", None)
+    if eqs is not None:
+        eqs.append((lhs, rhs))
+
+
+def _hinted(real: Callable[..., Any]) -> Callable[..., Any]:
+    """``jax.export.export`` whose exporting function adds the hint to a failed broadcast (else stock's)."""
+
+    @functools.wraps(real)
+    def export(*args: Any, **kwargs: Any) -> Any:
+        do_export = real(*args, **kwargs)
+        fun = args[0] if args else kwargs.get("fun_jit")
+
+        @functools.wraps(do_export)
+        def do_export_hinted(*a: Any, **k: Any) -> Any:
+            if not is_installed():
+                return do_export(*a, **k)
+            outer = getattr(_HINTS, "equations", None)
+            eqs = _HINTS.equations = collections.deque(maxlen=_HINTED_EQUATIONS)
+            try:
+                return do_export(*a, **k)
+            except Exception as err:
+                _HINTS.equations = None  # the hint's own questions are not the program's
+                add_broadcast_hint(err, tuple(eqs), fun, a, k)
+                raise
+            finally:
+                _HINTS.equations = outer
+
+        return do_export_hinted
+
+    return export
+
+
+_HINTED_EXPORT = _hinted(_STOCK_EXPORT)
+
+
+def add_broadcast_hint(err: BaseException, equations: tuple[tuple[Any, Any], ...], fun: Any = None,
+                       args: tuple = (), kwargs: dict | None = None) -> bool:
+    """Add the hint to ``err`` when it is a failed broadcast and ``equations`` (oldest first) hold the
+    equation it needed; True when added. Never raises: a hint must not replace the error.
+
+    Sets ``err.smtdims_equation`` ("t == min(512, t)"), ``err.smtdims_fix`` ("add the constraint
+    't <= 512'", or "" when none was found in time) and ``err.smtdims_command`` (the
+    ``smtdims export ... --fix`` command, ready to paste), and adds one note with the same in words.
+    """
+    try:
+        if (not equations or isinstance(err, AnyInconclusive) or not isinstance(err, (TypeError, ValueError))
+                or hasattr(err, "smtdims_equation") or not _BROADCAST_MSG.search(str(err))):
+            return False
+        hint = _broadcast_hint(equations, fun, args, kwargs or {})
+        if hint is None:
+            return False
+        equation, fix, command = hint
+        err.smtdims_equation, err.smtdims_fix, err.smtdims_command = equation, fix, command
+        lines = [f"smtdims: the broadcast needs {equation}, which smtdims cannot prove from the scope's constraints"]
+        if fix:
+            lines.append(f"smtdims: suggested fix: {fix}")
+        lines.append(f"smtdims: {'the whole fix, verified end to end' if fix else 'to search for a fix'}: {command}")
+        err.add_note("\n".join(lines))
+        return True
+    except Exception:  # noqa: BLE001 - the hint is extra; the error is what the program gets
+        return False
+
+
+def _broadcast_hint(equations: tuple[tuple[Any, Any], ...], fun: Any, args: tuple,
+                    kwargs: dict) -> tuple[str, str, str] | None:
+    """(the equation, a verified fix or "", the ``smtdims export ... --fix`` command)."""
+    from smtdims.equations import equation_fixes, fix_text
+
+    from .frames import paste_target
+
+    chosen = None  # (equation, fix, scope): the last equation JAX asked; the one before if only it has a fix
+    for lhs, rhs in reversed(equations[-2:]):
+        dim = lhs if isinstance(lhs, _DimExpr) else rhs
+        if not isinstance(dim, _DimExpr) or not dim.scope._initialized:
+            continue
+        a, b = to_ir(lhs), to_ir(rhs)
+        try:
+            with options.scoped(deadline=_HINT_DEADLINE):
+                found = equation_fixes(session_for_scope(dim.scope), a, b)
+        except (SmtdimsError, InconclusiveDimensionOperation):
+            found = []
+        fix = ""
+        if found:
+            kind, text, variable, _note, _rank = min(found, key=lambda f: f[4])  # the fix loop's order
+            fix = fix_text(kind, text, variable)
+        if chosen is None or fix:
+            chosen = (f"{a} == {b}", fix, dim.scope)
+        if fix:
+            break
+    if chosen is None:
+        return None
+    equation, fix, scope = chosen
+    target = paste_target(getattr(fun, "__wrapped__", fun)) if fun is not None else ""
+    parts = ["smtdims export", target or "MODULE:FUNCTION"]
+    leaves = jax.tree_util.tree_leaves((args, kwargs))
+    if not kwargs and leaves and all(isinstance(x, jax.ShapeDtypeStruct) for x in leaves) and len(leaves) == len(args):
+        parts += [f'--spec "{np.dtype(x.dtype).name}[{",".join(str(d) for d in x.shape)}]"' for x in leaves]
+    else:
+        parts.append("--spec SPEC")
+    parts += [f'-c "{c.text}"' for c in scope_constraints(scope)]
+    return equation, fix, " ".join([*parts, "--fix"])
+
+
 # -- installation -----------------------------------------------------------------------------------
 _installed: dict[str, Any] = {}
 _EQUALITY = [True]  # provable equality on/off; a list so the hot path reads one cell
@@ -692,6 +833,8 @@ def install(*, budget: int | None = None, deadline: float | None = None, equalit
         # With equality off, the wrapper answers exactly as stock (it only reports to listeners).
         _DimExpr.__eq__ = _smt_eq
         _DimExpr.__ne__ = _smt_ne
+        if getattr(_jax_export, "export", None) is _STOCK_EXPORT:
+            _jax_export.export = _HINTED_EXPORT
         _installed.update(active=True, equality=equality)
 
 
@@ -702,6 +845,8 @@ def uninstall() -> None:
         sp._geq_decision = _STOCK_GEQ
         _DimExpr.__eq__ = _STOCK_EQ
         _DimExpr.__ne__ = _STOCK_NE
+        if getattr(_jax_export, "export", None) is _HINTED_EXPORT:
+            _jax_export.export = _STOCK_EXPORT
         _installed.clear()
 
 

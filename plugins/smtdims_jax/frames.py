@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import sysconfig
+from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
@@ -209,3 +210,21 @@ __all__ = [
     "JAX", "USER", "cell_name", "display_filename", "frame_kind", "jax_dirs", "library_dirs", "question_origin",
     "raise_site", "user_location", "where",
 ]
+
+
+def paste_target(fn: Callable[..., Any]) -> str:
+    """``fn`` as ``smtdims export`` loads it: ``path/file.py:name`` for a file under the working
+    directory (a script, ``__main__``, a module loaded from its path), ``module:qualname`` for an
+    importable module elsewhere; "" for a lambda or a local function (nothing can name it)."""
+    name = getattr(fn, "__qualname__", None) or ""
+    if not name or "<" in name:
+        return ""
+    mod = getattr(fn, "__module__", None) or ""
+    code = getattr(fn, "__code__", None)
+    path = os.path.abspath(code.co_filename) if code is not None else ""
+    cwd = os.getcwd() + os.sep
+    if path.startswith(cwd) and os.path.exists(path):
+        return f"{os.path.relpath(path)}:{name}"
+    if mod and mod != "__main__" and not mod.startswith("_smtdims_target_"):
+        return f"{mod}:{name}"
+    return f"{path}:{name}" if path and os.path.exists(path) else ""

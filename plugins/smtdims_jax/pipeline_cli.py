@@ -98,6 +98,43 @@ def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                    help="show tracebacks (of usage errors and of a failed export)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
+    p.add_argument("-v", "--verbose", action="store_true", help="every check's detail and every sample's reasons")
+    add_verify_parser(subparsers)
+    return p
+
+
+VERIFY_EPILOG = """\
+examples:
+  smtdims export mymodel.py:predict --spec "b, 4" --platform cpu,tpu --out predict.bin   # on a laptop
+  smtdims verify predict.bin --against mymodel.py:predict                                # on the TPU host
+
+The artifact's sidecar (ARTIFACT.smtdims.json, written by --out) carries the constraints and the
+shapes it was verified on; without it the shapes are chosen again from the artifact's in_avals and
+the -c constraints. Exit status: 0 verified; 1 a check failed or nothing ran (the report says why);
+2 usage or input error; 70 internal error.
+"""
+
+
+def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the ``verify`` subcommand: an artifact made elsewhere, checked on this host's device."""
+    p = subparsers.add_parser(
+        "verify", help="check a serialized artifact on this host's device against the function it came from",
+        description="Deserialize ARTIFACT with stock JAX and run it, in a fresh process that holds this host's "
+                    "device (the TPU or GPU where there is one), beside JAX's own run of the function on the same "
+                    "shapes; check that a shape outside the specification is rejected.",
+        epilog=VERIFY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("artifact", metavar="ARTIFACT", help="a file written by smtdims export --out (or Exported.serialize())")
+    p.add_argument("--against", required=True, metavar="MODULE:FUNCTION",
+                   help="the function the artifact was exported from, e.g. mymodel.py:predict")
+    p.add_argument("-c", "--constraint", action="append", default=None, metavar="CONSTRAINT",
+                   help="the specification's constraints (default: the sidecar's)")
+    p.add_argument("--samples", type=int, default=6, metavar="N", help="number of sample shapes without a sidecar")
+    p.add_argument("--sample-mb", type=float, default=4.0, metavar="MB", help="memory budget of one sample (default 4)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the report as JSON")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
+    p.add_argument("-v", "--verbose", action="store_true", help="every check's detail and every sample's reasons")
     return p
 
 
@@ -195,10 +232,10 @@ def run_export(args: argparse.Namespace) -> int:
 
     platforms = [p for group in args.platform for p in group.split(",") if p.strip()] or None
     try:
-        from .pipeline.platforms import check_backend, normalise_platforms
+        from .pipeline.platforms import normalise_platforms
 
         normalise_platforms(platforms)  # a misspelt --platform first, before anything is imported or run
-        check_backend()  # JAX_PLATFORMS=cuda without CUDA: say so, not AssertionError from xla_bridge
+        _leave_device_to_verification()  # JAX_PLATFORMS=cuda without CUDA: said so, not AssertionError
         budget = getattr(args, "budget", None)
         if budget is not None and budget <= 0:
             raise ValueError(f"--budget must be a positive integer (a Z3 rlimit), got {budget}")
@@ -233,6 +270,66 @@ def run_export(args: argparse.Namespace) -> int:
         return error(err)
     except Exception as err:  # a bug in the pipeline: say so, not "usage error"
         return error(err, EXIT_INTERNAL, "internal error")
+    return _finish(report, args, error)
+
+
+def _leave_device_to_verification() -> None:
+    """This process exports on the CPU and leaves the accelerator to the verification process (one process
+    at a time may hold a TPU); a backend that cannot start there is a usage error, as it is here."""
+    from .pipeline.fresh import keep_off_accelerator, locate
+    from .pipeline.platforms import BackendUnavailable, check_backend, explain_backend_error
+
+    if not keep_off_accelerator():  # a backend is running here already (a test, a program calling main())
+        check_backend()
+        return
+    dev = locate()
+    if dev.cause == "backend unavailable":
+        kind, _, text = dev.error.partition(": ")
+        raise BackendUnavailable(explain_backend_error(kind, text))
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """``smtdims verify ARTIFACT --against MODULE:FUNCTION``: print the report; return the exit code."""
+    debug = getattr(args, "debug", False)
+
+    def error(err: BaseException, status: int = EXIT_USAGE, kind: str = "error") -> int:
+        if debug:
+            traceback.print_exception(err)
+        msg = " ".join(str(err).split())
+        if getattr(args, "json", False) and status == EXIT_USAGE:
+            try:
+                _print(json.dumps({"error": {"type": type(err).__name__, "message": msg}}))
+            except _ClosedPipe:
+                pass
+        print(f"smtdims verify: {kind}: {msg}", file=sys.stderr)
+        return status
+
+    try:
+        if args.samples < 1:
+            raise ValueError(f"--samples must be a positive integer, got {args.samples}")
+        if not args.sample_mb > 0:
+            raise ValueError(f"--sample-mb must be a positive number, got {args.sample_mb}")
+        _leave_device_to_verification()
+        fn = load_target(args.against)
+    except Exception as err:
+        return error(err)
+    from smtdims.errors import SmtdimsError
+
+    from .pipeline import VerifyOptions, verify_artifact
+
+    try:
+        report = verify_artifact(args.artifact, fn, constraints=args.constraint, progress=not args.quiet,
+                                 options=VerifyOptions(samples=args.samples, seed=args.seed,
+                                                       sample_bytes=max(1, int(args.sample_mb * (1 << 20)))))
+    except (ValueError, TypeError, OSError, SmtdimsError) as err:
+        return error(err)
+    except Exception as err:  # a bug: say so, not "usage error"
+        return error(err, EXIT_INTERNAL, "internal error")
+    return _finish(report, args, error)
+
+
+def _finish(report: Any, args: argparse.Namespace, error: Callable[..., int]) -> int:
+    debug = getattr(args, "debug", False)
     if debug and report.exception is not None:
         traceback.print_exception(report.exception)
     overflow = _overflow(report.exception)
@@ -242,7 +339,8 @@ def run_export(args: argparse.Namespace) -> int:
             and not report.export_error.smtdims and report.export_error.type != "InconclusiveDimensionOperation":
         _say_where(report.exception, debug)  # an ordinary bug: the shape questions smtdims located say where
     try:
-        _print(json.dumps(report.to_dict(), indent=2) if getattr(args, "json", False) else report.table())
+        _print(json.dumps(report.to_dict(), indent=2) if getattr(args, "json", False)
+               else report.table(verbose=getattr(args, "verbose", False)))
     except _ClosedPipe:
         return EXIT_BROKEN_PIPE
     return EXIT_OK if report.ok else EXIT_FAILED

@@ -5,8 +5,10 @@ runs the script (or ``-m`` module) as ``__main__`` with ``sys.argv`` set to the
 program's own arguments, and at exit prints to stderr what the pytest plugin prints
 at the end of a session (:class:`Recorder` is shared with it): who answered JAX's
 dimension questions (stock JAX, smtdims' fast path, the solver), the solver's
-unknowns, and every comparison that stayed inconclusive, with the user code line
-that asked it and the first fix the solver verified.
+unknowns, every comparison that stayed inconclusive, with the user code line
+that asked it and the first fix the solver verified, and every failed export that is not
+a comparison (a reshape whose size may not divide; a broadcast of two sizes smtdims could
+not prove equal, with its fix and the ``smtdims export ... --fix`` command), caught or not.
 
 The exit status is the program's: ``SystemExit``'s code, or 1 after an uncaught
 exception (its traceback is printed, as Python does).
@@ -77,8 +79,17 @@ _RECORDED = "_smtdims_recorded"  # set on an exception once a Recorder has count
 def failure_kind(err: BaseException) -> str | None:
     """The kind of failed export the summaries list besides inconclusive comparisons (which are
     recorded as they are asked): ``"reshape"`` for a reshape's "The remainder ... should be 0",
-    else None. One classification for ``smtdims run`` and ``pytest --smtdims``."""
-    return "reshape" if _REMAINDER_RE.search(str(err)) is not None else None
+    ``"broadcast"`` for a broadcast whose equation smtdims could not prove (the adapter's hint:
+    ``err.smtdims_equation``, ``smtdims_fix``, ``smtdims_command``), else None. One classification
+    for ``smtdims run`` and ``pytest --smtdims``."""
+    if _REMAINDER_RE.search(str(err)) is not None:
+        return "reshape"
+    if isinstance(getattr(err, "smtdims_equation", None), str):
+        return "broadcast"
+    return None
+
+
+FAILED_EXPORTS = "failed exports (reshapes that may not divide, broadcasts not proven equal)"
 
 
 class Recorder:
@@ -127,10 +138,12 @@ class Recorder:
 
     def record_failure(self, err: BaseException, label: str = "", where: str = "") -> None:
         """A failed export that is not an inconclusive comparison (those are recorded as they happen):
-        a reshape's "The remainder ... should be 0", with the spec rewrite that settles it. Each
-        exception counts once, whether the program caught it (:meth:`watch_exports`) or not."""
-        m = _REMAINDER_RE.search(str(err)) if failure_kind(err) is not None else None
-        if m is None or getattr(err, _RECORDED, False):
+        a reshape's "The remainder ... should be 0", with the spec rewrite that settles it, or a
+        broadcast of two sizes smtdims could not prove equal, with the fix and the ``smtdims export
+        --fix`` command of the adapter's hint. Each exception counts once, whether the program caught
+        it (:meth:`watch_exports`) or not."""
+        kind = failure_kind(err)
+        if kind is None or getattr(err, _RECORDED, False):
             return
         with contextlib.suppress(Exception):  # an exception class that refuses attributes: counted twice at worst
             setattr(err, _RECORDED, True)
@@ -138,14 +151,18 @@ class Recorder:
         key = (first, where)
         entry = self.failed.get(key)
         if entry is None:
-            fix = ""
+            fix = command = ""
             try:
-                lhs = self._recent_eq.get(m.group(1))
-                if lhs is not None:
-                    fix = _remainder_fix_for(lhs, m.group(1))
+                if kind == "broadcast":
+                    fix, command = str(getattr(err, "smtdims_fix", "")), str(getattr(err, "smtdims_command", ""))
+                else:
+                    m = _REMAINDER_RE.search(str(err))
+                    lhs = self._recent_eq.get(m.group(1)) if m is not None else None
+                    if lhs is not None:
+                        fix = _remainder_fix_for(lhs, m.group(1))
             except Exception:  # the summary must never fail because a fix could not be computed
                 fix = ""
-            entry = self.failed[key] = {"count": 0, "tests": [], "fix": fix}
+            entry = self.failed[key] = {"count": 0, "tests": [], "fix": fix, "command": command, "kind": kind}
         entry["count"] += 1
         if label and label not in entry["tests"]:
             entry["tests"].append(label)
@@ -244,7 +261,8 @@ class Recorder:
             "eq_proven": self.eq_proven,
             "stats": {k: int(self.stats.get(k, 0)) for k in STATS_KEYS},
             "inconclusive": [[q, w, e["count"], e["tests"], e["fix"] or ""] for (q, w), e in self.inconclusive.items()],
-            "failed": [[q, w, e["count"], e["tests"], e["fix"]] for (q, w), e in self.failed.items()],
+            "failed": [[q, w, e["count"], e["tests"], e["fix"], e.get("command", ""), e.get("kind", "")]
+                       for (q, w), e in self.failed.items()],
         }
 
     def merge(self, d: dict[str, Any]) -> None:
@@ -259,11 +277,13 @@ class Recorder:
             entry["tests"] += [t for t in tests if t not in entry["tests"]]
             if fix and fix[0] and not entry["fix"]:
                 entry["fix"] = fix[0]
-        for q, w, n, tests, fix in d.get("failed", []):
-            entry = self.failed.setdefault((q, w), {"count": 0, "tests": [], "fix": ""})
+        for q, w, n, tests, fix, *rest in d.get("failed", []):
+            command, kind = (list(rest) + ["", ""])[:2]
+            entry = self.failed.setdefault((q, w), {"count": 0, "tests": [], "fix": "", "command": "", "kind": kind})
             entry["count"] += n
             entry["tests"] += [t for t in tests if t not in entry["tests"]]
             entry["fix"] = entry["fix"] or fix
+            entry["command"] = entry.get("command") or command
 
     def count(self, kind: str, by: str | None = None) -> int:
         return sum(n for (k, b), n in self.events.items() if k == kind and (by is None or b == by))
@@ -289,13 +309,15 @@ class Recorder:
             if e["fix"]:
                 lines.append(f"    fix: {e['fix']}")
         if self.failed:
-            lines.append(f"failed exports (reshapes whose sizes may not divide): {sum(e['count'] for e in self.failed.values())}")
+            lines.append(f"{FAILED_EXPORTS}: {sum(e['count'] for e in self.failed.values())}")
             for (q, where), e in sorted(self.failed.items()):
                 times = f" (x{e['count']})" if e["count"] > 1 else ""
                 tests = f" [{', '.join(e['tests'][:3])}{', ...' if len(e['tests']) > 3 else ''}]" if e["tests"] else ""
                 lines.append(f"  {where + ': ' if where else ''}{q}{times}{tests}")
                 if e["fix"]:
                     lines.append(f"    fix: {e['fix']}")
+                if e.get("command"):
+                    lines.append(f"    whole fix: {e['command']}")
         if self.inconclusive or self.failed:
             lines.append("  (the first fix round only; smtdims export --fix gives the whole fix, verified)")
         return lines
@@ -313,7 +335,8 @@ class Recorder:
                               "fix": e["fix"] or None}
                              for (q, w), e in sorted(self.inconclusive.items(), key=lambda kv: kv[0][1])],
             "failed_exports": [{"error": q, "location": w, "count": e["count"], "tests": list(e["tests"]),
-                                "fix": e["fix"] or None} for (q, w), e in sorted(self.failed.items())],
+                                "fix": e["fix"] or None, "kind": e.get("kind") or None,
+                                "command": e.get("command") or None} for (q, w), e in sorted(self.failed.items())],
             "summary": lines,
         }
 

@@ -8,8 +8,11 @@ the reasoner answered (fast path / solver / unknowns) and every comparison that 
 inconclusive, with the user code line that asked it and the first fix the solver
 verified (the first round of ``smtdims export --fix``: the weakest verified fix, a relation
 before a bound that excludes more), and every test that failed on a reshape whose size may
-not divide, with the spec rewrite (``2*b``) that settles it: those are the places where a
-constraint or a different spec is needed.
+not divide, with the spec rewrite (``2*b``) that settles it, or on a broadcast of two sizes
+smtdims could not prove equal (``x + pos_table[:t]``: ``t`` against ``min(512, t)``), with its
+fix (``t <= 512``) and the ``smtdims export ... --fix`` command: those are the places where a
+constraint or a different spec is needed. The failed test's own report shows the same hint,
+a note smtdims adds to JAX's error (:func:`smtdims_jax.adapter.add_broadcast_hint`).
 ``smtdims run script.py`` prints the same summary (:mod:`smtdims_jax.run`).
 
 JAX and smtdims are imported only once the option or the marker is used, so the plugin
@@ -161,8 +164,9 @@ def _smtdims_install(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
-    """A test that failed on a reshape's "The remainder ... should be 0" gets that failure and its
-    spec fix in the summary (inconclusive comparisons are recorded as they are asked)."""
+    """A test that failed on a reshape's "The remainder ... should be 0" or on a broadcast smtdims
+    could not prove gets that failure and its fix in the summary (inconclusive comparisons are
+    recorded as they are asked)."""
     yield
     rec = item.config.stash.get(_KEY, None)
     exc = call.excinfo.value if call.excinfo is not None else None

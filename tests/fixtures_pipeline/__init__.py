@@ -1,1 +1,1 @@
-"""Helper modules for the export-pipeline tests (also used by scripts/gpu_check.sh)."""
+"""Helper modules for the export-pipeline tests (also used by scripts/accelerator_check.py)."""

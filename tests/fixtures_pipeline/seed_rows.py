@@ -84,11 +84,21 @@ def row(n: int) -> Row:
 EXPORTABLE = (1, 2, 3, 10, 13, 14, 16, 19)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from smtdims_jax.pipeline import export_and_verify
+def trap_caught(report: Any) -> bool:
+    """The trap is caught when the artifact fails at b = 1 and runs, matching, at every other sample: a
+    sample that did not run (the device held elsewhere, a crash) catches nothing."""
+    at_one = [s for s in report.samples if s.valuation == {"b": 1}]
+    others = [s for s in report.samples if s.valuation != {"b": 1}]
+    return (bool(at_one) and all(s.status == "fail" for s in at_one) and bool(others)
+            and all(s.status == "pass" for s in others))
 
+
+def main(argv: list[str] | None = None) -> int:
+    from smtdims_jax.pipeline import export_and_verify, keep_off_accelerator
+
+    keep_off_accelerator()  # this process only exports: the verification process holds the device between rows
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--platform", default=None, help="e.g. cuda, or cpu,cuda")
+    p.add_argument("--platform", default=None, help="e.g. tpu, cuda, or cpu,tpu (default: the device's platform)")
     p.add_argument("--samples", type=int, default=6)
     p.add_argument("--rows", default=",".join(map(str, EXPORTABLE)))
     args = p.parse_args(argv)
@@ -100,9 +110,12 @@ def main(argv: list[str] | None = None) -> int:
         if not report.ok:
             failed.append(n)
     trap = export_and_verify(eq_trap, "int32[b]", platforms=args.platform, samples=4)
-    caught = not trap.ok and any(s.status == "fail" and s.valuation == {"b": 1} for s in trap.samples)
-    print(f"== equality trap (must be caught at b = 1) ==\n{trap}\n-> {'caught' if caught else 'NOT CAUGHT'}\n")
-    print(f"seed rows: {len(failed)} failed {failed}; trap {'caught' if caught else 'NOT caught'}")
+    caught = trap_caught(trap)
+    print(f"== equality trap (must be caught at b = 1, the other samples passing) ==\n{trap}\n"
+          f"-> {'caught' if caught else 'NOT CAUGHT'}\n")
+    rows = [int(r) for r in args.rows.split(",")]
+    print(f"seed rows: {len(rows) - len(failed)}/{len(rows)} verified{f' (failed: {failed})' if failed else ''}; "
+          f"trap {'caught' if caught else 'NOT caught'}; device {trap.device or 'none: ' + trap.not_run}")
     return 0 if not failed and caught else 1
 
 

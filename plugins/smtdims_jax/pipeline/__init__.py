@@ -3,7 +3,10 @@
 :func:`export_and_verify` exports ``jax.jit(fn)`` with smtdims installed, checks that the
 dimensions the user made symbolic stayed symbolic, serializes the artifact, and then
 deserializes, compiles and runs it in a *fresh Python process that never imports
-smtdims* (so a pass also proves the artifact runs on stock JAX). The sample shapes are
+smtdims* (so a pass also proves the artifact runs on stock JAX), on the device that process
+holds (the TPU or GPU where there is one: one process at a time may hold a TPU, so this
+process stays off it), beside JAX's own run of the function (``jax.jit(fn)`` at each
+sample's shapes). :func:`verify_artifact` checks an artifact made elsewhere. The sample shapes are
 chosen by the solver, not by hand: each variable's minimum, divisibility edges of every
 ``mod``/``floordiv``, large values, tight constraint boundaries, maxima. One shape that is
 provably outside the specification must be rejected by JAX's shape checks.
@@ -39,15 +42,16 @@ from .compare import compare_outputs, random_input
 from .diagnose import SampleDiagnosis
 from .failure import describe_export_error
 from .fixes import FixPart, FixResult, FixRound
-from .fresh import run_fresh_process
+from .fresh import Device, keep_off_accelerator, run_fresh_process
 from .platforms import BackendUnavailable, PlatformError
 from .report import FAIL, PASS, SKIP, Check, ExportFailure, RejectionCheck, SampleResult, VerificationReport
 from .samples import MAX_ELEMENTS, SAMPLE_BYTES, SampleChooser
 from .specs import _SPEC_RE, _as_dtype, build_specs, parse_arg_spec  # noqa: F401 - the CLI reads the spec grammar here
-from .verify import export_and_verify
+from .verify import VerifyOptions, export_and_verify, verify_artifact
 
 __all__ = [
-    "FAIL", "MAX_ELEMENTS", "PASS", "SAMPLE_BYTES", "SKIP", "BackendUnavailable", "Check", "ExportFailure", "FixPart",
+    "FAIL", "MAX_ELEMENTS", "PASS", "SAMPLE_BYTES", "SKIP", "BackendUnavailable", "Check", "Device", "ExportFailure",
+    "FixPart", "VerifyOptions", "keep_off_accelerator", "verify_artifact",
     "FixResult", "FixRound", "PlatformError", "RejectionCheck", "SampleChooser", "SampleDiagnosis", "SampleResult",
     "VerificationReport", "build_specs", "compare_outputs", "describe_export_error", "export_and_verify",
     "parse_arg_spec", "random_input", "run_fresh_process",

@@ -13,6 +13,7 @@ from smtdims import options
 from smtdims.errors import SmtdimsError
 
 from .. import adapter
+from ..frames import paste_target  # noqa: F401 - where the pipeline's steps import it from
 
 Progress = Callable[[str], None]
 
@@ -39,24 +40,6 @@ def _fn_name(fn: Callable[..., Any]) -> str:
     mod = getattr(fn, "__module__", None)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     return f"{mod}:{name}" if mod else name
-
-
-def paste_target(fn: Callable[..., Any]) -> str:
-    """``fn`` as ``smtdims export`` loads it: ``path/file.py:name`` for a file under the working
-    directory (a script, ``__main__``, a module loaded from its path), ``module:qualname`` for an
-    importable module elsewhere; "" for a lambda or a local function (nothing can name it)."""
-    name = getattr(fn, "__qualname__", None) or ""
-    if not name or "<" in name:
-        return ""
-    mod = getattr(fn, "__module__", None) or ""
-    code = getattr(fn, "__code__", None)
-    path = os.path.abspath(code.co_filename) if code is not None else ""
-    cwd = os.getcwd() + os.sep
-    if path.startswith(cwd) and os.path.exists(path):
-        return f"{os.path.relpath(path)}:{name}"
-    if mod and mod != "__main__" and not mod.startswith("_smtdims_target_"):
-        return f"{mod}:{name}"
-    return f"{path}:{name}" if path and os.path.exists(path) else ""
 
 
 _OWN_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep

@@ -33,9 +33,17 @@ import numpy as np
 from jax import export
 
 from smtdims.constraints import Constraint, ConstraintSet
+from smtdims.equations import (
+    cancel_common_factor,
+    equation_fixes,
+    fix_text,
+    normalise_constraint,
+    plain_constraint,
+    render_constraint,
+)
 from smtdims.errors import SmtdimsError, format_valuation
 from smtdims.explain import SPEC, _proves, settling_fix, suggest_fixes, weakest_first
-from smtdims.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
+from smtdims.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op
 from smtdims.parser import parse_expr
 from smtdims.reasoner import Session
 
@@ -45,6 +53,7 @@ from .box import BoxCount, Dims, NativeBox, shapes_at
 from .report import _first_line
 
 NOT_NEEDED, FIXED, NO_FIX, ROUND_LIMIT, DEADLINE = "not needed", "fixed", "no fix found", "round limit", "deadline"
+NOT_VERIFIED = "found, not verified"  # the export succeeds with the fix, but its end-to-end verification did not pass
 DEFAULT_ROUNDS = 8
 DEFAULT_DEADLINE = 120.0  # seconds for the rounds and the minimisation (the final verification runs after)
 _REMAINDER_RE = re.compile(r"The remainder (.+?) should be 0")
@@ -71,9 +80,7 @@ class FixPart:
     note: str = ""
 
     def __str__(self) -> str:
-        if self.kind == SPEC:
-            return f"write '{self.text}' in the shape specification in place of '{self.variable}'"
-        return f"add the constraint '{self.text}'"
+        return fix_text(self.kind, self.text, self.variable)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "text": self.text, "variable": self.variable, "note": self.note}
@@ -99,8 +106,10 @@ class FixRound:
 class FixResult:
     """The whole fix of a failed export, as the user would write it, with how it was found and checked.
 
-    ``status``: ``"fixed"`` (the export succeeds with ``parts``), ``"no fix found"``,
-    ``"round limit"``, ``"deadline"`` or ``"not needed"``. ``verified``: the whole
+    ``status``: ``"fixed"`` (the export succeeds with ``parts`` and the fixed specification verified
+    end to end), ``"found, not verified"`` (the export succeeds with ``parts``, but the verification
+    failed or could not run: ``detail`` says which), ``"no fix found"``, ``"round limit"``,
+    ``"deadline"`` or ``"not needed"``. ``verified``: the whole
     pipeline passed with the fixed specification (None: not run). ``box``: the fixed
     specification measured against native runs on small shapes.
     """
@@ -166,7 +175,8 @@ class FixResult:
         if self.dropped:
             out.append(f"  minimised: dropped {'; '.join(self.dropped)}")
         if self.parts:
-            label = "the fix" if self.status == FIXED else "partial fix (the export still fails with it)"
+            label = {FIXED: "the fix", NOT_VERIFIED: "the fix found (the export succeeds with it; NOT verified)"}.get(
+                self.status, "partial fix (the export still fails with it)")
             out.append(f"  {label}: " + "; ".join(str(p) for p in self.parts))
             out.append(f"  in_avals {', '.join(self.in_avals)}; constraints {', '.join(self.constraints) or 'none'}")
             out.append(f"  {self.command()}")
@@ -240,32 +250,6 @@ class Spec:
 def spec_of(leaves: Sequence[Any], scope: Any) -> Spec:
     dims = tuple(tuple(adapter.to_ir(d) if export.is_symbolic_dim(d) else Expr.const(int(d)) for d in x.shape) for x in leaves)
     return Spec(dims, tuple(np.dtype(x.dtype) for x in leaves), tuple(c.text for c in adapter.scope_constraints(scope)))
-
-
-def render_constraint(diff: Expr, kind: str) -> str:
-    """``diff >= 0`` / ``diff == 0`` as a user writes it: positive terms left, the rest right, coefficients
-    divided by their gcd (``2*b - 16 >= 0`` is ``b >= 8``: for an integer X, ``g*X + c >= 0`` iff
-    ``X + floor(c/g) >= 0``; an equality is divided only when ``g`` divides its constant)."""
-    const = diff.constant_part()
-    coeffs = [c for m, c in diff.terms if m]
-    g = math.gcd(*coeffs) if coeffs else 1
-    if g > 1 and (kind == ">=" or const % g == 0):
-        diff = Expr._from_dict({m: c // g for m, c in diff.terms if m}) + (const // g)
-        const = diff.constant_part()
-    pos = Expr._from_dict({m: c for m, c in diff.terms if m and c > 0})
-    neg = Expr._from_dict({m: -c for m, c in diff.terms if m and c < 0})
-    op = ">=" if kind == ">=" else "=="
-    if not pos.terms and neg.terms:  # 1 - b >= 0 is b <= 1
-        return f"{neg} {'<=' if op == '>=' else '=='} {const}"
-    return f"{pos} {op} {neg - const}"
-
-
-def normalise_constraint(text: str) -> str:
-    try:
-        c = Constraint.parse(text)
-    except SmtdimsError:
-        return text
-    return render_constraint(c.diff, c.kind) if c.diff.is_linear() else text
 
 
 # -- one export attempt ----------------------------------------------------------------------------
@@ -380,7 +364,7 @@ def candidates(att: Attempt, session: Session) -> list[Candidate]:
                 # among equal box scores: a plain relation ('the comparison itself'), a bound, a rewrite,
                 # and last a relation that still holds max/min/floordiv/mod (harder to read, same shapes)
                 rank = 0 if f.kind != SPEC and f.variable is None else (1 if f.kind != SPEC else 2)
-                if f.kind != SPEC and not _plain(f.text):
+                if f.kind != SPEC and not plain_constraint(f.text):
                     rank = 3
                 add(f.kind, f.text if f.kind == SPEC else normalise_constraint(f.text), f.variable, f.note, rank)
         return out
@@ -442,93 +426,6 @@ def candidates(att: Attempt, session: Session) -> list[Candidate]:
     return out
 
 
-def cancel_common_factor(e: Expr, d: Expr) -> tuple[Expr, Expr]:
-    """``(e/g, d/g)`` for the largest ``g`` dividing every term of both: a positive integer (the gcd of
-    the coefficients) times a product of variables.
-
-    Why it is sound for ``mod(e, d) == 0``: variables are >= 1, so ``g >= 1`` and
-    ``mod(g*x, g*y) == g*mod(x, y)`` (floor(g*x / (g*y)) == floor(x / y)); one is 0 exactly when
-    the other is. This is how ``reshape(b, -1, 4)`` of ``(b, n)`` reads: ``mod(b*n, 4*b)`` is
-    ``b*mod(n, 4)``; and ``reshape(b, -1, 64)`` of ``(b, n, 16)``: ``mod(16*b*n, 64*b)`` is
-    ``16*b*mod(n, 4)``.
-    """
-    terms = e.terms + d.terms
-    if not terms or any(not m for m, _ in terms):
-        return e, d
-    common: dict[Any, int] | None = None
-    for m, _ in terms:
-        powers = {a: k for a, k in m if isinstance(a, Var)}
-        common = powers if common is None else {a: min(k, powers[a]) for a, k in common.items() if a in powers}
-    common = common or {}
-    g = math.gcd(*(c for _, c in terms))
-    if not common and g <= 1:
-        return e, d
-
-    def divide(x: Expr) -> Expr:
-        out: dict[Any, int] = {}
-        for m, c in x.terms:
-            rest = tuple((a, k - common.get(a, 0)) for a, k in m if k - common.get(a, 0) > 0)
-            out[rest] = out.get(rest, 0) + c // g
-        return Expr._from_dict(out)
-
-    return divide(e), divide(d)
-
-
-def equation_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, str, str | None, str, int]]:
-    """Verified fixes under which smtdims proves ``lhs == rhs``: (kind, text, variable, note, rank).
-
-    The equation is one JAX's shape check asked (a broadcast, a concatenate, a split, a reshape's
-    remainder). Tried: settling each ``min``/``max`` on one side (``t == min(512, t)`` holds
-    exactly when ``t <= 512``), every fix :func:`suggest_fixes` verifies (bounds, the relation
-    itself, spec rewrites ``v -> m*v``), and writing one side for a variable that is the other
-    (``c -> a`` for ``a == c``). A remainder ``mod(g*x, g*y) == 0`` is first reduced to
-    ``mod(x, y) == 0`` (:func:`cancel_common_factor`). Each fix is re-decided before it is offered.
-    """
-    out: list[tuple[str, str, str | None, str, int]] = []
-    goals = [(lhs, rhs)]
-    diff = lhs - rhs
-    remainder = False
-    if rhs.as_constant() == 0 and len(diff.terms) == 1 and len(diff.terms[0][0]) == 1:  # k*mod(e, d) == 0
-        a, power = diff.terms[0][0][0]
-        if isinstance(a, Op) and a.op == MOD and power == 1:
-            remainder = True
-            e, d = cancel_common_factor(a.lhs, a.rhs)
-            k = d.as_constant()
-            # mod(e, -k) == 0 exactly when mod(e, k) == 0: the positive divisor reads better and gives rewrites
-            goal = e.mod(abs(k)) if k is not None and k != 0 else e.mod(d)
-            if goal != diff:
-                goals.insert(0, (goal, Expr.const(0)))
-    for glhs, grhs in goals:
-        gdiff = glhs - grhs
-        for a in sorted(gdiff.atoms(), key=lambda a: a.sort_key()):
-            if isinstance(a, Op) and a.op in (MIN, MAX):
-                for c in (Constraint.make(a.lhs, ">=", a.rhs), Constraint.make(a.lhs, "<=", a.rhs)):
-                    text = render_constraint(c.diff, c.kind)
-                    try:
-                        if _proves(session, glhs, "==", grhs, [Constraint.parse(text)]):
-                            out.append(("constraint", text, None, f"settles {a}", 0 if _plain(text) else 1))
-                    except SmtdimsError:
-                        continue
-        try:
-            fixes = suggest_fixes(session, glhs, "==", grhs)
-        except SmtdimsError:
-            fixes = []
-        for f in fixes:
-            rank = 0 if f.kind != SPEC and f.variable is None else (1 if f.kind != SPEC else 2)
-            if f.kind != SPEC and not _plain(f.text):
-                rank = 3
-            if remainder:  # a divisibility: the rewrite v -> m*v first, then the constraint
-                rank = 0 if f.kind == SPEC else 1
-            out.append((f.kind, f.text if f.kind == SPEC else normalise_constraint(f.text), f.variable, f.note, rank))
-        for x, y in ((glhs, grhs), (grhs, glhs)):
-            v = x.as_var()
-            if v is not None and y.as_constant() is None and v not in y.variables():
-                # before the same relation as a constraint (equal box scores): one variable fewer to explain
-                out.append((SPEC, str(y), v, f"so that {v} equals {y}", -1))
-        if out:
-            break
-    return out
-
 
 _DIVISIBILITY_ATOMS = 8  # floordiv/mod atoms at most: each is one more proof in the minimisation
 
@@ -569,15 +466,6 @@ def divisibility_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str
         if trial and _proves(session, lhs, "==", rhs, trial):
             kept = trial
     return [tuple(normalise_constraint(c.text) for c in kept)]
-
-
-def _plain(text: str) -> bool:
-    """A constraint over variables only (no max/min/floordiv/mod atoms)."""
-    try:
-        c = Constraint.parse(text)
-    except SmtdimsError:
-        return False
-    return all(not isinstance(a, Op) for a in c.diff.atoms())
 
 
 # -- the first round alone (no function to run: smtdims run, pytest --smtdims) ---------------------------
@@ -675,6 +563,10 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         report = verify(args, new_scope)
         verified = bool(report.ok)
         lines = tuple(report.failures)
+        if not verified:  # "fixed" means verified end to end: say what was found and what failed
+            status = NOT_VERIFIED
+            detail = (f"the fixed export did not run: {report.not_run}" if report.not_run else
+                      "the fixed export failed its verification: " + (_first_line(lines[0], 200) if lines else "a check failed"))
     return FixResult(
         status=status, detail=detail, parts=tuple(parts), in_avals=spec.aval_texts(), shapes=spec.shape_texts(),
         constraints=spec.constraints, rounds=tuple(done_rounds), dropped=tuple(dropped), box=count, verified=verified,

@@ -1,16 +1,34 @@
-"""The fresh process: deserialize, compile and run the artifact where smtdims was never imported."""
+"""Where the artifact runs: one process holds the device and runs the artifact beside its reference.
+
+One process at a time may hold a TPU (a second one fails at once: "libtpu multi-process lockfile"),
+so the pipeline's own process stays off the accelerator (:func:`keep_off_accelerator`, or for the
+length of one verification when it has started no backend yet) and a fresh interpreter that never
+imports smtdims holds it: it starts JAX's backend, says which device it got (or why it got none),
+then runs each job's samples twice, JAX's own run of the function (``jax.jit(fn)`` exported at the
+sample's concrete shapes) and the artifact, on the same device. A pass there proves the artifact
+runs on stock JAX, on the target.
+
+When this process already holds a device no other process may open (it started a TPU backend), the
+job runs here instead (:data:`IN_PROCESS`), the same code (``_verify_worker.main``), and the report
+says that the fresh-process guarantee was not checked. Nothing that did not run is a failure: a
+process that could not start, crashed or timed out leaves its samples "not run", with the cause.
+"""
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import importlib.util
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +38,14 @@ import numpy as np
 
 from smtdims import options
 
+from .. import adapter
 from ._common import Progress
 from .report import FAIL, PASS, SKIP, RejectionCheck
 
 _WORKER = Path(__file__).with_name("_verify_worker.py")
 _SHAPE_ERRORS = ("Input shapes do not match the", "Shape mismatch for args")
+EXCLUSIVE = frozenset({"tpu"})  # devices one process at a time may hold
+START_TIMEOUT_S = 300.0  # a TPU backend starts in 6-30 s; a machine that waits for a free chip, longer
 
 
 def _pack(arrays: Sequence[np.ndarray], f: Any) -> list[dict[str, Any]]:
@@ -44,18 +65,102 @@ def _unpack(blob: bytes, leaves: Sequence[dict[str, Any]]) -> list[np.ndarray]:
     ]
 
 
-# -- the fresh process ------------------------------------------------------------------------------------
-IDLE_S = 120.0  # a worker with no job for this long exits (it holds JAX: about 150 MiB)
+# -- keeping this process off the accelerator -------------------------------------------------------------
+_PINNED = {"cpu": False}  # keep_off_accelerator() was called: this process never uses the accelerator
+
+
+def keep_off_accelerator() -> bool:
+    """Keep this process on the CPU for good, leaving the accelerator to the verification process.
+
+    For a program whose only use of the accelerator is verification (the ``smtdims export`` and
+    ``smtdims verify`` commands call it first): the verification process then keeps the device
+    between calls instead of opening it for each (several seconds on a TPU). Call it before anything
+    starts a JAX backend; returns False (and changes nothing) when one has already started.
+    """
+    if adapter.started_backends():
+        return False
+    jax.config.update("jax_platforms", "cpu")
+    _PINNED["cpu"] = True
+    return True
+
+
+def keeps_off_accelerator() -> bool:
+    """Whether :func:`keep_off_accelerator` pinned this process to the CPU."""
+    return _PINNED["cpu"]
+
+
+@contextlib.contextmanager
+def off_accelerator() -> Iterator[None]:
+    """This process on the CPU for the block, when it has started no backend yet and is not pinned.
+
+    Exporting (lowering asks for a default device) would otherwise start every backend here, the TPU
+    included, and hold it: then no verification process could open it. Afterwards the backends are
+    cleared and ``jax_platforms`` restored, so that the program's next JAX call starts them as it would
+    have. A process that already started its backends keeps them (it holds what it holds).
+    """
+    if _PINNED["cpu"] or adapter.started_backends():
+        yield
+        return
+    before = jax.config.jax_platforms
+    jax.config.update("jax_platforms", "cpu")
+    try:
+        yield
+    finally:
+        jax.config.update("jax_platforms", before)
+        import jax.extend.backend as backend
+
+        backend.clear_backends()
+        jax.clear_caches()
+
+
+# -- the device process -----------------------------------------------------------------------------------
+IDLE_S = 120.0  # a worker with no job for this long exits (it holds JAX: about 150 MiB, and maybe the device)
 MAX_JOBS = 32  # then it is replaced, so that what JAX keeps between jobs stays bounded
 _stats = {"started": 0}
 
 
-class _Worker:
-    """A stock-JAX interpreter that runs verification jobs one after another (``--serve``).
+@dataclass(frozen=True)
+class Device:
+    """What a verification process got: a device (``platform``, ``kind``) or, with ``cause``, none.
 
-    Its first job pays for importing JAX (1.5 s of CPU here); later ones deserialize, compile and run
-    their artifact in the same interpreter, where smtdims was still never imported (each job reports
-    ``sys.modules``). Another environment (``JAX_ENABLE_X64``, ``JAX_PLATFORMS``...) gets its own.
+    ``where``: :data:`FRESH` (a fresh process, stock JAX) or :data:`IN_PROCESS` (this process holds
+    the device); ``cause`` is ``""`` when the device is usable, else "device busy" (another process
+    holds it), "backend unavailable" or "crashed", with JAX's ``error``.
+    """
+
+    where: str
+    platform: str = ""
+    kind: str = ""
+    jax_version: str = ""
+    cause: str = ""
+    error: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return not self.cause
+
+    def why_not(self) -> str:
+        """The cause and what to do, in one sentence."""
+        first = self.error.strip().splitlines()[-1] if self.error.strip() else ""
+        first = first if len(first) <= 200 else first[:197] + "..."
+        if self.cause == "device busy":
+            return (f"the {self.platform or 'device'} is held by another process (one process at a time may hold "
+                    f"a TPU): end it, or run the verification where nothing else holds the chip ({first})")
+        if self.cause == "backend unavailable":
+            return f"JAX could not start a backend in the verification process ({first})"
+        return f"the verification process {self.cause or 'did not start'}" + (f": {first}" if first else "")
+
+
+FRESH, IN_PROCESS = "fresh process", "this process"
+
+
+class _Worker:
+    """A stock-JAX interpreter that holds the device and runs verification jobs one after another.
+
+    It starts JAX's backend first and says which device it got (:attr:`device`); later jobs deserialize,
+    compile and run their artifacts in the same interpreter, where smtdims was still never imported
+    (each job reports ``sys.modules``). Another environment (``JAX_ENABLE_X64``, ``JAX_PLATFORMS``...)
+    gets its own.
     """
 
     def __init__(self, env: dict[str, str]):
@@ -72,7 +177,38 @@ class _Worker:
             raise
         self.jobs = 0
         self.lock = threading.Lock()
+        self._device: Device | None = None
         _stats["started"] += 1
+
+    def device(self, timeout: float = START_TIMEOUT_S) -> Device:
+        """The device this process got (read once from its first line: it starts the backend first)."""
+        if self._device is not None:
+            return self._device
+        assert self.proc.stdout is not None
+        lines: queue.Queue[str] = queue.Queue()
+        reader = threading.Thread(target=lambda: lines.put(self.proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        try:
+            line = lines.get(timeout=timeout)
+        except queue.Empty:
+            self.proc.kill()
+            self._device = Device(FRESH, cause=f"did not start its backend within {timeout:g} s")
+            return self._device
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            ev = {}
+        if isinstance(ev, dict) and "ready" in ev:
+            r = ev["ready"]
+            self._device = Device(FRESH, r.get("platform", ""), r.get("device", ""), r.get("jax_version", ""))
+        elif isinstance(ev, dict) and "unavailable" in ev:
+            u = ev["unavailable"]
+            self._device = Device(FRESH, cause=u.get("cause", "backend unavailable"), error=u.get("error", ""))
+        else:
+            self.proc.wait()
+            self.err.seek(0)
+            self._device = Device(FRESH, cause=f"crashed (exit status {self.proc.returncode})", error=self.err.read()[-2000:])
+        return self._device
 
     def alive(self) -> bool:
         return self.proc.poll() is None and self.jobs < MAX_JOBS
@@ -99,6 +235,14 @@ _WORKERS: dict[tuple[tuple[str, str], ...], _Worker] = {}
 _WORKERS_LOCK = options.fork_safe(threading.Lock())
 if hasattr(os, "register_at_fork"):  # a forked child starts with none: the parent's pipes are the parent's
     os.register_at_fork(after_in_child=_WORKERS.clear)
+
+
+def job_env() -> dict[str, str]:
+    """The environment a verification process gets: this process's, with the x64 mode in force here."""
+    env = dict(os.environ)
+    if jax.config.jax_enable_x64:  # the artifact's dtypes need the same mode there
+        env["JAX_ENABLE_X64"] = "1"
+    return env
 
 
 def _worker_for(env: dict[str, str]) -> tuple[_Worker, bool]:
@@ -144,6 +288,39 @@ def close_workers() -> None:
         w.close()
 
 
+def release_exclusive() -> None:
+    """End the workers that hold a device one process at a time may hold, unless this process is pinned
+    to the CPU: after a verification the program may want its TPU back."""
+    if _PINNED["cpu"]:
+        return
+    with _WORKERS_LOCK:
+        held = [w for w in _WORKERS.values() if w._device is not None and w._device.platform in EXCLUSIVE]
+    for w in held:
+        if w.lock.acquire(blocking=False):  # one that another thread uses is left to that thread
+            w.lock.release()
+            _discard(w)
+
+
+def locate(env: dict[str, str] | None = None) -> Device:
+    """Where a verification job would run now, and on what device (starts the worker, which starts its backend).
+
+    A process that started a TPU backend holds the chip: its jobs run here (:data:`IN_PROCESS`).
+    """
+    held = adapter.started_backends() & EXCLUSIVE
+    if held:
+        d = jax.devices()[0]
+        return Device(IN_PROCESS, d.platform, d.device_kind, jax.__version__)
+    env = job_env() if env is None else env
+    w, shared = _worker_for(env)
+    try:
+        dev = w.device()
+    finally:
+        w.lock.release()
+    if not dev.usable or not shared:
+        _discard(w)
+    return dev
+
+
 def _run_job(w: _Worker, d: str, total: int, say: Progress, timeout: float) -> tuple[str, str | None]:
     """Hand job directory ``d`` to ``w`` and follow its progress: ``(state, stderr)``, where ``state`` is
     ``"done"``, ``"unstarted"`` (the worker was gone before it took the job: retry on another) or
@@ -182,9 +359,9 @@ def _run_job(w: _Worker, d: str, total: int, say: Progress, timeout: float) -> t
             elif "sample" in ev:
                 s = ev["sample"]
                 if s == "outside":
-                    say(f"outside-spec shape {ev.get('phase')}: calling, expecting a shape error")
+                    say(f"outside-spec shape {ev.get('phase')}: compiling, expecting a shape error")
                 else:
-                    say(f"sample {s}/{total}: {'compiling' if ev.get('phase') == 'compile' else 'running'}")
+                    say(f"sample {s}/{total}: {_PHASES.get(ev.get('phase'), 'running')}")
     finally:
         timer.cancel()
     w.proc.wait()
@@ -195,30 +372,87 @@ def _run_job(w: _Worker, d: str, total: int, say: Progress, timeout: float) -> t
     return "died", f"the verification process {why} before writing results:\n{w.err.read()[-4000:]}"
 
 
-def run_fresh_process(artifact: bytes, samples: Sequence[Sequence[np.ndarray]], reject: Sequence[Sequence[np.ndarray]],
-                      say: Progress, timeout: float = 900.0) -> tuple[dict[str, Any], list[list[np.ndarray] | None]]:
-    """Deserialize, compile and run ``artifact`` in an interpreter that never imports smtdims.
+_PHASES = {"reference": "reference (jax.jit of the function)", "compile": "compiling the artifact", "run": "running"}
 
-    The interpreter is kept for the next job with the same environment (``_Worker``); it inherits
-    this process's environment (JAX_PLATFORMS...).
-    """
+
+@dataclass
+class DeviceRun:
+    """What the device process reported: ``device`` (where, on what, or why not), the raw ``result``
+    (per sample: times and errors), the artifact's and the reference's outputs per sample."""
+
+    device: Device
+    result: dict[str, Any] = field(default_factory=dict)
+    outputs: list[list[np.ndarray] | None] = field(default_factory=list)
+    references: list[list[np.ndarray] | None] = field(default_factory=list)
+    failure: str = ""  # the process died or wrote nothing: why (then nothing ran)
+
+
+def _in_process_main(say: Progress, total: int) -> Any:
+    """The device process's ``main``, loaded into this process, its progress events turned into ``say``."""
+    spec = importlib.util.spec_from_file_location("_smtdims_verify_job", _WORKER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def events(**ev: Any) -> None:
+        if ev.get("sample") == "outside":
+            say(f"outside-spec shape {ev.get('phase')}: compiling, expecting a shape error")
+        elif "sample" in ev:
+            say(f"sample {ev['sample']}/{total}: {_PHASES.get(ev.get('phase'), 'running')}")
+
+    module._say = events
+    return module.main
+
+
+def run_on_device(artifact: bytes, samples: Sequence[Sequence[np.ndarray]],
+                  reject: Sequence[tuple[Sequence[tuple[str, tuple[int, ...]]], Sequence[np.ndarray] | None]],
+                  say: Progress, timeout: float = 900.0, *, references: Sequence[bytes | None] = (),
+                  env: dict[str, str] | None = None) -> DeviceRun:
+    """Run ``artifact`` (and each sample's reference) where the device is: a fresh process unless this
+    process holds an exclusive device. ``reject``: per outside-spec probe its avals (dtype, shape) and
+    its inputs (None: too large to allocate; the probe then only lowers and compiles)."""
     with tempfile.TemporaryDirectory(prefix="smtdims-verify-") as d:
         job: dict[str, Any] = {"samples": [], "reject": []}
         with open(os.path.join(d, "inputs.bin"), "wb") as f:
             for i, leaves in enumerate(samples, 1):
-                job["samples"].append({"index": i, "inputs": _pack(leaves, f)})
-            job["reject"] = [{"inputs": _pack(leaves, f)} for leaves in reject]
+                ref = references[i - 1] if i - 1 < len(references) else None
+                if ref is not None:
+                    Path(d, f"ref_{i}.bin").write_bytes(ref)
+                job["samples"].append({"index": i, "inputs": _pack(leaves, f),
+                                       "reference": f"ref_{i}.bin" if ref is not None else None})
+            job["reject"] = [{"avals": [[dt, list(shape)] for dt, shape in avals],
+                              "inputs": None if leaves is None else _pack(leaves, f)} for avals, leaves in reject]
         Path(d, "artifact.bin").write_bytes(artifact)
         Path(d, "job.json").write_text(json.dumps(job))
-        env = dict(os.environ)
-        if jax.config.jax_enable_x64:  # the artifact's dtypes need the same mode there
-            env["JAX_ENABLE_X64"] = "1"
+        held = adapter.started_backends() & EXCLUSIVE
+        if held:
+            dev = locate()
+            say(f"{dev.platform}: this process holds it (one process at a time may): running the samples here, "
+                "with smtdims uninstalled")
+            from .. import install, installed_options, is_installed, uninstall
+
+            was = installed_options() if is_installed() else None
+            uninstall()  # the artifact runs on stock JAX's code here too
+            try:
+                _in_process_main(say, len(samples))(d)
+            finally:
+                if was is not None:
+                    install(equality=was.get("equality", True))
+            return _read(d, dev, "")
+        env = job_env() if env is None else env
+        dev = Device(FRESH, cause="did not start")
+        stderr: str | None = None
         for _attempt in range(2):  # a worker found gone before it took the job: once more, on a new one
             w, shared = _worker_for(env)
-            say("fresh process: " + ("reusing" if w.jobs else "starting") +
-                f" {Path(sys.executable).name} (deserialize, compile, run without smtdims)")
             state = "died"
             try:
+                say("verification process: " + ("reusing" if w.jobs else "starting")
+                    + f" {Path(sys.executable).name} (stock JAX, no smtdims; it holds the device)")
+                dev = w.device()
+                if not dev.usable:
+                    state = "unusable"
+                    break
+                say(f"verification process: {dev.platform} ({dev.kind}); deserialize, compile, run")
                 state, stderr = _run_job(w, d, len(samples), say, timeout)
             finally:
                 w.lock.release()
@@ -226,14 +460,36 @@ def run_fresh_process(artifact: bytes, samples: Sequence[Sequence[np.ndarray]], 
                     _discard(w)
             if state != "unstarted":
                 break
-        result_path = Path(d, "result.json")
-        if state != "done" or not result_path.exists():
-            raise RuntimeError(stderr or "the verification process wrote no results")
-        result = json.loads(result_path.read_text())
-        blob = Path(d, "outputs.bin").read_bytes()
-        outs = [None if s["outputs"] is None else [x.copy() for x in _unpack(blob, s["outputs"])]
-                for s in result["samples"]]
-        return result, outs
+        if not dev.usable:
+            return DeviceRun(dev, failure=dev.why_not())
+        if state != "done" or not Path(d, "result.json").exists():
+            return DeviceRun(dev, failure=stderr or "the verification process wrote no results")
+        return _read(d, dev, "")
+
+
+def _read(d: str, dev: Device, failure: str) -> DeviceRun:
+    result_path = Path(d, "result.json")
+    if not result_path.exists():
+        return DeviceRun(dev, failure=failure or "the verification process wrote no results")
+    result = json.loads(result_path.read_text())
+    blob = Path(d, "outputs.bin").read_bytes() if Path(d, "outputs.bin").exists() else b""
+
+    def arrays(leaves: Any) -> list[np.ndarray] | None:
+        return None if leaves is None else [x.copy() for x in _unpack(blob, leaves)]
+
+    return DeviceRun(dev, result, [arrays(s.get("outputs")) for s in result.get("samples", [])],
+                     [arrays(s.get("ref_outputs")) for s in result.get("samples", [])], failure)
+
+
+def run_fresh_process(artifact: bytes, samples: Sequence[Sequence[np.ndarray]], reject: Sequence[Sequence[np.ndarray]],
+                      say: Progress, timeout: float = 900.0) -> tuple[dict[str, Any], list[list[np.ndarray] | None]]:
+    """Deserialize, compile and run ``artifact`` in an interpreter that never imports smtdims: ``(result,
+    outputs)``; raises RuntimeError when the process could not run it (the cause in the message)."""
+    probes = [([(np.asarray(x).dtype.name, tuple(np.shape(x))) for x in leaves], leaves) for leaves in reject]
+    run = run_on_device(artifact, samples, probes, say, timeout)
+    if run.failure:
+        raise RuntimeError(run.failure)
+    return run.result, run.outputs
 
 
 def _rejection(shapes: tuple[tuple[int, ...], ...], why: str, r: dict[str, Any] | None) -> RejectionCheck:
@@ -243,7 +499,8 @@ def _rejection(shapes: tuple[tuple[int, ...], ...], why: str, r: dict[str, Any] 
     errors = r.get("errors") or []
     text = "\n".join(errors)
     if not r["rejected"]:
-        return RejectionCheck(shapes, why, FAIL, "accepted", "the artifact compiled and ran a shape outside its specification")
+        ran = "compiled and ran" if r.get("ran", True) else "compiled (not run: too large for the sample budget)"
+        return RejectionCheck(shapes, why, FAIL, "accepted", f"the artifact {ran} a shape outside its specification")
     for p in _SHAPE_ERRORS:  # the assertion's own message, wherever in the cause chain it surfaced
         at = text.find(p)
         if at >= 0:

@@ -68,18 +68,23 @@ def backend_problem() -> str | None:
         jax.devices()
         return None
     except (AssertionError, RuntimeError) as err:
-        from jax._src import xla_bridge
+        return explain_backend_error(type(err).__name__, str(err))
 
-        env = os.environ.get("JAX_PLATFORMS", "")
-        known = ", ".join(sorted(getattr(xla_bridge, "_backend_factories", {}) or ())) or "none"
-        detail = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        if env:
-            return (f"JAX cannot start a backend: JAX_PLATFORMS={env!r} asks for a platform that is not installed or not "
-                    f"usable on this machine (JAX knows: {known})" + (f"; JAX says: {detail}" if detail else "")
-                    + ". Unset JAX_PLATFORMS or set JAX_PLATFORMS=cpu (to export for a GPU from here, keep the local "
-                    "backend and pass --platform cuda); or install the jaxlib plugin, e.g. pip install 'jax[cuda12]'")
-        return (f"JAX cannot start a backend ({type(err).__name__}{': ' + detail if detail else ''}; JAX knows: {known}). "
-                "Check the jaxlib installation, or set JAX_PLATFORMS=cpu")
+
+def explain_backend_error(kind: str, text: str) -> str:
+    """What a failed backend start means and what to do (JAX's own text is an assertion or a lockfile)."""
+    from jax._src import xla_bridge
+
+    env = os.environ.get("JAX_PLATFORMS", "")
+    known = ", ".join(sorted(getattr(xla_bridge, "_backend_factories", {}) or ())) or "none"
+    detail = text.strip().splitlines()[0] if text.strip() else ""
+    if env:
+        return (f"JAX cannot start a backend: JAX_PLATFORMS={env!r} asks for a platform that is not installed or not "
+                f"usable on this machine (JAX knows: {known})" + (f"; JAX says: {detail}" if detail else "")
+                + ". Unset JAX_PLATFORMS or set JAX_PLATFORMS=cpu (to export for a GPU from here, keep the local "
+                "backend and pass --platform cuda); or install the jaxlib plugin, e.g. pip install 'jax[cuda12]'")
+    return (f"JAX cannot start a backend ({kind}{': ' + detail if detail else ''}; JAX knows: {known}). "
+            "Check the jaxlib installation, or set JAX_PLATFORMS=cpu")
 
 
 def check_backend() -> None:
@@ -89,4 +94,5 @@ def check_backend() -> None:
         raise BackendUnavailable(problem)
 
 
-__all__ = ["GPU", "KNOWN", "BackendUnavailable", "PlatformError", "backend_problem", "check_backend", "normalise_platforms"]
+__all__ = ["GPU", "KNOWN", "BackendUnavailable", "PlatformError", "backend_problem", "check_backend",
+           "explain_backend_error", "normalise_platforms"]

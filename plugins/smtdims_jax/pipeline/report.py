@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,12 @@ class Check:
 
 @dataclass(frozen=True)
 class SampleResult:
-    """One solver-chosen shape run through the artifact and the native function."""
+    """One solver-chosen shape run through the artifact and JAX's own run of the function (the reference).
+
+    ``status``: ``"pass"``, ``"fail"`` (the artifact or the function failed there, or they differ) or
+    ``"skip"`` (not run: ``detail`` says why; a sample that did not run is no verdict on the artifact).
+    ``native_s``: the reference's run time on the device.
+    """
 
     index: int
     valuation: dict[str, int]
@@ -81,7 +87,12 @@ class ExportFailure:
 
 @dataclass(frozen=True)
 class VerificationReport:
-    """What :func:`export_and_verify` checked; ``ok`` only when everything ran and passed."""
+    """What :func:`export_and_verify` checked; ``ok`` (verified) only when everything ran and passed.
+
+    ``ran_in``: where the samples ran (``"fresh process"``, or ``"this process"`` when it held the
+    device); ``not_run``: why they did not run ("" when they did); ``tolerances``: the float
+    tolerance used per dtype, with its reason.
+    """
 
     function: str
     platforms: tuple[str, ...]
@@ -100,6 +111,14 @@ class VerificationReport:
     diagnosis: Any = None  # a SampleDiagnosis (pipeline.diagnose) when samples failed
     exported: Any = field(default=None, repr=False, compare=False)  # the jax.export.Exported
     exception: BaseException | None = field(default=None, repr=False, compare=False)  # the export's error
+    ran_in: str = ""
+    not_run: str = ""
+    tolerances: tuple[str, ...] = ()
+
+    @property
+    def verified(self) -> bool:
+        """The same as :attr:`ok`: exported, run on the device beside JAX's own run, every check passed."""
+        return self.ok
 
     @property
     def ok(self) -> bool:
@@ -114,9 +133,12 @@ class VerificationReport:
     def failures(self) -> list[str]:
         """One line per failed (or not run) check, sample or rejection."""
         out = [f"{c.name}: {c.detail}" for c in self.checks if c.status == FAIL and c.name != "samples"]
+        if self.not_run and self.samples:  # one cause for every sample: said once
+            out.append(f"samples: all {len(self.samples)} not run: {self.not_run}")
         out += [
-            f"sample {s.index} ({format_valuation(s.valuation)}): {s.status}: {s.detail}"
-            for s in self.samples if s.status != PASS
+            f"sample {s.index} ({format_valuation(s.valuation)}): {'not run' if s.status == SKIP else s.status}: "
+            + (s.detail[len("not run: "):] if s.detail.startswith("not run: ") else s.detail)
+            for s in self.samples if s.status != PASS and not self.not_run
         ]
         out += [f"outside spec {', '.join(map(str, r.shapes))}: {r.how}: {_first_line(r.error, 300)}"
                 for r in self.rejections if r.status == FAIL]
@@ -134,22 +156,45 @@ class VerificationReport:
             s["why"] = list(s["why"])
         for r in d["rejections"]:
             r["shapes"] = [list(x) for x in r["shapes"]]
-        for k in ("platforms", "constraints", "in_avals", "out_avals", "checks", "samples", "rejections"):
+        for k in ("platforms", "constraints", "in_avals", "out_avals", "checks", "samples", "rejections", "tolerances"):
             d[k] = list(d[k])
         return d
 
     def __str__(self) -> str:
         return self.table()
 
-    def table(self) -> str:
+    def verdict(self) -> str:
+        """One line, first in the table: verified, fixed, failed or not verified, and why."""
+        short = self.function.split(":")[-1]
+        if self.fix is not None and self.fix.ok:
+            return f"FIXED: {'; '.join(str(p) for p in self.fix.parts)} (verified end to end)"
+        if self.export_error is not None:
+            return f"FAILED: the export failed ({self.export_error.type})"
+        if self.not_run:
+            return f"NOT VERIFIED: the samples did not run: {self.not_run}"
+        if self.ok:
+            n = len(self.samples)
+            where = f" on {_device_words(self.device)}" if self.device else ""
+            return (f"VERIFIED{where}: {n}/{n} sample shapes match jax.jit({short}); "
+                    f"{len(self.rejections)} outside-spec shape(s) rejected")
+        bad = [s for s in self.samples if s.status == FAIL]
+        if bad:
+            return f"FAILED: {len(bad)}/{len(self.samples)} sample(s) differ from or fail where jax.jit({short}) runs"
+        unrun = [s for s in self.samples if s.status == SKIP]
+        if unrun:
+            return f"NOT VERIFIED: {len(unrun)}/{len(self.samples)} sample(s) did not run"
+        return "FAILED: " + (self.failures[0] if self.failures else "a check failed")
+
+    def table(self, verbose: bool = False) -> str:
+        """The report for a terminal: the verdict and the fix first, lines within 100 columns (``verbose``:
+        every check's detail and each sample's reasons in full)."""
         def t(x: float | None) -> str:
             return "-" if x is None else f"{x:.3f}s"
 
-        lines = [f"smtdims export check of {self.function}"]
+        lines = [f"smtdims export check of {self.function}", *_wrap(self.verdict(), "  ")]
         fixed = self.fix is not None and self.fix.ok
         if fixed:  # the answer first: what to write, verified; the failed export as specified follows
-            lines.append(f"  FIXED: {'; '.join(str(p) for p in self.fix.parts)} (verified end to end)")
-            lines.append(f"    {self.fix.command()}")
+            lines.append("    " + self.fix.command())  # pasted, not read: whole
         head = [
             ("platforms", ", ".join(self.platforms)),
             ("constraints", ", ".join(self.constraints) or "none"),
@@ -157,48 +202,77 @@ class VerificationReport:
             ("out_avals", ", ".join(self.out_avals) or "-"),
             ("artifact", "none (the export failed)" if self.export_error else
              f"{self.artifact_bytes} bytes" + (f" -> {self.artifact_path}" if self.artifact_path else "")),
-            ("ran on", f"{self.device} (fresh process, stock jax {self.worker_jax})" if self.device else "not run"),
+            ("ran on", self._ran_on()),
         ]
-        lines += [f"  {k:<12}{v}" for k, v in head]
+        for k, v in head:
+            lines += _wrap(v, f"  {k:<12}", " " * 14)
+        for tol in self.tolerances:
+            lines += _wrap(tol, f"  {'tolerance':<12}", " " * 14)
         if self.export_error is not None:
-            lines += ["", *self._error_lines()]
+            lines.append("")
+            for ln in self._error_lines():
+                indent = ln[: len(ln) - len(ln.lstrip())]
+                lines += _wrap(ln.strip(), indent, indent + "  ")
         if self.fix is not None:
-            lines += ["", *("  " + ln for ln in self.fix.lines())]
+            lines += [""]
+            pasted = {*self.fix.code().splitlines(), self.fix.command()} if self.fix.parts else set()
+            for ln in self.fix.lines():
+                indent = "  " + ln[: len(ln) - len(ln.lstrip())]
+                # code and commands stay whole: they are pasted, not read
+                lines += [indent + ln.strip()] if ln.strip() in pasted else _wrap(ln.strip(), indent, indent + "  ")
         rows = [("#", "valuation", "input shapes", "chosen for", "compile", "run", "result")]
         for s in self.samples:
             shapes = ", ".join(str(x) for x in s.shapes)
-            rows.append((str(s.index), format_valuation(s.valuation), shapes, _chosen_for(s.why),
-                         t(s.compile_s), t(s.run_s), s.status.upper() if s.status != PASS else s.status))
+            rows.append((str(s.index), format_valuation(s.valuation), shapes,
+                         ", ".join(s.why) if verbose else _chosen_for(s.why, 28),
+                         t(s.compile_s), t(s.run_s), {PASS: "pass", FAIL: "FAIL", SKIP: "not run"}.get(s.status, s.status)))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         if self.samples:
             lines.append("")
             for r in rows:
                 lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         for r in self.rejections:
-            lines.append(f"  outside spec  {', '.join(str(x) for x in r.shapes)}: {r.why}")
+            lines += _wrap(f"{', '.join(str(x) for x in r.shapes)}: {r.why}", "  outside spec  ", " " * 16)
             got = {PASS: f"rejected by {r.how}", SKIP: "not run"}.get(r.status, r.how.upper())
-            lines.append(f"                -> {got}" + (f": {_first_line(r.error, 110)}" if r.error else ""))
-        if any(r.how == "shape refinement" for r in self.rejections):
-            lines.append("  (a deserialized artifact keeps its shape assertions in the module but not the scope's explicit "
-                         "constraints, so JAX may refuse such shapes while refining them, before the assertion reports)")
+            lines += _wrap(got + (f": {_first_line(r.error, 300 if verbose else 110)}" if r.error else ""),
+                           " " * 16 + "-> ", " " * 19)
+        if verbose and any(r.how == "shape refinement" for r in self.rejections):
+            lines += _wrap("(a deserialized artifact keeps its shape assertions in the module but not the scope's "
+                           "explicit constraints, so JAX may refuse such shapes while refining them, before the "
+                           "assertion reports)", "  ")
         lines.append("")
-        lines.append("  checks: " + " | ".join(f"{c.name} {c.status}" for c in self.checks))
+        lines += _wrap(" | ".join(f"{c.name} {c.status}" for c in self.checks), "  checks: ", " " * 10)
+        if verbose:
+            lines += [ln for c in self.checks if c.detail for ln in _wrap(c.detail, f"    {c.name}: ", " " * 6)]
         fails = self.failures
         if fails:
             if fixed:
-                lines.append("  as specified: " + "; ".join(_first_line(f, 160) for f in fails))
-                lines.append(f"  FIXED: with {self.fix.cli()} every check passes (the whole fix above)")
+                lines += _wrap("; ".join(_first_line(f, 160) for f in fails), "  as specified: ", " " * 4)
+                lines += _wrap(f"with {self.fix.cli()} every check passes (the whole fix above)", "  FIXED: ", " " * 4)
             else:
-                lines.append("  FAILED:")
-                lines += [f"    {f}" for f in fails]
+                lines.append("  FAILED:" if not self.not_run else "  NOT VERIFIED:")
+                for f in fails[:8] if not verbose else fails:
+                    lines += _wrap(f if verbose else _first_line(f, 300), "    ", "      ")
+                if len(fails) > 8 and not verbose:
+                    lines.append(f"    ... and {len(fails) - 8} more (--verbose, or --json)")
             if self.diagnosis is not None:
                 lines.append("  why:")
-                lines += [f"    {ln}" for ln in self.diagnosis.lines(self.function.split(":")[-1])]
+                for ln in self.diagnosis.lines(self.function.split(":")[-1]):
+                    lines += _wrap(ln, "    ", "      ")
         else:
             n = len(self.samples)
-            lines.append(f"  OK: {n}/{n} sample shapes match native {self.function.split(':')[-1]}; "
+            lines.append(f"  OK: {n}/{n} sample shapes match jax.jit({self.function.split(':')[-1]}); "
                          f"{len(self.rejections)} outside-spec shape(s) rejected")
         return "\n".join(lines)
+
+    def _ran_on(self) -> str:
+        if self.not_run:
+            return f"not run: {self.not_run}"
+        if not self.device:
+            return "not run"
+        if self.ran_in == "this process":
+            return f"{_device_words(self.device)} (this process holds it; smtdims uninstalled for the run)"
+        return f"{_device_words(self.device)} (fresh process, stock jax {self.worker_jax}, beside jax.jit of the function)"
 
     def _error_lines(self) -> list[str]:
         e = self.export_error
@@ -239,6 +313,23 @@ def _chosen_for(why: list[str] | tuple[str, ...], width: int = CHOSEN_FOR_WIDTH)
             return out + more
         out = text
     return out
+
+
+def _device_words(device: str) -> str:
+    """``"tpu: TPU v5 lite"`` as ``tpu (TPU v5 lite)``, ``"cpu: cpu"`` as ``cpu``."""
+    platform, _, kind = device.partition(": ")
+    return platform if not kind or kind.lower() == platform.lower() else f"{platform} ({kind})"
+
+
+WIDTH = 100  # the terminal the table is written for
+
+
+def _wrap(text: str, first: str, rest: str | None = None, width: int = WIDTH) -> list[str]:
+    """``text`` after ``first`` in lines of at most ``width`` columns, continued under ``rest`` (a word longer
+    than a line, a path, stays whole)."""
+    rest = " " * len(first) if rest is None else rest
+    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest, break_long_words=False,
+                         break_on_hyphens=False) or [first.rstrip()]
 
 
 def _first_line(text: str, limit: int = 160) -> str:

@@ -1,11 +1,23 @@
-"""The pipeline: export with smtdims -> serialize -> fresh process -> compare on solver-chosen shapes."""
+"""The pipeline: export with smtdims -> serialize -> the device process -> compare with JAX's own run.
+
+The request is one value (:class:`VerifyOptions`); each step takes values and returns one:
+:func:`_export` (an ``Exported`` or the failure), :func:`plan_samples` (solver-chosen shapes, their
+inputs within the byte budget, the outside-spec probes), :func:`references` (``jax.jit(fn)`` exported
+at each sample's concrete shapes: how ``jit`` would trace it, so that the device process runs JAX's
+own computation without the user's code), :func:`~.fresh.run_on_device` (both, side by side, where
+the device is) and :func:`judge` (the per-sample verdicts). A platform, a reference or a sample
+policy changes in one place.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import inspect
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +29,71 @@ from smtdims.errors import format_valuation
 
 from .. import adapter, enabled
 from ._common import Progress, _fn_name, _local_platform, _normalise_platforms, _progress_fn, _raised_by_smtdims, _solver_budget
-from .compare import compare_outputs, random_input
+from .compare import INT_RANGE, compare, random_input
 from .diagnose import diagnose, intermediate_dims
 from .failure import describe_export_error
 from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, synthesize
-from .fresh import _rejection, run_fresh_process
+from .fresh import (
+    FRESH,
+    IN_PROCESS,
+    Device,
+    DeviceRun,
+    _rejection,
+    keeps_off_accelerator,
+    locate,
+    off_accelerator,
+    release_exclusive,
+    run_on_device,
+)
 from .platforms import check_backend
 from .report import FAIL, PASS, SKIP, Check, SampleResult, VerificationReport, _first_line
 from .samples import SAMPLE_BYTES, SampleChooser
+from .sidecar import _aval_text as _exported_aval_text
+from .sidecar import read_sidecar, write_sidecar
 from .specs import _aval_text, _needs_x64, _x64_on, build_specs
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """What :func:`export_and_verify` is asked to do, checked once (:meth:`checked`).
+
+    ``int_range``: integer inputs are drawn from this inclusive range (default 0..9: indices and
+    token ids a model can use). ``rtol``/``atol``: override the per-dtype, per-platform tolerance
+    (:func:`.compare.tolerance`). ``timeout``: seconds for the device process's job.
+    """
+
+    platforms: tuple[str, ...] | None = None
+    samples: int = 6
+    seed: int = 0
+    rtol: float | None = None
+    atol: float | None = None
+    timeout: float = 900.0
+    budget: int | None = None
+    sample_bytes: int = SAMPLE_BYTES
+    int_range: tuple[int, int] = INT_RANGE
+    out: str | os.PathLike[str] | None = None
+    fix: FixOptions | None = None
+
+    def checked(self) -> VerifyOptions:
+        def positive_int(name: str, v: Any, what: str = "") -> None:
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name} must be a positive int{what}, got {v!r}")
+
+        positive_int("samples", self.samples)
+        if self.budget is not None:
+            positive_int("budget", self.budget, " (a Z3 rlimit)")
+        positive_int("sample_bytes", self.sample_bytes)
+        for name in ("rtol", "atol"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0):
+                raise ValueError(f"{name} must be a number >= 0, got {v!r}")
+        if not isinstance(self.timeout, (int, float)) or isinstance(self.timeout, bool) or not self.timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
+        lo_hi = self.int_range
+        if (not isinstance(lo_hi, tuple) or len(lo_hi) != 2 or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                                       for x in lo_hi) or lo_hi[0] > lo_hi[1]):
+            raise ValueError(f"int_range must be a pair of ints (lo, hi) with lo <= hi, got {lo_hi!r}")
+        return replace(self, platforms=_normalise_platforms(self.platforms))
 
 
 def export_and_verify(
@@ -46,93 +114,216 @@ def export_and_verify(
     fix_deadline: float = DEFAULT_DEADLINE,
     box: int | None = None,
     sample_bytes: int = SAMPLE_BYTES,
+    int_range: tuple[int, int] = INT_RANGE,
+    options: VerifyOptions | None = None,
 ) -> VerificationReport:
-    """Export ``jax.jit(fn)`` with smtdims, then verify the artifact on solver-chosen shapes.
+    """Export ``jax.jit(fn)`` with smtdims, then verify the artifact on solver-chosen shapes, on the device.
 
     ``arg_specs``: one per positional argument of ``fn``: ``"int32[b, 4]"``,
     ``("b, 4", "int32")``, a bare ``"b, 4"`` (float32), a ``jax.ShapeDtypeStruct`` (e.g. from
     ``jax.export.symbolic_args_specs``), an array (static shape), or a pytree of these.
     String specs share one scope with ``constraints``. ``platforms``: lowering targets
-    (default: the local one); samples run on the local device when it is among them.
-    64-bit dtypes (``float64``, ``int64``, ...) turn ``jax_enable_x64`` on for the export,
-    the native runs and the fresh process, and back off afterwards. ``budget``: Z3 rlimit
+    (default: the platform of the device the verification runs on: the TPU or GPU where there
+    is one, else the CPU). 64-bit dtypes (``float64``, ``int64``, ...) turn ``jax_enable_x64``
+    on for the export and the device process, and back off afterwards. ``budget``: Z3 rlimit
     for the export and the sample choice (default: smtdims' configured budget).
 
-    Bad arguments (specs, dtypes, ``samples``) raise ``TypeError``/``ValueError``. An
-    export that JAX refuses (e.g. an inconclusive comparison) is a failed check: the
-    report has ``ok`` False, the ``export`` check failed, and ``export_error`` carries JAX's
-    message, smtdims' witnesses and a fix (re-exported to verify it). Everything after
-    the export is reported too.
+    Where it runs: this process exports (kept off the accelerator while it does, when it has
+    started no JAX backend yet); one fresh process that never imports smtdims holds the device
+    and runs, for every sample, JAX's own run of ``fn`` (``jax.jit(fn)`` at the sample's shapes)
+    and the artifact, side by side. A process that already holds a TPU runs them itself (one
+    process at a time may hold a TPU) and says so. Float outputs are compared within a
+    tolerance per dtype and platform (``rtol``/``atol`` override it); the report prints it and
+    the largest error seen. A sample that could not run (the device is held elsewhere, the
+    backend is missing, the process crashed) is "not run", and the report says "not verified".
+
+    Bad arguments (specs, dtypes, ``samples``, a number of specs ``fn`` cannot take) raise
+    ``TypeError``/``ValueError``. An export that JAX refuses is a failed check: the report has
+    ``ok`` False, the ``export`` check failed, and ``export_error`` carries JAX's message,
+    smtdims' witnesses and a fix (re-exported to verify it).
 
     ``sample_bytes``: the memory budget of one sample (inputs and outputs together); the
-    "largest" sample fills it, every sample stays within it (default 4 MiB).
+    "largest" sample fills it, every sample and the outside-spec probe stay within it (a probe
+    too large to allocate is only compiled: JAX's shape checks run while compiling).
+    ``int_range``: integer inputs are drawn from it (inclusive; default 0..9).
 
     ``fix=True``: a failed export gets its whole fix (:mod:`.fixes`, in ``report.fix``):
     fix, re-export and repeat (at most ``fix_rounds`` rounds, ``fix_deadline`` seconds),
     minimise, verify the fixed specification with this whole pipeline, and measure it on
-    a box of small shapes (every variable in ``1..box``; default 64 for one variable,
-    fewer for several) against native runs. Off by default because it traces the native
-    function on a few hundred shapes and starts a second fresh process (seconds, where a
-    failed export's report otherwise costs one re-export); ``smtdims export --fix`` turns
-    it on. Without it the first fix is still reported and re-exported.
+    a box of small shapes against native runs. The fix is "fixed" only when that
+    verification passed. ``options``: all of the above as one :class:`VerifyOptions`
+    (the keyword arguments are ignored then).
     """
-    if not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
-        raise ValueError(f"samples must be a positive int, got {samples!r}")
-    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0):
-        raise ValueError(f"budget must be a positive int (a Z3 rlimit), got {budget!r}")
-    if not isinstance(fix_rounds, int) or isinstance(fix_rounds, bool) or fix_rounds < 1:
-        raise ValueError(f"fix_rounds must be a positive int, got {fix_rounds!r}")
-    if not isinstance(fix_deadline, (int, float)) or isinstance(fix_deadline, bool) or not fix_deadline > 0:
-        raise ValueError(f"fix_deadline must be a positive number of seconds, got {fix_deadline!r}")
-    if not isinstance(sample_bytes, int) or isinstance(sample_bytes, bool) or sample_bytes < 1:
-        raise ValueError(f"sample_bytes must be a positive int, got {sample_bytes!r}")
-    if box is not None and (not isinstance(box, int) or isinstance(box, bool) or box < 1):
-        raise ValueError(f"box must be a positive int (every variable in 1..box), got {box!r}")
-    plats = _normalise_platforms(platforms)  # before the backend: a misspelt name is the first thing to say
-    check_backend()
+    if options is None:
+        if not isinstance(fix_rounds, int) or isinstance(fix_rounds, bool) or fix_rounds < 1:
+            raise ValueError(f"fix_rounds must be a positive int, got {fix_rounds!r}")
+        if not isinstance(fix_deadline, (int, float)) or isinstance(fix_deadline, bool) or not fix_deadline > 0:
+            raise ValueError(f"fix_deadline must be a positive number of seconds, got {fix_deadline!r}")
+        if box is not None and (not isinstance(box, int) or isinstance(box, bool) or box < 1):
+            raise ValueError(f"box must be a positive int (every variable in 1..box), got {box!r}")
+        options = VerifyOptions(
+            platforms=platforms if platforms is None or isinstance(platforms, str) else tuple(platforms),
+            samples=samples, seed=seed, rtol=rtol, atol=atol, timeout=timeout, budget=budget,
+            sample_bytes=sample_bytes, int_range=tuple(int_range) if isinstance(int_range, list) else int_range,
+            out=out, fix=FixOptions(fix_rounds, float(fix_deadline), box) if fix else None)
+    opts = options.checked()  # a misspelt platform first, before the backend
+    if adapter.started_backends() or keeps_off_accelerator():
+        check_backend()  # JAX_PLATFORMS naming a backend this machine lacks: said here, with what to do
+    # else starting a backend here would take the device from the verification process, which says
+    # itself when it cannot start one (its samples are then "not run", with JAX's reason)
     specs, scope, specialised = build_specs(arg_specs, constraints)
+    _check_arity(fn, specs)
     x64 = not jax.config.jax_enable_x64 and _needs_x64(jax.tree_util.tree_leaves(specs))
-    with _x64_on() if x64 else contextlib.nullcontext(), _solver_budget(budget):
-        return _verify(fn, specs, scope, specialised, plats, samples, out, seed,
-                       _progress_fn(progress), rtol, atol, timeout, budget, x64,
-                       FixOptions(fix_rounds, float(fix_deadline), box) if fix else None, sample_bytes)
+    try:
+        with off_accelerator(), _x64_on() if x64 else contextlib.nullcontext(), _solver_budget(opts.budget):
+            return _verify(fn, specs, scope, specialised, opts, _progress_fn(progress), x64)
+    finally:
+        release_exclusive()  # a TPU held by the verification process goes back to the program
 
 
-def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, specialised: list[str],
-            plats: tuple[str, ...] | None, samples: int, out: Any, seed: int, say: Progress,
-            rtol: float | None, atol: float | None, timeout: float, budget: int | None, x64: bool,
-            fix: FixOptions | None = None, sample_bytes: int = SAMPLE_BYTES) -> VerificationReport:
+def _check_arity(fn: Callable[..., Any], specs: tuple[Any, ...]) -> None:
+    """One spec per positional argument: a wrong count is the caller's error (exit 2), not a failed export."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or a C callable: JAX will say
+        return
+    try:
+        sig.bind(*specs)
+    except TypeError as err:
+        raise TypeError(f"{_fn_name(fn)} cannot take the {len(specs)} spec(s) given ({err}): give one spec per "
+                        "positional argument") from None
+
+
+# -- the steps ------------------------------------------------------------------------------------------------
+@dataclass
+class SamplePlan:
+    """The shapes to run: each sample's valuation, why it was chosen and its inputs; the outside-spec probes
+    (their shapes, why, avals, and inputs where they fit the byte budget, else None)."""
+
+    chooser: SampleChooser
+    chosen: list[tuple[dict[str, int], list[str]]]
+    inputs: list[list[np.ndarray]]
+    outside: list[tuple[tuple[tuple[int, ...], ...], str]]
+    probes: list[tuple[list[tuple[str, tuple[int, ...]]], list[np.ndarray] | None]] = field(default_factory=list)
+    skipped_probes: list[str] = field(default_factory=list)
+
+
+def plan_samples(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, exp: Any, scope: Any,
+                 opts: VerifyOptions, say: Progress) -> SamplePlan:
+    session = adapter.session_for_scope(scope)
+    dims = [tuple(adapter.to_ir(d) for d in s.shape) for s in spec_leaves]
+    out_dims = [tuple(adapter.to_ir(d) for d in a.shape) for a in exp.out_avals]
+    say(f"choosing {opts.samples} sample shapes with the solver")
+    chooser = SampleChooser(session, dims, [e for leaf in out_dims for e in leaf],
+                            itemsizes=[np.dtype(x.dtype).itemsize for x in spec_leaves], out_dims=out_dims,
+                            out_itemsizes=[np.dtype(a.dtype).itemsize for a in exp.out_avals], max_bytes=opts.sample_bytes,
+                            nonempty=[*intermediate_dims(fn, spec_leaves, in_tree, opts.budget),
+                                      *(e for leaf in out_dims for e in leaf)])
+    chosen = chooser.choose(opts.samples)
+    dtypes = [np.dtype(s.dtype) for s in spec_leaves]
+    inputs = []
+    for i, (env, _) in enumerate(chosen, 1):
+        rng = np.random.default_rng(opts.seed + i)
+        shapes = chooser.shapes(env)
+        inputs.append([random_input(rng, shape, dt, opts.int_range) for shape, dt in zip(shapes, dtypes, strict=True)])
+    outside = chooser.outside([env for env, _ in chosen])
+    plan = SamplePlan(chooser, chosen, inputs, [])
+    limit = (1 << 63) - 1 if jax.config.jax_enable_x64 else (1 << 31) - 1
+    rng = np.random.default_rng(opts.seed)
+    for shapes, why in outside:
+        if any(n > limit for leaf in shapes for n in leaf):
+            plan.skipped_probes.append(f"{', '.join(map(str, shapes))}: a dimension past {limit} (JAX's dimension "
+                                       "integers cannot hold it, so no call can give it)")
+            continue
+        nbytes = sum(math.prod(leaf) * dt.itemsize for leaf, dt in zip(shapes, dtypes, strict=True))
+        data = ([random_input(rng, leaf, dt, opts.int_range) for leaf, dt in zip(shapes, dtypes, strict=True)]
+                if nbytes <= opts.sample_bytes else None)
+        plan.outside.append((shapes, why))
+        plan.probes.append(([(dt.name, leaf) for leaf, dt in zip(shapes, dtypes, strict=True)], data))
+    return plan
+
+
+def references(fn: Callable[..., Any], in_tree: Any, plan: SamplePlan, spec_leaves: Sequence[Any], platform: str,
+               say: Progress) -> tuple[list[bytes | None], list[str]]:
+    """``jax.jit(fn)`` exported for ``platform`` at each sample's concrete shapes, and per sample the error
+    when ``fn`` itself fails there ("" when it traced): how ``jit`` would run it, without smtdims (no
+    symbolic dimension is left to ask about)."""
+    refs: list[bytes | None] = []
+    errors: list[str] = []
+    for i, (env, _) in enumerate(plan.chosen, 1):
+        say(f"sample {i}/{len(plan.chosen)}: tracing jax.jit({_fn_name(fn).split(':')[-1]}) at {format_valuation(env)}")
+        args = [jax.ShapeDtypeStruct(shape, s.dtype) for shape, s in zip(plan.chooser.shapes(env), spec_leaves, strict=True)]
+        try:
+            ref = export.export(jax.jit(fn), platforms=(platform,))(*jax.tree_util.tree_unflatten(in_tree, args))
+            refs.append(bytes(ref.serialize()))
+            errors.append("")
+        except Exception as err:  # the function itself fails at these shapes: the native verdict
+            refs.append(None)
+            errors.append(f"the native function raised {type(err).__name__}: {_first_line(str(err))}")
+    return refs, errors
+
+
+def judge(plan: SamplePlan, run: DeviceRun | None, native_errors: Sequence[str], out_dims: Sequence[Sequence[Any]],
+          not_run: str, opts: VerifyOptions) -> tuple[list[SampleResult], list[str], float]:
+    """Each sample's verdict: pass, fail (the artifact or the function failed, or they differ) or skip ("not
+    run", with the cause); the tolerances used; the largest error relative to the output's scale."""
+    results: list[SampleResult] = []
+    tols: dict[str, None] = {}
+    worst = 0.0
+    rows = {s["index"]: s for s in (run.result.get("samples", []) if run is not None else [])}
+    platform = run.device.platform if run is not None else ""
+    for i, (env, why) in enumerate(plan.chosen, 1):
+        w = rows.get(i, {})
+        native = native_errors[i - 1]
+        if not_run:
+            status, detail = SKIP, f"not run: {not_run}"
+        elif native:
+            status, detail = FAIL, native
+        elif w.get("error"):
+            status, detail = FAIL, f"the artifact raised {_first_line(w['error'], 300)}"
+        elif w.get("ref_error"):
+            status, detail = SKIP, f"not run: the reference (jax.jit of the function) raised on the device: " \
+                                   f"{_first_line(w['ref_error'], 300)}"
+        elif run is None or run.outputs[i - 1] is None or run.references[i - 1] is None:
+            status, detail = SKIP, "not run: no result from the device process"
+        else:
+            expected = [tuple(e.evaluate(env) for e in leaf) for leaf in out_dims]
+            c = compare(run.references[i - 1], run.outputs[i - 1], expected, platform=platform, rtol=opts.rtol, atol=opts.atol)
+            tols.update(dict.fromkeys(c.tolerances))
+            worst = max(worst, c.max_rel)
+            status, detail = (FAIL, c.diff) if c.diff else (PASS, f"largest error {c.max_rel:.2g}" if c.tolerances else "")
+        results.append(SampleResult(
+            i, {v: env[v] for v in plan.chooser.shape_vars}, plan.chooser.shapes(env), tuple(why), status, detail,
+            w.get("ref_run_s"), w.get("compile_s"), w.get("run_s"),
+        ))
+    return results, list(tols), worst
+
+
+def _export(fn: Callable[..., Any], specs: tuple[Any, ...], plats: tuple[str, ...] | None, budget: int | None) -> Any:
+    with enabled(budget=budget):
+        return export.export(jax.jit(fn), platforms=plats)(*specs)
+
+
+def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, specialised: list[str], opts: VerifyOptions,
+            say: Progress, x64: bool) -> VerificationReport:
     name = _fn_name(fn)
     spec_leaves, in_tree = jax.tree_util.tree_flatten(specs)
+    dev: Device | None = None
+    plats = opts.platforms
+    if plats is None:  # export for the device the samples run on: ask the device process which it got
+        say("starting the verification process (it holds the device; stock JAX, no smtdims)")
+        dev = locate()
+        plats = (dev.platform,) if dev.usable else None
     say(f"exporting {name} for {', '.join(plats) if plats else 'the default platform'} with smtdims installed"
         + (" (jax_enable_x64 on for the 64-bit inputs)" if x64 else ""))
     t0 = time.perf_counter()
     try:
-        with enabled(budget=budget):
-            exp = export.export(jax.jit(fn), platforms=plats)(*specs)
+        exp = _export(fn, specs, plats, opts.budget)
     except Exception as err:  # JAX refused the function: a failed check, reported like the others
         if _raised_by_smtdims(err):
             raise  # a bug of smtdims' own (not JAX refusing the function): not the user's to fix
         say(f"export failed: {type(err).__name__}; looking for a fix")
-        failure = describe_export_error(err, fn, plats, spec_leaves, in_tree, scope, budget)
-        skipped = "not run: the export failed"
-        checks = [Check("export", FAIL, f"{failure.type}: {_first_line(failure.message, 300)}")]
-        checks += [Check(c, SKIP, skipped) for c in
-                   ("symbolic dims kept", "serialize", "fresh process", "samples", "outside spec rejected")]
-        whole = None
-        if fix is not None:
-            whole = synthesize(
-                fn, spec_leaves, in_tree, scope, plats, budget=budget, rounds=fix.rounds, deadline=fix.deadline,
-                box_side=fix.box, say=say, name=name,
-                verify=lambda s, sc: _verify(fn, s, sc, [], plats, samples, out, seed, say, rtol, atol, timeout,
-                                             budget, x64, None, sample_bytes),
-            )
-        return VerificationReport(
-            function=name, platforms=plats or (_local_platform(),),
-            constraints=tuple(c.text for c in adapter.scope_constraints(scope)),
-            in_avals=tuple(_aval_text(x) for x in spec_leaves), out_avals=(), checks=tuple(checks),
-            samples=(), rejections=(), export_error=failure, exception=err, fix=whole,
-        )
+        return _failed_export(fn, err, spec_leaves, in_tree, scope, plats, opts, say, x64, name)
     export_s = time.perf_counter() - t0
     checks = [Check("export", PASS, f"{export_s:.2f}s for {', '.join(exp.platforms)}"
                     + ("; jax_enable_x64 on for the 64-bit inputs" if x64 else ""))]
@@ -143,131 +334,189 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
     checks.append(Check("symbolic dims kept", FAIL if bad else PASS, "; ".join(bad)))
 
     artifact = bytes(exp.serialize())
-    if out is not None:
-        Path(out).write_bytes(artifact)
-    checks.append(Check("serialize", PASS, f"{len(artifact)} bytes" + (f" -> {out}" if out else "")))
+    if opts.out is not None:
+        Path(opts.out).write_bytes(artifact)
+    checks.append(Check("serialize", PASS, f"{len(artifact)} bytes" + (f" -> {opts.out}" if opts.out else "")))
 
-    session = adapter.session_for_scope(scope)
-    dims = [tuple(adapter.to_ir(d) for d in s.shape) for s in spec_leaves]
+    plan = plan_samples(fn, spec_leaves, in_tree, exp, scope, opts, say)
+    if opts.out is not None:
+        write_sidecar(opts.out, exp, plan, tuple(c.text for c in adapter.scope_constraints(scope)))
+    return _check_artifact(fn, exp, artifact, spec_leaves, in_tree, scope, plats, opts, say, x64, checks, plan, dev)
+
+
+def _check_artifact(fn: Callable[..., Any], exp: Any, artifact: bytes, spec_leaves: Sequence[Any], in_tree: Any,
+                    scope: Any, plats: tuple[str, ...] | None, opts: VerifyOptions, say: Progress, x64: bool,
+                    checks: list[Check], plan: SamplePlan, dev: Device | None) -> VerificationReport:
+    """Run ``artifact`` beside JAX's own run of ``fn`` on the device, and report (the half that
+    ``smtdims verify`` shares with the export)."""
+    name = _fn_name(fn)
+    dev = dev or locate()
     out_dims = [tuple(adapter.to_ir(d) for d in a.shape) for a in exp.out_avals]
-    say(f"choosing {samples} sample shapes with the solver")
-    chooser = SampleChooser(session, dims, [e for leaf in out_dims for e in leaf],
-                            itemsizes=[np.dtype(x.dtype).itemsize for x in spec_leaves], out_dims=out_dims,
-                            out_itemsizes=[np.dtype(a.dtype).itemsize for a in exp.out_avals], max_bytes=sample_bytes,
-                            nonempty=[*intermediate_dims(fn, spec_leaves, in_tree, budget),
-                                      *(e for leaf in out_dims for e in leaf)])
-    chosen = chooser.choose(samples)
-    outside = chooser.outside([env for env, _ in chosen])
-
-    inputs, natives, native_s = [], [], []
-    for i, (env, _) in enumerate(chosen, 1):
-        rng = np.random.default_rng(seed + i)
-        leaves = [random_input(rng, shape, np.dtype(s.dtype)) for shape, s in zip(chooser.shapes(env), spec_leaves, strict=True)]
-        inputs.append(leaves)
-        say(f"sample {i}/{len(chosen)}: native {name.split(':')[-1]} at {format_valuation(env)}")
-        t0 = time.perf_counter()
-        try:
-            res = fn(*jax.tree_util.tree_unflatten(in_tree, leaves))
-            natives.append([np.asarray(x) for x in jax.tree_util.tree_leaves(jax.block_until_ready(res))])
-        except Exception as err:  # the tutorial's guarantee presumes native success
-            natives.append(f"the native function raised {type(err).__name__}: {_first_line(str(err))}")
-        native_s.append(time.perf_counter() - t0)
-    rng = np.random.default_rng(seed)
-    reject_inputs = [[random_input(rng, shape, np.dtype(s.dtype)) for shape, s in zip(shapes, spec_leaves, strict=True)]
-                     for shapes, _ in outside]
-
-    local = _local_platform()
-    worker: dict[str, Any] = {}
     not_run = ""
-    outs: list[list[np.ndarray] | None] = [None] * len(chosen)
-    if local in exp.platforms:
-        try:
-            worker, outs = run_fresh_process(artifact, inputs, reject_inputs, say, timeout)
-        except RuntimeError as err:  # crashed or timed out: a failed check, with its stderr
-            worker = {"fatal": str(err)}
-        stray = worker.get("smtdims_loaded")
-        if worker.get("fatal"):
-            lines = [x for x in worker["fatal"].strip().splitlines() if x.strip()]
-            detail = lines[0] + (f" ... {lines[-1].strip()}" if len(lines) > 1 else "")
-            checks.append(Check("fresh process", FAIL, detail))
-        elif stray:
-            checks.append(Check("fresh process", FAIL, f"smtdims was imported there: {stray}"))
-        else:
-            checks.append(Check("fresh process", PASS, f"stock jax {worker['jax_version']}, smtdims not imported"))
+    run: DeviceRun | None = None
+    native_errors = [""] * len(plan.chosen)
+    if not dev.usable:
+        not_run = dev.why_not()
+    elif dev.platform not in exp.platforms:
+        not_run = (f"the artifact has no code for {dev.platform!r}, the device here; it was exported for "
+                   f"{'/'.join(exp.platforms)} (run it there: smtdims verify ARTIFACT --against MODULE:FUNCTION)")
     else:
-        not_run = f"not run: the artifact has no code for the local platform {local!r}; run on {'/'.join(exp.platforms)}"
-        checks.append(Check("fresh process", SKIP, not_run))
-
-    results = []
-    wsamples = {s["index"]: s for s in worker.get("samples", [])}
-    for i, (env, why) in enumerate(chosen, 1):
-        w = wsamples.get(i, {})
-        native = natives[i - 1]
-        if not worker:
-            status, detail = SKIP, not_run
-        elif w.get("error"):
-            status, detail = FAIL, f"the artifact raised {_first_line(w['error'], 300)}"
-        elif isinstance(native, str):
-            status, detail = FAIL, native
-        elif outs[i - 1] is None:
-            status, detail = FAIL, "no result from the fresh process"
-        else:
-            expected = [tuple(e.evaluate(env) for e in leaf) for leaf in out_dims]
-            diff = compare_outputs(native, outs[i - 1], expected, rtol, atol)
-            status, detail = (FAIL, diff) if diff else (PASS, "")
-        results.append(SampleResult(
-            i, {v: env[v] for v in chooser.shape_vars}, chooser.shapes(env), tuple(why), status, detail,
-            native_s[i - 1], w.get("compile_s"), w.get("run_s"),
-        ))
-    checks.append(Check("samples", PASS if results and all(r.status == PASS for r in results) else FAIL,
-                        f"{sum(r.status == PASS for r in results)}/{len(results)} match the native function"))
-    if chooser.flat:  # a pass on empty arrays compares nothing: say so, and do not call it verified
+        refs, native_errors = references(fn, in_tree, plan, spec_leaves, dev.platform, say)
+        run = run_on_device(artifact, plan.inputs, plan.probes, say, opts.timeout, references=refs)
+        dev = run.device
+        not_run = (dev.why_not() if not dev.usable else _not_run_cause(run)) if run.failure else ""
+    checks.append(_process_check(dev, run, not_run))
+    results, tolerances, worst = judge(plan, run, native_errors, out_dims, not_run, opts)
+    ran = [r for r in results if r.status != SKIP]
+    checks.append(Check("samples", PASS if results and all(r.status == PASS for r in results) else
+                        SKIP if not ran else FAIL,
+                        f"{sum(r.status == PASS for r in results)}/{len(results)} match JAX's own run of the function"
+                        + (f" (largest error {worst:.2g} of the output's scale)" if tolerances and ran else "")
+                        + (f"; {len(results) - len(ran)} not run" if len(ran) < len(results) else "")))
+    chooser = plan.chooser
+    if chooser.flat and ran:  # a pass on empty arrays compares nothing: say so, and do not call it verified
         full = [r for r in results if r.status == PASS and chooser.is_nonempty(r.valuation)]
         checks.append(Check("non-empty sample", PASS if full else FAIL,
                             f"{len(full)} passing sample(s) where every output and intermediate array is non-empty"
                             if full else "no passing sample computes a non-empty array (every output or some "
                             "intermediate is empty): nothing was compared; no valuation within the sample budget "
-                            "makes them all non-empty" if not any(chooser.is_nonempty(env) for env, _ in chosen)
+                            "makes them all non-empty" if not any(chooser.is_nonempty(env) for env, _ in plan.chosen)
                             else "no passing sample computes a non-empty array: nothing was compared"))
     diagnosis = None
-    failed = [(r, natives[r.index - 1]) for r in results if r.status == FAIL]
-    if failed:
-        native_fails = [r.valuation for r, n in failed if isinstance(n, str)]
+    failed = [(r, native_errors[r.index - 1]) for r in results if r.status == FAIL]
+    if failed:  # only samples that ran: one that did not run says nothing about tracing
+        native_fails = [r.valuation for r, n in failed if n]
         say("diagnosing the failed samples" + (" (the native function fails there too)" if native_fails else ""))
         diagnosis = diagnose(
-            fn, spec_leaves, in_tree, scope, exp, plats, budget, native_fails,
-            next((n for _, n in failed if isinstance(n, str)), ""),
-            [r.valuation for r, n in failed if not isinstance(n, str)],
-            box_side=fix.box if fix is not None else None,
-            verify=(lambda s, sc: _verify(fn, s, sc, [], plats, samples, out, seed, say, rtol, atol, timeout, budget, x64,
-                                          None, sample_bytes))
-            if fix is not None else None,
+            fn, spec_leaves, in_tree, scope, exp, plats, opts.budget, native_fails,
+            next((n for _, n in failed if n), ""), [r.valuation for r, n in failed if not n],
+            box_side=opts.fix.box if opts.fix is not None else None,
+            verify=(lambda s, sc: _verify(fn, s, sc, [], replace(opts, fix=None, out=None), say, x64))
+            if opts.fix is not None else None,
         )
 
-    done = worker.get("reject") or []
-    rejections = tuple(_rejection(shapes, why, done[k] if k < len(done) else None) for k, (shapes, why) in enumerate(outside))
+    done = (run.result.get("reject") if run is not None else None) or []
+    rejections = tuple(_rejection(shapes, why, done[k] if k < len(done) and not not_run else None)
+                       for k, (shapes, why) in enumerate(plan.outside))
     if rejections:
-        bad = [r for r in rejections if r.status != PASS]
-        checks.append(Check("outside spec rejected", (bad[0].status if bad else PASS),
-                            f"{len(rejections) - len(bad)}/{len(rejections)} rejected"))
+        failing = [r for r in rejections if r.status != PASS]
+        checks.append(Check("outside spec rejected", (failing[0].status if failing else PASS),
+                            f"{len(rejections) - len(failing)}/{len(rejections)} rejected"))
     else:
-        checks.append(Check("outside spec rejected", SKIP, "no shape outside the specification was found"))
-
+        checks.append(Check("outside spec rejected", SKIP, "no shape outside the specification was found"
+                            + (f" that JAX can take ({plan.skipped_probes[0]})" if plan.skipped_probes else "")))
     return VerificationReport(
         function=name,
         platforms=tuple(exp.platforms),
-        constraints=tuple(c.text for c in session.constraints),
+        constraints=tuple(c.text for c in chooser.session.constraints),
         in_avals=tuple(str(a) for a in exp.in_avals),
         out_avals=tuple(str(a) for a in exp.out_avals),
         checks=tuple(checks),
         samples=tuple(results),
         rejections=rejections,
         artifact_bytes=len(artifact),
-        artifact_path=str(out) if out is not None else None,
-        device=worker.get("device", ""),
-        worker_jax=worker.get("jax_version", ""),
+        artifact_path=str(opts.out) if opts.out is not None else None,
+        device=f"{dev.platform}: {dev.kind}" if dev.usable and dev.kind else "",
+        worker_jax=dev.jax_version if dev.where == FRESH else "",
         diagnosis=diagnosis,
         exported=exp,
+        ran_in=dev.where if not not_run else "",
+        not_run=not_run,
+        tolerances=tuple(tolerances),
     )
 
 
+def _not_run_cause(run: DeviceRun) -> str:
+    text = run.failure.strip()
+    if "timed out" in text.splitlines()[0] if text else False:
+        return text.splitlines()[0].rstrip(":")
+    lines = [x for x in text.splitlines() if x.strip()]
+    return ("the verification process crashed: " + lines[0].rstrip(":")
+            + (f" ... {lines[-1].strip()}" if len(lines) > 1 else "")) if lines else "the verification process crashed"
+
+
+def _process_check(dev: Device, run: DeviceRun | None, not_run: str) -> Check:
+    if not_run:
+        return Check("fresh process", SKIP, f"not run: {not_run}")
+    if dev.where == IN_PROCESS:
+        return Check("fresh process", SKIP, f"this process holds the {dev.platform} (one process at a time may): the "
+                     "samples ran here with smtdims uninstalled, so 'runs on stock JAX alone' was not checked; call "
+                     "export_and_verify before the program uses the device, or use `smtdims verify`")
+    stray = run.result.get("smtdims_loaded") if run is not None else None
+    if run is not None and run.result.get("fatal"):
+        lines = [x for x in run.result["fatal"].strip().splitlines() if x.strip()]
+        return Check("fresh process", FAIL, lines[0] + (f" ... {lines[-1].strip()}" if len(lines) > 1 else ""))
+    if stray:
+        return Check("fresh process", FAIL, f"smtdims was imported there: {stray}")
+    return Check("fresh process", PASS, f"stock jax {dev.jax_version} on {dev.platform}, smtdims not imported")
+
+
+def _failed_export(fn: Callable[..., Any], err: BaseException, spec_leaves: Sequence[Any], in_tree: Any, scope: Any,
+                   plats: tuple[str, ...] | None, opts: VerifyOptions, say: Progress, x64: bool,
+                   name: str) -> VerificationReport:
+    failure = describe_export_error(err, fn, plats, spec_leaves, in_tree, scope, opts.budget)
+    skipped = "not run: the export failed"
+    checks = [Check("export", FAIL, f"{failure.type}: {_first_line(failure.message, 300)}")]
+    checks += [Check(c, SKIP, skipped) for c in
+               ("symbolic dims kept", "serialize", "fresh process", "samples", "outside spec rejected")]
+    whole = None
+    if opts.fix is not None:
+        fx = opts.fix
+        whole = synthesize(
+            fn, spec_leaves, in_tree, scope, plats, budget=opts.budget, rounds=fx.rounds, deadline=fx.deadline,
+            box_side=fx.box, say=say, name=name,
+            verify=lambda s, sc: _verify(fn, s, sc, [], replace(opts, fix=None), say, x64),
+        )
+    return VerificationReport(
+        function=name, platforms=plats or (_local_platform(),),
+        constraints=tuple(c.text for c in adapter.scope_constraints(scope)),
+        in_avals=tuple(_aval_text(x) for x in spec_leaves), out_avals=(), checks=tuple(checks),
+        samples=(), rejections=(), export_error=failure, exception=err, fix=whole,
+    )
+
+
+# -- verify where it runs -------------------------------------------------------------------------------
+def verify_artifact(artifact: str | os.PathLike[str], against: Callable[..., Any], *,
+                    constraints: Sequence[str] | None = None, progress: bool | Progress | None = None,
+                    options: Any = None) -> VerificationReport:
+    """Check a serialized artifact (made anywhere, for this host's platform among others) on this host's
+    device against ``against``, the function it was exported from: the sidecar's samples and
+    outside-spec shapes, or shapes chosen again from its in_avals and ``constraints``."""
+    say = _progress_fn(progress)
+    opts = (options or VerifyOptions()).checked()
+    path = Path(artifact)
+    try:
+        blob = path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"cannot read the artifact {os.fspath(artifact)!r}: {err.strerror or err}") from None
+    side = read_sidecar(path)
+    try:
+        exp = export.deserialize(bytearray(blob))
+    except Exception as err:  # noqa: BLE001 - any decoding failure means the same to the user
+        raise ValueError(f"{os.fspath(artifact)!r} is not a serialized jax.export artifact "
+                         f"({type(err).__name__}: {str(err)[:200]}); write one with smtdims export --out PATH") from None
+    texts = side["in_avals"] if side else [_exported_aval_text(a) for a in exp.in_avals]
+    cons = tuple(constraints) if constraints is not None else tuple(side["constraints"]) if side else ()
+    specs, scope, _ = build_specs(texts, cons)
+    _check_arity(against, specs)
+    spec_leaves, in_tree = jax.tree_util.tree_flatten(specs)
+    checks = [Check("export", SKIP, f"made elsewhere for {', '.join(exp.platforms)}"),
+              Check("serialize", PASS, f"{len(blob)} bytes read from {path}, deserialized by stock JAX")]
+    if not side and constraints is None:
+        checks.append(Check("constraints", SKIP, "none given and no sidecar: a serialized artifact does not keep them, "
+                            "so the samples may include shapes its constraints exclude (pass them with -c)"))
+    x64 = not jax.config.jax_enable_x64 and _needs_x64(spec_leaves)
+    try:
+        with off_accelerator(), _x64_on() if x64 else contextlib.nullcontext():
+            plan = plan_samples(against, spec_leaves, in_tree, exp, scope, opts, say)
+            if side and side.get("samples"):
+                chosen = [({k: int(v) for k, v in s["valuation"].items()}, list(s["why"])) for s in side["samples"]]
+                plan.chosen = chosen
+                dtypes = [np.dtype(x.dtype) for x in spec_leaves]
+                plan.inputs = [[random_input(np.random.default_rng(opts.seed + i), shape, dt, opts.int_range)
+                                for shape, dt in zip(plan.chooser.shapes(env), dtypes, strict=True)]
+                               for i, (env, _) in enumerate(chosen, 1)]
+            return _check_artifact(against, exp, blob, spec_leaves, in_tree, scope, tuple(exp.platforms),
+                                   replace(opts, out=os.fspath(path)), say, x64, checks, plan, None)
+    finally:
+        release_exclusive()

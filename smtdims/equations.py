@@ -1,0 +1,148 @@
+"""The fixes of an equation JAX's shape checks needed, and the text a person writes for them.
+
+JAX-free: the export pipeline's fix loop (``smtdims_jax.pipeline.fixes``) and the hint on a failed
+broadcast inside ``jax.export`` (``smtdims_jax.adapter``) both read the equation a failed broadcast,
+concatenate, split or reshape asked at the seam, and ask here for the constraints and spec rewrites
+under which smtdims proves it. Every fix offered is re-decided (:func:`smtdims.explain._proves`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .constraints import Constraint
+from .errors import SmtdimsError
+from .explain import SPEC, _proves, suggest_fixes
+from .expr import MAX, MIN, MOD, Expr, Op, Var
+from .reasoner import Session
+
+
+def fix_text(kind: str, text: str, variable: str | None = None) -> str:
+    """One fix in words: a constraint to add, or a spec rewrite (write ``text`` for ``variable``)."""
+    if kind == SPEC:
+        return f"write '{text}' in the shape specification in place of '{variable}'"
+    return f"add the constraint '{text}'"
+
+
+def render_constraint(diff: Expr, kind: str) -> str:
+    """``diff >= 0`` / ``diff == 0`` as a user writes it: positive terms left, the rest right, coefficients
+    divided by their gcd (``2*b - 16 >= 0`` is ``b >= 8``: for an integer X, ``g*X + c >= 0`` iff
+    ``X + floor(c/g) >= 0``; an equality is divided only when ``g`` divides its constant)."""
+    const = diff.constant_part()
+    coeffs = [c for m, c in diff.terms if m]
+    g = math.gcd(*coeffs) if coeffs else 1
+    if g > 1 and (kind == ">=" or const % g == 0):
+        diff = Expr._from_dict({m: c // g for m, c in diff.terms if m}) + (const // g)
+        const = diff.constant_part()
+    pos = Expr._from_dict({m: c for m, c in diff.terms if m and c > 0})
+    neg = Expr._from_dict({m: -c for m, c in diff.terms if m and c < 0})
+    op = ">=" if kind == ">=" else "=="
+    if not pos.terms and neg.terms:  # 1 - b >= 0 is b <= 1
+        return f"{neg} {'<=' if op == '>=' else '=='} {const}"
+    return f"{pos} {op} {neg - const}"
+
+
+def normalise_constraint(text: str) -> str:
+    try:
+        c = Constraint.parse(text)
+    except SmtdimsError:
+        return text
+    return render_constraint(c.diff, c.kind) if c.diff.is_linear() else text
+
+
+def cancel_common_factor(e: Expr, d: Expr) -> tuple[Expr, Expr]:
+    """``(e/g, d/g)`` for the largest ``g`` dividing every term of both: a positive integer (the gcd of
+    the coefficients) times a product of variables.
+
+    Why it is sound for ``mod(e, d) == 0``: variables are >= 1, so ``g >= 1`` and
+    ``mod(g*x, g*y) == g*mod(x, y)`` (floor(g*x / (g*y)) == floor(x / y)); one is 0 exactly when
+    the other is. This is how ``reshape(b, -1, 4)`` of ``(b, n)`` reads: ``mod(b*n, 4*b)`` is
+    ``b*mod(n, 4)``; and ``reshape(b, -1, 64)`` of ``(b, n, 16)``: ``mod(16*b*n, 64*b)`` is
+    ``16*b*mod(n, 4)``.
+    """
+    terms = e.terms + d.terms
+    if not terms or any(not m for m, _ in terms):
+        return e, d
+    common: dict[Any, int] | None = None
+    for m, _ in terms:
+        powers = {a: k for a, k in m if isinstance(a, Var)}
+        common = powers if common is None else {a: min(k, powers[a]) for a, k in common.items() if a in powers}
+    common = common or {}
+    g = math.gcd(*(c for _, c in terms))
+    if not common and g <= 1:
+        return e, d
+
+    def divide(x: Expr) -> Expr:
+        out: dict[Any, int] = {}
+        for m, c in x.terms:
+            rest = tuple((a, k - common.get(a, 0)) for a, k in m if k - common.get(a, 0) > 0)
+            out[rest] = out.get(rest, 0) + c // g
+        return Expr._from_dict(out)
+
+    return divide(e), divide(d)
+
+
+def plain_constraint(text: str) -> bool:
+    """A constraint over variables only (no max/min/floordiv/mod atoms)."""
+    try:
+        c = Constraint.parse(text)
+    except SmtdimsError:
+        return False
+    return all(not isinstance(a, Op) for a in c.diff.atoms())
+
+
+def equation_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, str, str | None, str, int]]:
+    """Verified fixes under which smtdims proves ``lhs == rhs``: (kind, text, variable, note, rank).
+
+    The equation is one JAX's shape check asked (a broadcast, a concatenate, a split, a reshape's
+    remainder). Tried: settling each ``min``/``max`` on one side (``t == min(512, t)`` holds
+    exactly when ``t <= 512``), every fix :func:`suggest_fixes` verifies (bounds, the relation
+    itself, spec rewrites ``v -> m*v``), and writing one side for a variable that is the other
+    (``c -> a`` for ``a == c``). A remainder ``mod(g*x, g*y) == 0`` is first reduced to
+    ``mod(x, y) == 0`` (:func:`cancel_common_factor`). Each fix is re-decided before it is offered.
+    """
+    out: list[tuple[str, str, str | None, str, int]] = []
+    goals = [(lhs, rhs)]
+    diff = lhs - rhs
+    remainder = False
+    if rhs.as_constant() == 0 and len(diff.terms) == 1 and len(diff.terms[0][0]) == 1:  # k*mod(e, d) == 0
+        a, power = diff.terms[0][0][0]
+        if isinstance(a, Op) and a.op == MOD and power == 1:
+            remainder = True
+            e, d = cancel_common_factor(a.lhs, a.rhs)
+            k = d.as_constant()
+            # mod(e, -k) == 0 exactly when mod(e, k) == 0: the positive divisor reads better and gives rewrites
+            goal = e.mod(abs(k)) if k is not None and k != 0 else e.mod(d)
+            if goal != diff:
+                goals.insert(0, (goal, Expr.const(0)))
+    for glhs, grhs in goals:
+        gdiff = glhs - grhs
+        for a in sorted(gdiff.atoms(), key=lambda a: a.sort_key()):
+            if isinstance(a, Op) and a.op in (MIN, MAX):
+                for c in (Constraint.make(a.lhs, ">=", a.rhs), Constraint.make(a.lhs, "<=", a.rhs)):
+                    text = render_constraint(c.diff, c.kind)
+                    try:
+                        if _proves(session, glhs, "==", grhs, [Constraint.parse(text)]):
+                            out.append(("constraint", text, None, f"settles {a}", 0 if plain_constraint(text) else 1))
+                    except SmtdimsError:
+                        continue
+        try:
+            fixes = suggest_fixes(session, glhs, "==", grhs)
+        except SmtdimsError:
+            fixes = []
+        for f in fixes:
+            rank = 0 if f.kind != SPEC and f.variable is None else (1 if f.kind != SPEC else 2)
+            if f.kind != SPEC and not plain_constraint(f.text):
+                rank = 3
+            if remainder:  # a divisibility: the rewrite v -> m*v first, then the constraint
+                rank = 0 if f.kind == SPEC else 1
+            out.append((f.kind, f.text if f.kind == SPEC else normalise_constraint(f.text), f.variable, f.note, rank))
+        for x, y in ((glhs, grhs), (grhs, glhs)):
+            v = x.as_var()
+            if v is not None and y.as_constant() is None and v not in y.variables():
+                # before the same relation as a constraint (equal box scores): one variable fewer to explain
+                out.append((SPEC, str(y), v, f"so that {v} equals {y}", -1))
+        if out:
+            break
+    return out
