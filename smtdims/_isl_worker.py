@@ -2,9 +2,10 @@
 
 ISL cannot be interrupted while it runs (islpy holds the interpreter, and its operation quota
 does not count everything: single calls have taken seconds), so it runs in a process of its
-own that the caller kills when an answer is late. This file imports nothing from smtdims: it is
-started as a script, reads one JSON request per line on stdin and writes one JSON answer per
-line on stdout, and exits at end of input.
+own that the caller kills when an answer is late. This file imports nothing from smtdims but
+:mod:`smtdims._lifeline` (from its directory: it ends with its caller). It is started as a
+script, reads one JSON request per line on stdin and writes one JSON answer per line on stdout,
+and exits at end of input.
 
 Requests: ``{"op": "conflict", "tup": "v0, v1", "facts": [condition text, ...]}`` (a point meeting
 every fact, or a minimal subset that no point meets: :meth:`smtdims.presburger.Engine.conflict`),
@@ -252,6 +253,10 @@ def main() -> None:
     # KeyboardInterrupt and kills this worker if a request was in flight; it must not die first
     # (the caller would count a lost answer as a late one).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also under PYTHONSAFEPATH
+    import _lifeline
+
+    _lifeline.watch()  # before islpy's import: a caller gone meanwhile takes this process with it
     import islpy as isl
 
     ctx = isl.Context()
@@ -262,11 +267,17 @@ def main() -> None:
     out.flush()
     for line in _requests(sys.stdin.fileno()):
         try:
-            answer = handle(isl, ctx, domains, json.loads(line))
+            req = json.loads(line)
+            # ISL holds the interpreter: no thread here runs until it returns, so the kernel ends this
+            # process when the caller, if alive, would have killed it (smtdims._lifeline)
+            _lifeline.alarm(req.get("expires"))
+            answer = handle(isl, ctx, domains, req)
         except isl.Error as err:
             answer = {"error": f"isl: {err}"[:200]}
         except Exception as err:  # a malformed request must not end the worker
             answer = {"error": f"{type(err).__name__}: {err}"[:200]}
+        finally:
+            _lifeline.alarm(None)
         out.write(json.dumps(answer) + "\n")
         out.flush()
 

@@ -6,11 +6,13 @@ context of its own (nonlinear checks, unsat cores, ``check_constraints`` on a no
 in this process, which the caller kills when the answer is late (:mod:`smtdims.workers`).
 
 Started as a script; imports nothing of smtdims but :mod:`smtdims._z3_strategy` (by path), so the
-check has the caller's strategy and parameters. One JSON request per line on stdin, one JSON
+check has the caller's strategy and parameters, and :mod:`smtdims._lifeline`, so that it ends with
+its caller. One JSON request per line on stdin, one JSON
 answer per line on stdout; exits at end of input.
 
 Request: ``{"ctx": int, "key": int, "reset": bool, "smt2": text, "budget": int, "fast": bool,
-"nonlinear": bool, "assume": [Bool constant names], "until": monotonic time | null}``. The
+"nonlinear": bool, "assume": [Bool constant names], "until": monotonic time | null, "expires": monotonic
+time | null}`` (``expires``: :func:`smtdims._lifeline.alarm`). The
 solver of ``key`` is kept between requests (``reset`` starts it afresh, in the context that
 mirrors the caller's context ``ctx``: a new context per caller context, as in process); ``smt2``
 holds the declarations and assertions added since the last request for the key. A request for a
@@ -93,7 +95,7 @@ def handle(z3: Any, strategy: Any, state: dict, req: dict) -> dict:
         answer["model"] = {d.name(): m[d].as_string() for d in m.decls()
                            if d.arity() == 0 and d.range() == z3.IntSort(ctx) and z3.is_int_value(m[d])}
     elif r == z3.unsat and assume:
-        answer["core"] = [str(b) for b in s.unsat_core()]
+        answer["core"] = [b.decl().name() for b in s.unsat_core()]
     else:
         answer["reason"] = s.reason_unknown()
     return answer
@@ -161,14 +163,16 @@ def _shed(state: dict) -> bool:
 
 
 def main() -> None:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _lifeline
+
+    _lifeline.watch()  # first: a caller gone while z3 imports takes this process with it
     # Ctrl-C at a terminal reaches the whole process group: the caller turns it into
     # KeyboardInterrupt and kills this worker if a request was in flight; it must not die first.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.set_int_max_str_digits(0) if hasattr(sys, "set_int_max_str_digits") else None
-    import z3
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import _z3_strategy as strategy
+    import z3
 
     state: dict = {"solvers": OrderedDict(), "contexts": OrderedDict()}
     out = sys.stdout
@@ -176,9 +180,13 @@ def main() -> None:
     out.flush()
     for line in sys.stdin.buffer:
         try:
-            answer = handle(z3, strategy, state, json.loads(line))
+            req = json.loads(line)
+            _lifeline.alarm(req.get("expires"))  # past it the caller, if alive, has killed this process
+            answer = handle(z3, strategy, state, req)
         except Exception as err:  # a malformed request must not end the worker
             answer = {"r": "unknown", "reason": f"smtdims worker: {type(err).__name__}: {err}"[:300]}
+        finally:
+            _lifeline.alarm(None)
         bye = not _shed(state)
         if bye:
             answer["bye"] = True  # the caller retires this process once it has the answer

@@ -17,7 +17,7 @@ import z3
 
 from . import host, options
 from .constraints import ConstraintSet
-from .errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError, format_valuation
+from .errors import UnsatisfiableConstraintsError, format_valuation
 from .explain import minimal_support
 from .expr import Expr, Var, symbolic_divisors
 from .heuristic import INF, IntervalEvaluator, is_inf
@@ -33,8 +33,8 @@ from .smt import (
     KillableSolver,
     make_solver,
     minimise_by_deletion,
-    model_int,
     run_check,
+    symbol,
 )
 
 
@@ -73,6 +73,10 @@ class ConstraintReport:
     reason: str = ""
     budget: int | None = None  # the limits in force for the check (quoted when one stopped it)
     deadline: float | None = None
+    # divisors that only the constraints dividing by them keep nonzero (docs/semantics.md): those
+    # constraints exclude the valuations where the divisor is 0, as everywhere in smtdims, but JAX's
+    # shape check evaluates them there (numpy: x // 0 == x % 0 == 0), so a guard says what is meant
+    self_guarded: tuple[str, ...] = ()
 
     @property
     def clean(self) -> bool:
@@ -98,6 +102,10 @@ class ConstraintReport:
         if self.ranges:
             lines.append("  ranges: " + ", ".join(
                 f"{v} in [{_fmt_bound(lo)}, {_fmt_bound(hi)}]" for v, (lo, hi) in sorted(self.ranges.items())))
+        if self.self_guarded:
+            lines.append("  divisors only their own constraints keep nonzero: " + ", ".join(self.self_guarded)
+                         + " (those constraints exclude the valuations where it is 0; JAX's shape check evaluates "
+                         "them there, with x // 0 and x % 0 as 0: a constraint such as 'b - 2 >= 1' says which you mean)")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,7 +115,7 @@ class ConstraintReport:
             "fixed": dict(self.fixed),
             "ranges": {v: [_json_bound(lo), _json_bound(hi)] for v, (lo, hi) in self.ranges.items()},
             "reason": self.reason, "deterministic": self.reason != REASON_DEADLINE, "budget": self.budget,
-            "deadline": self.deadline, "clean": self.clean,
+            "deadline": self.deadline, "clean": self.clean, "self_guarded": list(self.self_guarded),
         }
 
     def _repr_html_(self) -> str:
@@ -144,11 +152,13 @@ def check_constraints(constraints: Any, *, budget: int | None = None, deadline: 
     """Diagnose a constraint set (strings, a ConstraintSet, or a ``jax.export.SymbolicScope``).
 
     Raises :class:`~smtdims.errors.UnsatisfiableConstraintsError` naming a minimal
-    conflicting subset (texts as written) when no valuation satisfies them, and
-    :class:`~smtdims.errors.PossibleDivisionByZeroError` for a divisor that the constraints
-    not dividing by it allow to be 0 (in any order). A constraint that keeps another one's
-    divisor nonzero is never reported redundant. ``budget``/``deadline`` bound the whole check;
-    when the deadline stops it, the report says so (``reason``) and what it lists still holds.
+    conflicting subset (texts as written) when no valuation satisfies them. A constraint holds
+    only where its divisors are nonzero, as for ``bounds`` and ``decide`` (docs/semantics.md: one
+    rule everywhere); a divisor that only the constraints dividing by it keep nonzero is listed in
+    ``self_guarded`` (JAX's shape check evaluates those constraints where it is 0). A constraint
+    that keeps another one's divisor nonzero is never reported redundant. ``budget``/``deadline``
+    bound the whole check; when the deadline stops it, the report says so (``reason``) and what it
+    lists still holds.
     """
     with options.scoped(budget=budget, deadline=deadline), options.question():
         return _check_constraints(_as_constraint_set(constraints))
@@ -158,9 +168,6 @@ def _check_constraints(cs: ConstraintSet) -> ConstraintReport:
     budget, deadline = limits_in_force()
     session = Session(cs, budget)
     imp = _Implications(cs, budget) if cs.constraints else None
-    unguarded = imp.unguarded_divisor() if imp is not None else None
-    if unguarded is not None:
-        raise PossibleDivisionByZeroError.from_divisor(*unguarded, options.clocked())
     linear = cs.is_linear()
     res = session.solver.check(lambda enc: [], linear=linear, model_vars=cs.variables())
     texts = tuple(c.text for c in cs)
@@ -170,12 +177,13 @@ def _check_constraints(cs: ConstraintSet) -> ConstraintReport:
     if res.status != SAT or not cs.holds(res.model or {}):
         return ConstraintReport(texts, None, None, (), {}, {}, reason=res.reason or "model failed re-evaluation",
                                 budget=budget, deadline=deadline)
+    self_guarded = imp.self_guarded_divisors() if imp is not None else ()
     redundant, complete = _redundant(imp, [*session.points.base, res.model or {}]) if imp else ((), True)
     ranges = _ranges(session, imp, res.model or {})
     fixed = {v: int(lo) for v, (lo, hi) in ranges.items() if lo == hi and not is_inf(lo)}
     return ConstraintReport(texts, True, dict(res.model or {}), redundant, fixed, ranges,
                             reason="" if complete and not options.deadline_passed() else REASON_DEADLINE,
-                            budget=budget, deadline=deadline)
+                            budget=budget, deadline=deadline, self_guarded=self_guarded)
 
 
 _WITNESS_POINTS = 4
@@ -275,7 +283,7 @@ class _Implications:
             self.axioms_by.append(self.enc.axioms_of(a for a in atoms if not isinstance(a, Var)))
         self.on = [z3.Bool(f"!c{i}", self.ctx) for i in range(len(self.terms))]
         self.off = [z3.Bool(f"!n{i}", self.ctx) for i in range(len(self.terms))]
-        self.dims = {v: z3.Bool(f"!v:{v}", self.ctx) for v in sorted(cs.variables())}
+        self.dims = {v: z3.Bool(symbol(v, "!v"), self.ctx) for v in sorted(cs.variables())}
         self.labels = {str(b): c.text for b, c in zip(self.on, self.items, strict=True)}
         self.labels.update({str(b): f"{v} >= 1 (dimension variable)" for v, b in self.dims.items()})
         self.nonlinear = not cs.is_linear()  # its checks run in a worker killed when late
@@ -316,7 +324,7 @@ class _Implications:
         more than the check).
         """
         x = self.enc.var(v)
-        lit = z3.Bool(f"!{'lo' if lower else 'hi'}{value}:{v}", self.ctx)
+        lit = z3.Bool(symbol(v, f"!{'lo' if lower else 'hi'}{value}"), self.ctx)
         self.solver.add(z3.Implies(lit, x <= self.enc.const(value) if lower else x >= self.enc.const(value)))
         r, _ = self._check([*self.on, *self.dims.values(), lit])
         return True if r == z3.sat else False if r == z3.unsat else None
@@ -458,14 +466,16 @@ class _Implications:
                     return True
         return False
 
-    def unguarded_divisor(self) -> tuple[str, dict[str, int] | None] | None:
-        """A divisor that the constraints not dividing by it allow to be 0, with such a valuation.
+    def self_guarded_divisors(self) -> tuple[str, ...]:
+        """The divisors that the constraints not dividing by them allow to be 0 (or may: unknown).
 
         A constraint holds only where its divisors are nonzero, so ``floordiv(a, b - 1) >= 1``
-        alone "excludes" ``b = 1``; but JAX evaluates it there and divides by 0. So every
-        divisor must be kept nonzero by the other constraints (and ``v >= 1``), whatever the
-        order they are listed in.
+        alone excludes ``b = 1``, here as in ``bounds`` and ``decide``; JAX's shape check evaluates
+        it there (numpy's ``x // 0 == 0``), so the report names such divisors, whatever the order
+        the constraints are listed in. (Before issue 42 this raised PossibleDivisionByZeroError,
+        where ``bounds`` and ``decide`` answered under the same constraints.)
         """
+        found: list[str] = []
         divisors: dict[Expr, None] = {}
         for c in self.items:
             divisors.update(dict.fromkeys(symbolic_divisors(c.diff)))
@@ -475,14 +485,9 @@ class _Implications:
                 continue  # nonzero for every v >= 1
             others = [self.on[k] for k, c in enumerate(self.items) if d not in symbolic_divisors(c.diff)]
             r, _ = self._check([*others, *self.dims.values(), self._zero_literal(d)])
-            if r == z3.unsat:
-                continue
-            if r != z3.sat:
-                return str(d), None
-            m = self.solver.model()
-            env = {v: model_int(m.eval(self.enc.var(v), model_completion=True)) for v in self.dims}
-            return str(d), env if d.evaluate(env) == 0 else None
-        return None
+            if r != z3.unsat:
+                found.append(str(d))
+        return tuple(found)
 
     def _zero_literal(self, d: Expr) -> z3.BoolRef:
         b = self._zero.get(d)

@@ -335,7 +335,9 @@ class Watchdog:
                     del ctx
                     continue
                 self._wake_at = end
-                self._cond.wait(timeout=end - now)
+                # deadline=math.inf: a wait past threading.TIMEOUT_MAX raised OverflowError and
+                # ended this thread (issue 42.2); it wakes once an hour instead
+                self._cond.wait(timeout=min(end - now, 3600.0))
 
 
 WATCHDOG = Watchdog()

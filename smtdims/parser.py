@@ -167,8 +167,8 @@ class _Parser:
     # expr := term (('+'|'-') term)*
     def expr(self) -> Expr:
         self.nesting += 1
-        if self.nesting > MAX_NESTING:
-            raise self.error(f"expression nested deeper than {MAX_NESTING} levels")
+        if self.nesting > MAX_NESTING:  # not reached: _parse_expr refuses such a text before the descent
+            raise self.error(_too_deep())
         parts = [self.term()]
         while self.at_op("+", "-"):
             op = self.advance().text
@@ -302,22 +302,40 @@ def _parse_expr(text: str) -> Expr:
     p = _Parser(text)
     if p.tok.kind == "end":
         raise p.error("empty expression")
-    with deep_recursion(_paren_depth(text)):  # about six frames per nesting level
+    depth, deepest = _paren_depth(p.toks)
+    if depth + 1 > MAX_NESTING:
+        # refused before the descent: raised in the recursion, the error carried a traceback of
+        # 2,000 frames (six per level) for a 3,000-deep input
+        raise ParseError(text, deepest, _too_deep(depth))
+    with deep_recursion(depth):  # about six frames per nesting level
         e = p.expr()
     p.at_end()
     return e
 
 
-def _paren_depth(text: str) -> int:
-    """The deepest parenthesis nesting of ``text`` (each call or group is one level of recursion)."""
+def _too_deep(depth: int | None = None) -> str:
+    found = "" if depth is None else f": {depth} levels of parentheses, at most {MAX_NESTING - 1} allowed"
+    return (f"expression nested too deep{found} (the limit is smtdims.parser.MAX_NESTING = {MAX_NESTING} levels: "
+            "the expression is one, and each parenthesis or floordiv/mod/max/min(...) one more)")
+
+
+def _paren_depth(toks: list[_Tok]) -> tuple[int, int]:
+    """The deepest parenthesis nesting of the tokens (each call or group is one level of recursion:
+    the parser's nesting is this plus one), and the position of the first ``(`` past the limit."""
     depth = best = 0
-    for ch in text:
-        if ch == "(":
+    at = 0
+    for t in toks:
+        if t.kind != "op":
+            continue
+        if t.text == "(":
             depth += 1
-            best = max(best, depth)
-        elif ch == ")":
+            if depth > best:
+                best = depth
+                if depth == MAX_NESTING:  # the level that makes the parser's nesting MAX_NESTING + 1
+                    at = t.pos
+        elif t.text == ")":
             depth -= 1
-    return best
+    return best, at
 
 
 def _split_comparison(text: str, allowed: tuple[str, ...]) -> tuple[str, str, str, int]:

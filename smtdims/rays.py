@@ -389,7 +389,10 @@ _MAX_SLOPE_TEXT = 4000
 
 
 def _smt_name(name: str) -> str:
-    return "|d:" + name.replace("|", "_").replace("\\", "_") + "|"
+    """``name``'s real in the LP's SMT-LIB text: :func:`smtdims.smt.symbol` of kind ``d``, quoted."""
+    from .smt import symbol
+
+    return f"|{symbol(name, 'd')}|"
 
 
 def _smt_real(c: int) -> str:

@@ -55,6 +55,28 @@ _T = TypeVar("_T")
 _DIGITS = 10**4000  # Python refuses str()/int() of integers with more than 4,300 digits
 
 
+def symbol(name: str, kind: str = "dim") -> str:
+    """The Z3 name of the dimension variable ``name``: ``kind:name`` (``dim`` for its integer, ``d`` for
+    the recession LP's real, ``!v`` for the literal of its ``>= 1`` fact...). The one place where a
+    user's name becomes a solver's name; models are read back through the terms, never by name.
+    (``--smtlib`` scripts name the ``>= 1`` facts ``|v:name|`` and the constraints ``|c<i>|``: a
+    variable's name must be neither, or Z3 takes the label for the variable.)
+
+    Why not ``name`` itself: Z3 writes a name into SMT-LIB text as it is (``Z3_benchmark_to_smtlib_string``
+    and ``sexpr`` check only its characters), and the text's reader (the Z3 worker, ``--smtlib``
+    scripts) takes ``true``, ``and``, ``let``, ``_``, ``div``, ``abs``, ``pi``... as the language's own
+    words: ``true*true >= 2`` was parsed as something else and the worker's answers were wrong or
+    errors. ``:`` is not a simple-symbol character, so ``kind:name`` is always written quoted
+    (``|dim:true|``), and no SMT-LIB reserved word, Z3 function or keyword contains it (keywords start
+    with ``:``; a quoted symbol is never a keyword). Injective (``kind`` holds no ``:``): the characters
+    a quoted symbol cannot hold (``|``, ``\\``, and the non-printable ones) and ``~``, the escape,
+    are written ``~hex;``. The parser's names (letters, digits, ``_``, combining marks) pass as they are.
+    """
+    if name.isprintable() and "|" not in name and "\\" not in name and "~" not in name:
+        return f"{kind}:{name}"
+    return kind + ":" + "".join(ch if ch.isprintable() and ch not in "|\\~" else f"~{ord(ch):x};" for ch in name)
+
+
 def z3_int(value: int, ctx: z3.Context) -> z3.ArithRef:
     """An exact Z3 integer for any Python int (no 4,300-digit limit)."""
     if -_DIGITS < value < _DIGITS:
@@ -197,7 +219,7 @@ class Encoder:
         v = self.vars.get(name)
         a = Var(name)
         if v is None:
-            v = z3.Int(name, self.ctx)
+            v = z3.Int(symbol(name), self.ctx)
             self.vars[name] = v
             self._atoms[a] = v
             self._closure[a] = frozenset((a,))
@@ -594,7 +616,8 @@ class KillableSolver:
                 sent, declared = (0, frozenset()) if fresh else (held[2], held[3])
                 text, declared = _smt2(self.ctx, self._added[sent:], declared)
                 request = {"ctx": _context_key(self.ctx), "key": self._key, "reset": fresh, "smt2": text, "budget": self.budget,
-                           "fast": self.fast, "nonlinear": self.nonlinear, "until": d.end,
+                           "fast": self.fast, "nonlinear": self.nonlinear,
+                           "until": d.end if d.end < math.inf else None,
                            "assume": [b.decl().name() for b in assumptions]}
                 try:
                     with _ctrl_c_ends_the_wait():
@@ -1206,7 +1229,7 @@ class SolverSession:
             track(f"!c{i}", c.text, cons[i])
         for a in sorted(atoms, key=lambda a: a.sort_key()):
             if isinstance(a, Var):
-                track(f"!v:{a.name}", f"{a.name} >= 1 (dimension variable)", enc.vars[a.name] >= 1)
+                track(symbol(a.name, "!v"), f"{a.name} >= 1 (dimension variable)", enc.vars[a.name] >= 1)
         s.add(*enc.axioms_of(a for a in atoms if not isinstance(a, Var)), *goals)
 
         def search() -> list[str] | None:
@@ -1219,7 +1242,7 @@ class SolverSession:
                 return run_check(s, enc.ctx, facts)
 
             needed = minimise_by_deletion(list(s.unsat_core()), check, s.unsat_core)
-            return [labels[str(b)] for b in needed]
+            return [labels[b.decl().name()] for b in needed]
 
         return search()
 

@@ -12,6 +12,11 @@ killed process's state can leak into later answers.
 Answers are read in the calling thread with ``select`` on the pipe (a reader thread would cost a
 GIL hand-off per answer, about 0.1 ms): POSIX only. Ctrl-C while a caller waits raises
 KeyboardInterrupt in the caller as usual, and the worker, whose answer is now unwanted, is killed.
+
+A worker ends with its caller, however the caller ends (exit, SIGTERM, SIGKILL: nobody is left to
+kill it then): it holds the read end of a pipe whose write end only the caller holds (closed in a
+forked child), and each request says when the caller would kill it (``expires``); the worker's side
+is :mod:`smtdims._lifeline`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from . import _lifeline
 
 _SPIN = 0.002  # seconds to poll for an answer before blocking, while a core is idle
 # Each poll gives the core away if another process waits for it (on an idle core sched_yield
@@ -81,6 +88,7 @@ class Worker:
         self.spin = spin  # seconds to poll before blocking: for engines whose answers take well under 1 ms
         self.lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
+        self.lifeline: int | None = None  # the write end of the process's lifeline (never written)
         self.buffer = b""
         self.generation = 0  # bumped per start: state sent to an earlier process is gone
         self.broken = os.name != "posix"  # could not start: callers stop asking in this process
@@ -98,6 +106,7 @@ class Worker:
         """
         self.lock = threading.Lock()
         proc, self.proc, self.buffer, self.pid = self.proc, None, b"", os.getpid()
+        self._close_lifeline()  # the parent's worker must end with the parent, not wait for this child
         if proc is not None:
             for f in (proc.stdin, proc.stdout):
                 if f is not None:
@@ -111,14 +120,25 @@ class Worker:
         """Start the process without waiting for it to be ready (the caller goes on meanwhile)."""
         if self.proc is not None and self.proc.poll() is None:
             return True
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        self._close_lifeline()
+        try:
+            r, w = os.pipe()  # both ends close on exec: only the worker gets r (pass_fds), only we keep w
+        except OSError:
+            self.broken = True
+            return False
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **{_lifeline.ENV: str(r)})
         try:
             self.proc = subprocess.Popen([sys.executable, self.script], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0)
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0,
+                                         pass_fds=(r,))
         except OSError:
+            os.close(w)
             self.broken = True
             self.proc = None
             return False
+        finally:
+            os.close(r)
+        self.lifeline = w
         self.buffer = b""
         self.generation += 1
         self.ready = False
@@ -157,7 +177,8 @@ class Worker:
                 if now < spin:
                     _yield()
                     continue
-                if now >= end or not select.select([fd], [], [], end - now)[0]:
+                # (no deadline, deadline=math.inf: block; select refuses an infinite timeout)
+                if now >= end or not select.select([fd], [], [], None if end == math.inf else end - now)[0]:
                     return None
             chunk = os.read(fd, 1 << 16)
             if not chunk:
@@ -174,6 +195,15 @@ class Worker:
             except subprocess.TimeoutExpired:
                 pass
         self.proc = None
+        self._close_lifeline()
+
+    def _close_lifeline(self) -> None:
+        fd, self.lifeline = self.lifeline, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:  # pragma: no cover
+                pass
 
     def call(self, request: dict, timeout: float, start_timeout: float, start_limit: float | None = None
              ) -> tuple[dict | None, int]:
@@ -193,6 +223,8 @@ class Worker:
                     return None, self.generation
                 assert self.proc is not None and self.proc.stdin is not None
                 try:
+                    if timeout < math.inf:  # the worker ends itself past this, if we are gone (_lifeline.alarm)
+                        request = {**request, "expires": time.monotonic() + timeout + _lifeline.SLACK}
                     data = (json.dumps(request) + "\n").encode()
                     fd = self.proc.stdin.fileno()
                     while data:

@@ -213,3 +213,38 @@ def test_mod3_slice_verifies_with_the_reference_on_the_device():
     report = export_and_verify(lambda x: lax.slice_in_dim(x, 0, x.shape[0] % 3), "int32[b]", samples=4)
     assert report.ok, report.table()
     assert jax.devices()[0].platform == "cpu" and report.device.startswith("cpu")
+
+
+def test_the_verification_process_ends_with_its_caller_and_leaves_no_directory(tmp_path):
+    """issue 42.2/42.3 for the pipeline's own process: a caller SIGKILLed while its verification process
+    holds the device; the worker ends (its parent's pid changes) and its directory goes at the next sweep."""
+    import signal
+    import time
+
+    from smtdims import tempdirs
+
+    code = ("import sys, os; sys.path[:0] = sys.argv[1:]\n"
+            "from smtdims_jax.pipeline import fresh\n"
+            "w = fresh._Worker(fresh.job_env()); d = w.device()\n"
+            "print(w.proc.pid, w.dir, d.platform, flush=True)\n"
+            "import time; time.sleep(60)\n")
+    caller = subprocess.Popen([sys.executable, "-c", code, ROOT, os.path.join(ROOT, "plugins")],
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    try:
+        pid, wdir, platform = caller.stdout.readline().split()
+        assert platform == "cpu" and os.path.isdir(wdir)
+        os.kill(caller.pid, signal.SIGKILL)
+        caller.wait(timeout=30)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the verification process outlived its caller by 5 s")
+        tempdirs.sweep()
+        assert not os.path.exists(wdir)
+    finally:
+        caller.kill()

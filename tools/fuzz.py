@@ -39,6 +39,22 @@ deadline (``deterministic=False``: allowed to differ); crashes, calls past the d
 seconds per answer are reported too, with up to 20 replayable examples of each kind, and each
 differing answer is replayed in fresh forks, after 5 unrelated ``z3.Context()`` (Z3's memory-layout
 dependence) and after the warm process's earlier questions about the same constraints (``diagnosis``). Exit status 1 when ``differs`` or ``crashes`` is nonzero.
+
+Names that are the solvers' own words (issue 42): ``--smt-names P`` (default 0.1) renames the
+variables of that share of the cases above to words of ``SMT_WORDS`` (``true``, ``and``, ``let``,
+``_``, ``div``, ``pi``, ISL's keywords...); ``--smt-names-compare N`` asks N cases with such names and
+with plain names in the same texts and counts answers that contradict each other, and answers less
+precise on one side (a misread name loses precision long before it makes an answer unsound, as
+smtdims re-checks every model: the oracle alone would not see it).
+
+Killed callers (issue 42)::
+
+    python tools/fuzz.py --kill-callers N [--seed S]
+
+starts N caller processes that make temporary directories (``smtdims.tempdirs``) and ask a question
+that keeps a Z3 (and ISL) worker busy, kills each with SIGKILL or SIGTERM at a random moment, and
+counts workers still running 1 s later and directories left (after SIGKILL: once the next process
+has swept). Exit status 1 when either is nonzero.
 """
 
 from __future__ import annotations
@@ -49,6 +65,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import sys
 import threading
 import time
@@ -66,6 +83,39 @@ REGRESSIONS = ROOT / "tests" / "regressions"
 # Problems worth a regression file: unsound answers, crashes, and inexactness on Presburger.
 REPORTABLE = O.UNSOUND_KINDS | O.CRASH_KINDS | O.INEXACT_KINDS | O.TIME_KINDS | {"jax-warning"}
 FAILURES = O.UNSOUND_KINDS | O.CRASH_KINDS | O.TIME_KINDS
+
+# Dimension names that are words of the solvers' languages (issue 42.1): SMT-LIB's reserved words,
+# commands and theory symbols (Core, Ints, Reals, Arrays, bit-vectors, strings), Z3's own functions,
+# constants and answers, and ISL's keywords, each one a name the parser takes as one word. ``_`` and
+# the operations' names are words jax.export refuses as dimension names: they go to smtdims' API only.
+SMT_WORDS = tuple(sorted(set("""
+    _ as let exists forall match par BINARY DECIMAL HEXADECIMAL NUMERAL STRING
+    assert push pop reset exit echo check_sat declare_fun define_fun get_model minimize maximize simplify eval
+    true false not and or xor distinct ite implies iff if
+    Int Bool Real Array String Seq RegLan BitVec FloatingPoint div mod rem abs to_real to_int is_int divisible
+    select store const concat extract bvadd bvmul str seq re lambda map default as_array card
+    pi euler e oo epsilon root_obj sat unsat unknown model k x
+    floor ceil min max infty NaN domain range floordiv
+""".split())))
+JAX_REFUSES = frozenset({"_", "mod", "min", "max", "floordiv"})  # jax.export's symbolic_shape does not take these
+
+
+def _rename_poly(p: tuple, names: dict[str, str]) -> tuple:
+    return S.normalize([(c, tuple(((names.get(a, a) if isinstance(a, str) else
+                                    (a[0], _rename_poly(a[1], names), _rename_poly(a[2], names))), k) for a, k in m))
+                        for c, m in p])
+
+
+def word_names(case: S.Case, rng: random.Random, jax: bool) -> S.Case:
+    """``case`` with its variables renamed to distinct words of SMT_WORDS (those jax.export takes,
+    when JAX's answers are checked too): the same question, names that are the solvers' own words."""
+    pool = [w for w in SMT_WORDS if w not in ("mod", "min", "max", "floordiv") and not (jax and w in JAX_REFUSES)]
+    old = case.all_vars()
+    names = dict(zip(old, rng.sample(pool, len(old)), strict=True))
+    return S.Case(vars=tuple(names.get(v, v) for v in case.vars), expr=_rename_poly(case.expr, names),
+                  constraints=tuple((_rename_poly(lhs, names), op, _rename_poly(rhs, names))
+                                    for lhs, op, rhs in case.constraints),
+                  op=case.op, rhs=_rename_poly(case.rhs, names), note=(case.note + " [smt-words]").strip())
 
 
 # -- checking one case ----------------------------------------------------------------------
@@ -427,6 +477,8 @@ def shrink_remote(pool: Pool, case: S.Case, target: tuple[str, str], time_limit:
 def run(args) -> dict:
     ARGS_BUDGET[0] = args.budget
     rng = random.Random(args.seed)
+    # --smt-names: names drawn apart, so a seed's cases are the same questions with or without it
+    names_rng = random.Random(args.seed ^ 0x5EED)
     cfg = S.GenConfig()
     # --nonlinear-share: that share of cases is nonlinear (products, symbolic divisors)
     cfg_lin, cfg_nl = S.GenConfig(linear=True), S.GenConfig(linear=False)
@@ -456,6 +508,9 @@ def run(args) -> dict:
                         case = S.random_case(rng, cfg)
                     else:
                         case = S.random_case(rng, cfg_nl if rng.random() < args.nonlinear_share else cfg_lin)
+                    if names_rng.random() < args.smt_names:
+                        case = word_names(case, names_rng, jax_on)
+                        counts["cases named with SMT/Z3 words"] += 1
                     cases += 1
                     pool.submit(w, case)
             done = pool.collect()
@@ -1366,6 +1421,245 @@ def fresh_vs_warm(n: int, seed: int = 0, *, scales: tuple[float, ...] = FVW_SCAL
     return rep
 
 
+# -- names that are the solvers' words, compared with plain names (issue 42.1) ---------------------------------
+def _answer_of(call) -> tuple:
+    """A comparable answer: the ends or status with tightness, or the exception's class; and whether
+    a clock shaped it (such answers may differ)."""
+    try:
+        r = call()
+    except Exception as err:  # smtdims' refusals are answers too (ParseError, unsat, division by 0)
+        # a division refusal without a valuation only says the divisor was not proven nonzero
+        proven = type(err).__name__ != "PossibleDivisionByZeroError" or getattr(err, "witness", None) is not None
+        return (type(err).__name__, proven), getattr(err, "deterministic", True) is not False
+    if hasattr(r, "lo"):
+        return ("bounds", str(r.lo), str(r.hi), r.lo_tight, r.hi_tight, r.reason), r.deterministic
+    return ("decision", r.status, r.reason), r.deterministic
+
+
+def _precise(ans: tuple) -> bool:
+    return ans[0] == "decision" and ans[1] in ("true", "false", "undetermined") or \
+        ans[0] == "bounds" and ans[3] and ans[4] or ans[0] not in ("decision", "bounds")
+
+
+def _consistent(a: tuple, b: tuple) -> str:
+    """How two answers to the same question compare: "same"; "words-less-precise" / "plain-less-precise"
+    (one side stopped short: names order Z3's rewriting, so a search that runs out of budget may stop
+    elsewhere); else how they contradict each other (a defect: one of them is wrong)."""
+    if a == b:
+        return "same"
+    unproven = [x[0] == "PossibleDivisionByZeroError" and not x[1] for x in (a, b)]
+    if unproven[0] != unproven[1]:  # one side could not prove a divisor nonzero
+        return "words-less-precise" if unproven[0] else "plain-less-precise"
+    if a[0] != b[0]:  # a refusal on one side only: satisfiability and a divisor's zero are facts
+        return "answer-vs-refusal"
+    if a[0] == "decision":
+        if _precise(a) and _precise(b):
+            return "decisions-differ"
+        return "words-less-precise" if _precise(b) else "plain-less-precise"
+    if a[0] != "bounds":
+        return "refusals-differ" if a[0] != b[0] else "same"
+    from fractions import Fraction
+
+    def num(x: str) -> Fraction | float:
+        return float(x) if "inf" in x else Fraction(x)
+
+    (alo, ahi, alt, aht), (blo, bhi, blt, bht) = (num(a[1]), num(a[2]), a[3], a[4]), (num(b[1]), num(b[2]), b[3], b[4])
+    # a tight end is attained: the other side's sound bound must not pass it; two tight ends are equal
+    if (alt and blt and alo != blo) or (alt and blo > alo) or (blt and alo > blo):
+        return "lower-ends-contradict"
+    if (aht and bht and ahi != bhi) or (aht and bhi < ahi) or (bht and ahi < bhi):
+        return "upper-ends-contradict"
+    words_behind = (blt and not alt) or (bht and not aht)
+    plain_behind = (alt and not blt) or (aht and not bht)
+    if words_behind and not plain_behind:
+        return "words-less-precise"
+    if plain_behind and not words_behind:
+        return "plain-less-precise"
+    return "same"  # both loose, or each ahead on one end: sound, and as precise as each search got
+
+
+def names_compare(n: int, seed: int, *, nonlinear_share: float = 0.7, deadline: float = 10.0, budget: int = 30_000,
+                  time_limit: float = 0) -> dict:
+    """``n`` random cases asked twice in this process (``bounds`` and ``decide``): once with their
+    variables renamed to SMT-LIB/Z3/ISL words (``true``, ``and``, ``let``, ``_``...), once to plain
+    names of the same rank (``n00``, ``n01``...) in the same texts, so that every solver sees the same
+    problem but for the names. ``differ`` counts answers that contradict each other (must be 0). Names
+    also order Z3's rewriting, so a search that runs out of budget may stop elsewhere: one side less
+    precise than the other is counted apart, per side; a misread name shows there, on the words' side
+    only (names as Z3 read them before 2026-12-05: 8 and 7 of 120 answers, against 0 and 1 for plain
+    names; :func:`names_compare_failed` says when the words' side is behind by more than noise)."""
+    import smtdims
+
+    rng, names_rng = random.Random(seed), random.Random(seed ^ 0x5EED)
+    cfg_lin, cfg_nl = S.GenConfig(linear=True), S.GenConfig(linear=False)
+    rep: dict = {"mode": "smt-names-compare", "seed": seed, "cases": 0, "answers_compared": 0, "clock_shaped": 0,
+                 "differ": 0, "words-less-precise": 0, "plain-less-precise": 0, "examples": []}
+    t0 = time.time()
+    for _ in range(n):
+        if time_limit and time.time() - t0 > time_limit:
+            break
+        case = S.random_case(rng, cfg_nl if rng.random() < nonlinear_share else cfg_lin)
+        worded = word_names(case, names_rng, jax=False)
+        # the same texts with each word replaced by a plain name of the same rank: the parser, the IR's
+        # order and every solver see the same problem, term for term, but for the names
+        order = sorted(worded.all_vars())
+        plain = dict(zip(order, (f"n{i:02d}" for i in range(len(order))), strict=True))
+
+        def swap(text: str, plain: dict[str, str] = plain) -> str:
+            return re.sub(r"\w+", lambda m: plain.get(m.group(0), m.group(0)), text)
+
+        sides = [(worded.expr_text, worded.rhs_text, list(worded.constraint_texts))]
+        sides.append((swap(sides[0][0]), swap(sides[0][1]), [swap(t) for t in sides[0][2]]))
+        rep["cases"] += 1
+        for kind in ("bounds", "decide"):
+            got = []
+            for expr, rhs, cs in sides:
+                if kind == "bounds":
+                    got.append(_answer_of(lambda e=expr, cs=cs: smtdims.bounds(e, cs, budget=budget, deadline=deadline)))
+                else:
+                    got.append(_answer_of(lambda e=expr, r=rhs, cs=cs: smtdims.decide(e, worded.op, r, cs, budget=budget,
+                                                                                      deadline=deadline)))
+            (a, a_det), (b, b_det) = got
+            if not (a_det and b_det):
+                rep["clock_shaped"] += 1
+                continue
+            rep["answers_compared"] += 1
+            verdict = _consistent(a, b)
+            if verdict in ("words-less-precise", "plain-less-precise"):
+                rep[verdict] = rep.get(verdict, 0) + 1
+            elif verdict != "same":
+                rep["differ"] += 1
+            if verdict != "same" and len(rep["examples"]) < 20:
+                rep["examples"].append({"verdict": verdict, "question": kind, "words": sides[0], "plain": sides[1],
+                                        "answer_words": a, "answer_plain": b})
+    rep["seconds"] = round(time.time() - t0, 1)
+    return rep
+
+
+def names_compare_failed(rep: dict) -> bool:
+    """A contradiction, or the words' side less precise clearly more often than the plain names' side."""
+    return bool(rep["differ"]) or rep["words-less-precise"] > 2 * rep["plain-less-precise"] + 2
+
+
+# -- kill the caller (issue 42.2-3) ------------------------------------------------------------------------
+# A caller that makes temporary directories (one by tempdirs.mkdtemp, one by its context manager), then
+# asks a question that keeps a worker busy, in the main thread or another; names may be SMT words.
+_KILL_CALLER = """
+import json, math, sys, threading
+from smtdims import tempdirs
+import smtdims
+kind, a, b, c = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+keep = tempdirs.mkdtemp("fuzz-kill")
+with tempdirs.TemporaryDirectory("fuzz-kill-block") as d:
+    print(json.dumps([keep, d]), flush=True)
+    def ask():
+        if kind == "isl-then-z3":
+            smtdims.bounds(f"mod({a}, 3) + {b}", constraints=[f"{a} <= 5", f"{b} <= 7"])
+        if kind == "explain":
+            smtdims.explain(f"{a}*{a}*{a} + {b}*{b}*{b} != {c}*{c}*{c}", budget=10**10, deadline=math.inf)
+        else:
+            smtdims.decide(f"{a}*{a}*{a} + {b}*{b}*{b} != {c}*{c}*{c}", budget=10**10, deadline=math.inf)
+    if kind == "thread":
+        t = threading.Thread(target=ask)
+        t.start()
+        t.join()
+    else:
+        ask()
+"""
+_KILL_KINDS = ("main", "thread", "isl-then-z3", "explain")
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _children(pid: int) -> list[int]:
+    return [int(d) for d in os.listdir("/proc") if d.isdigit() and (st := _proc_stat(int(d))) and int(st[1]) == pid]
+
+
+def _running(pid: int) -> bool:
+    st = _proc_stat(pid)
+    return st is not None and st[0] != "Z"  # a zombie has ended; its new parent reaps it
+
+
+def kill_callers(n: int, seed: int, *, time_limit: float = 0, settle: tuple[float, float] = (0.0, 1.5)) -> dict:
+    """``n`` caller processes (:data:`_KILL_CALLER`), each killed with SIGKILL or SIGTERM after a random
+    time (from its start up to a busy Z3 check), asking about plain names or SMT words. Counts workers
+    still running 1 s after their caller ended (``workers_left``: must be 0), directories left after
+    SIGTERM, and after SIGKILL once the next process (this one) has swept (``dirs_left``: must be 0).
+    Linux (reads /proc)."""
+    import signal
+    import subprocess
+    import tempfile
+
+    from smtdims import tempdirs
+
+    rng = random.Random(seed)
+    root = tempfile.mkdtemp(prefix="fuzz-kill-root-")
+    env = dict(os.environ, TMPDIR=root, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    rep: dict = {"mode": "kill-callers", "seed": seed, "runs": 0, "by_signal": collections.Counter(),
+                 "by_kind": collections.Counter(), "workers_seen": 0, "workers_left": 0, "dirs_left": 0, "errors": 0,
+                 "worker_end_seconds_max": 0.0, "examples": []}
+    t0 = time.time()
+    try:
+        for i in range(n):
+            if time_limit and time.time() - t0 > time_limit:
+                break
+            sig = rng.choice((signal.SIGKILL, signal.SIGTERM))
+            kind = rng.choice(_KILL_KINDS)
+            names = rng.sample([w for w in SMT_WORDS if w not in JAX_REFUSES], 3) if rng.random() < 0.5 else ["a", "b", "c"]
+            wait = rng.uniform(*settle)
+            p = subprocess.Popen([sys.executable, "-c", _KILL_CALLER, kind, *names], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
+            try:
+                assert p.stdout is not None
+                dirs = json.loads(p.stdout.readline() or "[]")
+                time.sleep(wait)
+                workers = _children(p.pid)
+                p.send_signal(sig)
+                p.wait(timeout=30)
+                ended = time.monotonic()
+                while any(_running(w) for w in workers) and time.monotonic() - ended < 1.0:
+                    time.sleep(0.002)
+                took = time.monotonic() - ended
+                left = [w for w in workers if _running(w)]
+                for w in left:
+                    os.kill(w, signal.SIGKILL)
+                if sig == signal.SIGKILL:
+                    tempdirs.sweep(root)  # what the next process that makes a directory does
+                stale = [d for d in dirs if os.path.exists(d)]
+            except Exception as err:  # the harness must not stop a run
+                rep["errors"] += 1
+                rep["examples"].append({"run": i, "error": f"{type(err).__name__}: {err}"})
+                continue
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            rep["runs"] += 1
+            rep["by_signal"][signal.Signals(sig).name] += 1
+            rep["by_kind"][kind] += 1
+            rep["workers_seen"] += len(workers)
+            rep["workers_left"] += len(left)
+            rep["dirs_left"] += len(stale)
+            if workers:
+                rep["worker_end_seconds_max"] = max(rep["worker_end_seconds_max"], round(took, 3))
+            if (left or stale) and len(rep["examples"]) < 20:
+                rep["examples"].append({"run": i, "signal": signal.Signals(sig).name, "kind": kind, "names": names,
+                                        "after": round(wait, 3), "workers_left": left, "dirs_left": stale})
+    finally:
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
+    rep["by_signal"], rep["by_kind"] = dict(rep["by_signal"]), dict(rep["by_kind"])
+    rep["seconds"] = round(time.time() - t0, 1)
+    return rep
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--queries", type=int, default=1000, help="stop after this many checked queries")
@@ -1410,12 +1704,33 @@ def main(argv: list[str] | None = None) -> int:
                    help="--fresh-vs-warm: the warm process and the fresh forks answer each chunk at the same time")
     p.add_argument("--fvw-no-diagnose", action="store_true",
                    help="--fresh-vs-warm: do not replay differing answers after the same-constraints history")
+    p.add_argument("--smt-names", type=float, default=0.1, metavar="P",
+                   help="rename the variables of that share of cases to SMT-LIB/Z3/ISL words (true, and, let, _, ...)")
+    p.add_argument("--smt-names-compare", type=int, default=0, metavar="N",
+                   help="only N cases asked with SMT/Z3 words as names and with plain names: answers must agree")
+    p.add_argument("--kill-callers", type=int, default=0, metavar="N",
+                   help="only N runs of a caller process killed (SIGKILL or SIGTERM) mid-question: counts workers "
+                        "still running 1 s after it and temporary directories left (see kill_callers)")
     p.add_argument("--fvw-answer", default="", help=argparse.SUPPRESS)  # module:function instead of fvw_answer
     p.add_argument("--fvw-serve", choices=("fresh", "warm"), help=argparse.SUPPRESS)  # internal: a server process
     args = p.parse_args(argv)
     if args.fvw_serve:
         _fvw_serve(args.fvw_serve, args.fvw_answer, args.fvw_warmup, args.seed, args.jobs)
         return 0
+    if args.smt_names_compare:
+        report = names_compare(args.smt_names_compare, args.seed, deadline=args.deadline, budget=args.budget,
+                               time_limit=args.time_limit)
+        print(json.dumps(report, indent=1, default=str))
+        if args.report:
+            Path(args.report).write_text(json.dumps(report, indent=1, default=str) + "\n")
+        return 1 if names_compare_failed(report) else 0
+    if args.kill_callers:
+        report = kill_callers(args.kill_callers, args.seed, time_limit=args.time_limit)
+        text = json.dumps(report, indent=1, default=str)
+        print(text)
+        if args.report:
+            Path(args.report).write_text(text + "\n")
+        return 1 if report["workers_left"] or report["dirs_left"] or report["errors"] else 0
     if args.fresh_vs_warm:
         scales = tuple(float(x) for x in args.budget_scales.split(",") if x.strip())
         report = fresh_vs_warm(args.fresh_vs_warm, args.seed, scales=scales, deadline=args.fvw_deadline,

@@ -180,9 +180,26 @@ def main(jobdir: str) -> int:
     return 0
 
 
+def _lifeline() -> None:
+    """End this process as soon as the pipeline's process is gone, mid-job included (it would otherwise
+    finish a compile on the device first): a process whose parent ended is adopted by another, so its
+    parent's pid changes. A thread polls it; XLA's compile and run release the interpreter."""
+    import threading
+
+    parent = os.getppid()
+
+    def wait() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(0)
+
+    threading.Thread(target=wait, name="verify-lifeline", daemon=True).start()
+
+
 def serve(idle_s: float) -> int:
     import select
 
+    _lifeline()
     started = start_backend()
     _say(**started)
     if "ready" not in started:

@@ -25,7 +25,6 @@ import queue
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from smtdims import options
+from smtdims import options, tempdirs
 
 from .. import adapter
 from ._common import Progress
@@ -164,7 +163,7 @@ class _Worker:
     """
 
     def __init__(self, env: dict[str, str]):
-        self.dir = tempfile.mkdtemp(prefix="smtdims-verify-worker-")
+        self.dir = tempdirs.mkdtemp("verify-worker")  # removed at exit, on SIGTERM, or by the next process
         shutil.copy(_WORKER, os.path.join(self.dir, "worker.py"))  # run from here: sys.path holds nothing of ours
         self.err = open(os.path.join(self.dir, "stderr.txt"), "w+")
         try:
@@ -173,7 +172,7 @@ class _Worker:
                                          env=env)
         except BaseException:  # nothing started: leave no directory behind
             self.err.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
+            tempdirs.remove(self.dir)
             raise
         self.jobs = 0
         self.lock = threading.Lock()
@@ -225,7 +224,7 @@ class _Worker:
         if self.proc.stdout:
             self.proc.stdout.close()
         self.err.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        tempdirs.remove(self.dir)
 
 
 # What changes without changing what a job does: pytest sets PYTEST_CURRENT_TEST for every test (a
@@ -411,7 +410,7 @@ def run_on_device(artifact: bytes, samples: Sequence[Sequence[np.ndarray]],
     """Run ``artifact`` (and each sample's reference) where the device is: a fresh process unless this
     process holds an exclusive device. ``reject``: per outside-spec probe its avals (dtype, shape) and
     its inputs (None: too large to allocate; the probe then only lowers and compiles)."""
-    with tempfile.TemporaryDirectory(prefix="smtdims-verify-") as d:
+    with tempdirs.TemporaryDirectory("verify") as d:
         job: dict[str, Any] = {"samples": [], "reject": []}
         with open(os.path.join(d, "inputs.bin"), "wb") as f:
             for i, leaves in enumerate(samples, 1):
