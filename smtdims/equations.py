@@ -14,7 +14,7 @@ from typing import Any
 from .constraints import Constraint
 from .errors import SmtdimsError
 from .explain import SPEC, _proves, suggest_fixes
-from .expr import MAX, MIN, MOD, Expr, Op, Var
+from .expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
 from .reasoner import Session
 
 
@@ -23,6 +23,33 @@ def fix_text(kind: str, text: str, variable: str | None = None) -> str:
     if kind == SPEC:
         return f"write '{text}' in the shape specification in place of '{variable}'"
     return f"add the constraint '{text}'"
+
+
+def exact_divisions(e: Expr) -> Expr:
+    """``e`` with every ``floordiv(X, k)`` / ``mod(X, k)`` whose ``X`` is a multiple of the constant ``k``
+    (every coefficient and the constant divisible by it) written out: ``X / k`` and ``0``. What a spec
+    rewrite leaves behind (``floordiv(h, 8) <= 16`` with ``8*h`` for ``h`` reads ``h <= 16``).
+
+    Sound: for an integer ``Y``, ``floor(k*Y / k) == Y`` and ``mod(k*Y, k) == 0`` (Python's floor
+    semantics, either sign of ``k``); nested atoms are rewritten first, so the test sees the result.
+    """
+    total = Expr.const(0)
+    for mono, coeff in e.terms:
+        term = Expr.const(coeff)
+        for a, power in mono:
+            if isinstance(a, Op):
+                lhs, rhs = exact_divisions(a.lhs), exact_divisions(a.rhs)
+                k = rhs.as_constant()
+                if a.op in (FLOORDIV, MOD) and k and all(c % k == 0 for _, c in lhs.terms):
+                    x = Expr._from_dict({m: c // k for m, c in lhs.terms}) if a.op == FLOORDIV else Expr.const(0)
+                else:
+                    x = {FLOORDIV: lhs.floordiv, MOD: lhs.mod, MAX: lhs.max, MIN: lhs.min}[a.op](rhs)
+            else:
+                x = Expr.atom(a)
+            for _ in range(power):
+                term = term * x
+        total = total + term
+    return total
 
 
 def render_constraint(diff: Expr, kind: str) -> str:

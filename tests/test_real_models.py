@@ -178,21 +178,20 @@ def _assert_admits_exactly(report, runs_natively, names, values=range(1, 60)):
 
     from smtdims.constraints import ConstraintSet
 
-    fix = report.fix if report.exported is None else None
-    if fix is not None:
-        assert fix.ok, "\n".join(fix.lines())
-        rewrites = {p.variable: p.text for p in fix.parts if p.kind == "spec"}
-        if rewrites:  # t -> 16*t: the multiples of 16, and only those
-            assert rewrites == {"t": "16*t"} and not fix.constraints, rewrites
-            return
-        cs = ConstraintSet.of(fix.constraints)
-    else:
-        d = report.diagnosis
-        assert d is not None and d.verified is True, report.table()
-        cs = ConstraintSet.of(d.constraints)
+    fix = report.fix  # a failed export's whole fix, or an exported one's whose samples failed natively
+    assert fix is not None and fix.ok, report.table() + "\n" + "\n".join(fix.lines() if fix else ())
+    scale = {}
+    for p in fix.parts:  # v -> k*v: v admitted exactly at the multiples of k, the constraints read on v / k
+        if p.kind == "spec":
+            k, _, v = p.text.partition("*")
+            assert v == p.variable and k.isdigit(), p
+            scale[v] = scale.get(v, 1) * int(k)
+    cs = ConstraintSet.of(fix.constraints)
     for vals in itertools.product(values, repeat=len(names)):
         env = dict(zip(names, vals, strict=True))
-        assert cs.holds(env) == runs_natively(env), (env, cs)
+        admitted = all(env[v] % k == 0 for v, k in scale.items()) and cs.holds(
+            {v: x // scale.get(v, 1) for v, x in env.items()})
+        assert admitted == runs_natively(env), (env, scale, cs)
 
 
 def keras_like_call(x):

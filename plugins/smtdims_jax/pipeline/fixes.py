@@ -36,6 +36,7 @@ from smtdims.constraints import Constraint, ConstraintSet
 from smtdims.equations import (
     cancel_common_factor,
     equation_fixes,
+    exact_divisions,
     fix_text,
     normalise_constraint,
     plain_constraint,
@@ -131,6 +132,7 @@ class FixResult:
     target: str = ""  # MODULE:FUNCTION or path/file.py:FUNCTION for `smtdims export`; "" if none names it
     # the fix's edges measured natively: (valuation, runs natively, the fix admits it); t = 512 and t = 513
     extremes: tuple[tuple[dict[str, int], bool, bool], ...] = ()
+    stock: bool | None = None  # stock JAX exports with the fix too (None: not tried); code() says so
 
     @property
     def ok(self) -> bool:
@@ -142,6 +144,8 @@ class FixResult:
         name = name if name.isidentifier() else "f"  # a lambda: name it
         cons = repr(tuple(self.constraints))
         lines = ["import jax", "import jax.numpy as jnp", "from jax import export"]
+        if self.stock is False:
+            lines += ["import smtdims", "smtdims.install()  # stock JAX does not export with this fix: smtdims proves it"]
         if len(self.shapes) == 1:
             dt = self.in_avals[0].split("[")[0]
             lines.append(f"spec = jax.ShapeDtypeStruct(export.symbolic_shape({self.shapes[0]!r}, constraints={cons}), "
@@ -204,7 +208,7 @@ class FixResult:
             "extremes": [{"valuation": env, "runs_natively": runs, "admitted": admits} for env, runs, admits in self.extremes],
             "verification": list(self.verification), "code": self.code() if self.parts else "",
             "cli": self.cli() if self.parts else "", "command": self.command() if self.parts else "",
-            "target": self.target, "seconds": round(self.seconds, 3),
+            "target": self.target, "seconds": round(self.seconds, 3), "stock": self.stock,
         }
 
 
@@ -220,11 +224,12 @@ class Spec:
             return Spec(self.dims, self.dtypes, (*self.constraints, normalise_constraint(part.text)))
         assert part.variable is not None
         env = {part.variable: parse_expr(part.text)}
-        dims = tuple(tuple(d.substitute(env) for d in leaf) for leaf in self.dims)
+        dims = tuple(tuple(exact_divisions(d.substitute(env)) for d in leaf) for leaf in self.dims)
         texts = []
         for t in self.constraints:
             c = Constraint.parse(t)
-            texts.append(render_constraint(c.diff.substitute(env), c.kind) if part.variable in c.diff.variables() else t)
+            texts.append(render_constraint(exact_divisions(c.diff.substitute(env)), c.kind)
+                         if part.variable in c.diff.variables() else t)
         return Spec(dims, self.dtypes, tuple(texts))
 
     def constraint_set(self) -> ConstraintSet:
@@ -484,11 +489,16 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
                plats: tuple[str, ...] | None, *, budget: int | None = None, rounds: int = DEFAULT_ROUNDS,
                deadline: float = DEFAULT_DEADLINE, box_side: int | None = None, native: str = "eval_shape",
                say: Progress = lambda m: None, verify: Callable[[Any, Any], Any] | None = None,
-               name: str = "") -> FixResult:
+               name: str = "", start: Sequence[FixPart] = (), start_round: FixRound | None = None) -> FixResult:
     """Find, minimise and verify the whole fix of ``fn``'s export (see the module docstring).
 
     ``verify(specs, scope)`` runs the whole pipeline on the fixed specification and returns
-    its VerificationReport (None: skip the end-to-end check).
+    its VerificationReport (None: skip the end-to-end check). One loop over export and
+    verification: when the fixed export's samples fail where the function itself fails, the
+    exclusion the diagnosis found joins the fix (a divisibility of a spec variable as the spec
+    rewrite a person writes, ``7*h`` for ``h``) and the loop goes on until the fixed export
+    verifies or nothing is left to try. ``start``: parts already found (the samples of an export
+    that succeeded failed natively), with the round that found them.
     """
     t_start = time.perf_counter()
     stop = time.monotonic() + deadline
@@ -496,9 +506,11 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
     say(f"fix: measuring the native function on a box of small shapes ({native})")
     box = NativeBox(fn, original.dims, original.dtypes, in_tree, original.constraint_set(), side=box_side,
                     native=native, deadline=stop)
-    spec, parts, done_rounds = original, [], []
+    spec, parts, done_rounds = original, list(start), [start_round] if start_round is not None else []
+    if start:
+        spec = _apply_all(original, start) or original
     status, detail = ROUND_LIMIT, f"{rounds} rounds"
-    errors_seen: set[str] = set()
+    errors_seen: set[tuple[str, str]] = set()
     last: Attempt | None = None
     for _ in range(rounds + 1):
         if time.monotonic() > stop:
@@ -512,10 +524,11 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         if len(done_rounds) >= rounds:
             break
         msg = _first_line(last.message, 300)
-        if msg in errors_seen:
+        key = refusal_key(last)
+        if key in errors_seen:  # the same equation or comparison, not merely the same words of a wrapper
             status, detail = NO_FIX, f"the same refusal came back: {msg}"
             break
-        errors_seen.add(msg)
+        errors_seen.add(key)
         session = Session(spec.constraint_set(), budget) if last.scope is None else adapter.session_for_scope(last.scope)
         say(f"fix round {len(done_rounds) + 1}: {msg}")
         scored = []
@@ -540,6 +553,9 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         base_bad = -box.score(spec.dims, spec.constraint_set())[1]
         i = len(parts) - 1
         while i >= 0 and time.monotonic() < stop:
+            if parts[i] in start:  # found by samples that failed natively: the box may not see those shapes
+                i -= 1
+                continue
             trial_parts = parts[:i] + parts[i + 1:]
             trial = _apply_all(original, trial_parts)
             if trial is not None and -box.score(trial.dims, trial.constraint_set())[1] <= base_bad:
@@ -550,28 +566,44 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
             i -= 1
     if status == FIXED:
         spec = _without_implied(spec, budget)
-    extremes: tuple[tuple[dict[str, int], bool, bool], ...] = ()
-    if status == FIXED and spec.dims == original.dims and time.monotonic() < stop:
-        extremes = _measure_extremes(box, spec, original, budget)
     count = box.count(spec.dims, spec.constraint_set()) if parts or status == NOT_NEEDED else None
     verified: bool | None = None
     lines: tuple[str, ...] = ()
     report = None
-    if status == FIXED and verify is not None:
+    for _pass in range(VERIFY_ROUNDS):
+        if status != FIXED or verify is None:
+            break
         say("fix: verifying the fixed specification end to end")
         args, new_scope = spec.build(in_tree)
         report = verify(args, new_scope)
         verified = bool(report.ok)
         lines = tuple(report.failures)
+        more = _exclusions(report, spec, fn, in_tree, plats, budget) if not verified else None
+        if more is None:
+            break
+        group, trial, why = more  # samples failed where the function fails: exclude them and go on
+        say(f"fix: the fixed export's samples fail natively; excluding them: {_group_text(group)}")
+        parts.extend(group)
+        spec = _without_implied(trial, budget)
+        ne, ok, bad = box.weakness(spec.dims, spec.constraint_set())
+        done_rounds.append(FixRound(why, ((_group_text(group), ok, -bad, ne),), _group_text(group), 0.0))
+        count = box.count(spec.dims, spec.constraint_set())
+    if status == FIXED and verify is not None and report is not None:
         if not verified:  # "fixed" means verified end to end: say what was found and what failed
             status = NOT_VERIFIED
             detail = (f"the fixed export did not run: {report.not_run}" if report.not_run else
                       "the fixed export failed its verification: " + (_first_line(lines[0], 200) if lines else "a check failed"))
+    extremes: tuple[tuple[dict[str, int], bool, bool], ...] = ()
+    if status in (FIXED, NOT_VERIFIED) and spec.dims == original.dims and time.monotonic() < stop:
+        extremes = _measure_extremes(box, spec, original, budget)
+        if extremes:  # the edges are box points now (t = 513 runs natively or not): count them
+            count = box.count(spec.dims, spec.constraint_set())
+    stock = exports_on_stock(fn, spec, in_tree, plats) if status in (FIXED, NOT_VERIFIED) else None
     return FixResult(
         status=status, detail=detail, parts=tuple(parts), in_avals=spec.aval_texts(), shapes=spec.shape_texts(),
         constraints=spec.constraints, rounds=tuple(done_rounds), dropped=tuple(dropped), box=count, verified=verified,
         verification=lines, function=name, seconds=time.perf_counter() - t_start, report=report,
-        target=paste_target(fn), extremes=extremes,
+        target=paste_target(fn), extremes=extremes, stock=stock,
     )
 
 
@@ -620,6 +652,84 @@ def _without_implied(spec: Spec, budget: int | None) -> Spec:
         except SmtdimsError:
             continue
     return Spec(spec.dims, spec.dtypes, tuple(kept))
+
+
+VERIFY_ROUNDS = 4  # verification passes: each may add the exclusion of natively failing samples
+
+
+def refusal_key(att: Attempt) -> tuple[str, str]:
+    """What a refusal is, for "the same refusal came back": the comparison or the equation JAX asked
+    (a framework's wrapper repeats its message for a different equation: an encoder's ``t`` table, then
+    a decoder's ``u``), else the first line of the message."""
+    if att.question is not None:
+        return ("comparison", f"{att.question[0]} >= {att.question[1]}")
+    if att.equations:
+        lhs, rhs = att.equations[-1]
+        return ("equation", f"{lhs} == {rhs}")
+    return ("message", _first_line(att.message, 300))
+
+
+def as_parts(constraints: Sequence[str], spec: Spec) -> list[FixPart]:
+    """The diagnosis's exclusions as a person writes them: ``mod(h, 7) == 0`` on a variable of the
+    specification as the rewrite ``7*h`` for ``h`` (the form JAX's documentation teaches, and one JAX
+    accepts where it refuses a ``mod`` constraint); every other one as a constraint.
+
+    Sound: for integers ``h >= 1``, ``mod(h, k) == 0`` holds exactly for ``h = k*h'`` with ``h' >= 1``.
+    """
+    names = frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf))
+    out: list[FixPart] = []
+    for text in constraints:
+        try:
+            c = Constraint.parse(text)
+        except SmtdimsError:
+            out.append(FixPart("constraint", text))
+            continue
+        atom = None
+        if len(c.diff.terms) == 1 and abs(c.diff.terms[0][1]) == 1 and len(c.diff.terms[0][0]) == 1:
+            a, power = c.diff.terms[0][0][0]
+            atom = a if power == 1 else None
+        k = atom.rhs.as_constant() if isinstance(atom, Op) and atom.op == MOD else None
+        v = atom.lhs.as_var() if k is not None else None
+        if c.kind == "==" and v is not None and v in names and k is not None and abs(k) >= 2:
+            out.append(FixPart(SPEC, f"{abs(k)}*{v}", v, f"so that {v} is a multiple of {abs(k)}"))
+        else:
+            out.append(FixPart("constraint", normalise_constraint(text)))
+    return out
+
+
+def _exclusions(report: Any, spec: Spec, fn: Callable[..., Any], in_tree: Any, plats: tuple[str, ...] | None,
+                budget: int | None) -> tuple[list[FixPart], Spec, str] | None:
+    """The exclusion of the natively failing samples the verification's diagnosis found, applied to
+    ``spec`` and re-exported (the spec rewrite first, the plain constraints if the rewrite does not
+    export), or None: nothing ran, no sample failed natively, or nothing found exports."""
+    d = getattr(report, "diagnosis", None)
+    if report.not_run or d is None or not d.native_fails or not d.constraints:
+        return None
+    why = (f"the samples fail natively at {format_valuation(d.native_fails[0])}: {_first_line(d.native_error, 200)}")
+    for group in (as_parts(d.constraints, spec), [FixPart("constraint", normalise_constraint(t)) for t in d.constraints]):
+        trial = _apply_all(spec, group)
+        if trial is not None and _jax_accepts(trial) and attempt(fn, trial, in_tree, plats, budget).ok:
+            return group, trial, why
+    return None
+
+
+def exports_on_stock(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, ...] | None) -> bool:
+    """Whether stock JAX (smtdims uninstalled for the call) exports ``fn`` with ``spec``: the printed code
+    says ``smtdims.install()`` when it does not (a bound on ``floordiv(h, 8)*floordiv(w, 8)`` that only
+    smtdims proves enough)."""
+    from .. import install, installed_options, is_installed, uninstall
+
+    was = installed_options() if is_installed() else None
+    uninstall()
+    try:
+        args, _ = spec.build(in_tree)
+        export.export(jax.jit(fn), platforms=plats)(*args)
+        return True
+    except Exception:  # noqa: BLE001 - any refusal: the code needs smtdims
+        return False
+    finally:
+        if was is not None:
+            install(equality=was.get("equality", True))
 
 
 def _group_text(parts: Sequence[FixPart]) -> str:

@@ -167,7 +167,12 @@ class VerificationReport:
         """One line, first in the table: verified, fixed, failed or not verified, and why."""
         short = self.function.split(":")[-1]
         if self.fix is not None and self.fix.ok:
-            return f"FIXED: {'; '.join(str(p) for p in self.fix.parts)} (verified end to end)"
+            fix = self.fix
+            if any(p.kind == "spec" for p in fix.parts):  # rewrites: the specification to write, not the steps
+                what = f"write {', '.join(fix.in_avals)}" + (f" with {', '.join(fix.constraints)}" if fix.constraints else "")
+            else:
+                what = "; ".join(str(p) for p in fix.parts)
+            return f"FIXED: {what} (verified end to end)"
         if self.export_error is not None:
             return f"FAILED: the export failed ({self.export_error.type})"
         if self.not_run:

@@ -32,7 +32,7 @@ from ._common import Progress, _fn_name, _local_platform, _normalise_platforms, 
 from .compare import INT_RANGE, compare, random_input
 from .diagnose import diagnose, intermediate_dims
 from .failure import describe_export_error
-from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, synthesize
+from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, FixPart, synthesize
 from .fresh import (
     FRESH,
     IN_PROCESS,
@@ -382,7 +382,7 @@ def _check_artifact(fn: Callable[..., Any], exp: Any, artifact: bytes, spec_leav
                             "intermediate is empty): nothing was compared; no valuation within the sample budget "
                             "makes them all non-empty" if not any(chooser.is_nonempty(env) for env, _ in plan.chosen)
                             else "no passing sample computes a non-empty array: nothing was compared"))
-    diagnosis = None
+    diagnosis = whole = None
     failed = [(r, native_errors[r.index - 1]) for r in results if r.status == FAIL]
     if failed:  # only samples that ran: one that did not run says nothing about tracing
         native_fails = [r.valuation for r, n in failed if n]
@@ -391,9 +391,9 @@ def _check_artifact(fn: Callable[..., Any], exp: Any, artifact: bytes, spec_leav
             fn, spec_leaves, in_tree, scope, exp, plats, opts.budget, native_fails,
             next((n for _, n in failed if n), ""), [r.valuation for r, n in failed if not n],
             box_side=opts.fix.box if opts.fix is not None else None,
-            verify=(lambda s, sc: _verify(fn, s, sc, [], replace(opts, fix=None, out=None), say, x64))
-            if opts.fix is not None else None,
         )
+        if opts.fix is not None and diagnosis.native_fails and diagnosis.constraints:
+            whole = _fix_from_samples(fn, spec_leaves, in_tree, scope, plats, opts, say, x64, diagnosis)
 
     done = (run.result.get("reject") if run is not None else None) or []
     rejections = tuple(_rejection(shapes, why, done[k] if k < len(done) and not not_run else None)
@@ -419,11 +419,39 @@ def _check_artifact(fn: Callable[..., Any], exp: Any, artifact: bytes, spec_leav
         device=f"{dev.platform}: {dev.kind}" if dev.usable and dev.kind else "",
         worker_jax=dev.jax_version if dev.where == FRESH else "",
         diagnosis=diagnosis,
+        fix=whole,
         exported=exp,
         ran_in=dev.where if not not_run else "",
         not_run=not_run,
         tolerances=tuple(tolerances),
     )
+
+
+def _fix_from_samples(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, scope: Any,
+                      plats: tuple[str, ...] | None, opts: VerifyOptions, say: Progress, x64: bool,
+                      diagnosis: Any) -> Any:
+    """The export succeeded but samples fail where the function itself fails: the whole fix starts from
+    the diagnosis's exclusion (as a spec rewrite where it is a divisibility of a spec variable) and the
+    same loop as a failed export's verifies it, adding exclusions until it verifies (:func:`.fixes.synthesize`)."""
+    from .fixes import FixRound, _apply_all, _group_text, as_parts, attempt, spec_of
+
+    spec = spec_of(spec_leaves, scope)
+    for group in (as_parts(diagnosis.constraints, spec), as_parts([], spec) + [
+            FixPart("constraint", c) for c in diagnosis.constraints]):
+        trial = _apply_all(spec, group)
+        if trial is not None and attempt(fn, trial, in_tree, plats, opts.budget).ok:
+            break
+    else:
+        return None
+    fx = opts.fix
+    assert fx is not None
+    why = (f"the samples fail natively at {format_valuation(diagnosis.native_fails[0])}: "
+           f"{_first_line(diagnosis.native_error, 200)}")
+    say(f"fix: the export succeeds but samples fail natively; excluding them: {_group_text(group)}")
+    return synthesize(fn, spec_leaves, in_tree, scope, plats, budget=opts.budget, rounds=fx.rounds,
+                      deadline=fx.deadline, box_side=fx.box, say=say, name=_fn_name(fn), start=group,
+                      start_round=FixRound(why, ((_group_text(group), 0, 0, 0),), _group_text(group), 0.0),
+                      verify=lambda s, sc: _verify(fn, s, sc, [], replace(opts, fix=None, out=None), say, x64))
 
 
 def _not_run_cause(run: DeviceRun) -> str:

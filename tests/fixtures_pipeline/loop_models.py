@@ -1,0 +1,52 @@
+"""Models whose whole fix needs the loop over export *and* verification (issue 41), or whose refusals
+repeat one wrapper message for different equations. Each is the small core of a real architecture."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+
+def window_partition(x):
+    """Swin's window partition, 7x7 windows: exports on stock JAX and fails natively unless 7 divides
+    ``h`` and ``w`` (the fix a person writes: ``b, 7*h, 7*w, c``)."""
+    b, h, w, c = x.shape
+    x = x.reshape(b, h // 7, 7, w // 7, 7, c)
+    return x.transpose(0, 1, 3, 2, 4, 5).reshape(-1, 7 * 7, c).mean(axis=1)
+
+
+POS_GRID = jnp.arange(16 * 16 * 4, dtype=jnp.float32).reshape(16, 16, 4) / 100.0
+
+
+def vit_grid(x):
+    """A ViT's 8x8 patches by reshape, a learned 16x16 grid of positions sliced to the patch grid: the
+    export needs the grid bounded, the native run needs 8 to divide ``h`` and ``w``."""
+    b, h, w, c = x.shape
+    p, q = h // 8, w // 8
+    x = x.reshape(b, p, 8, q, 8, c).transpose(0, 1, 3, 2, 4, 5).reshape(b, p, q, 64 * c)[..., :4]
+    return x + POS_GRID[:p, :q]
+
+
+TABLE_T = jnp.ones((64, 4))
+TABLE_U = jnp.ones((32, 4))
+
+
+def encoder_decoder(x, y):
+    """Two position tables (an encoder's ``t``, a decoder's ``u``) behind a wrapper that says the same
+    thing for every shape error, as frameworks do."""
+    try:
+        a = x + TABLE_T[: x.shape[0]]
+        b = y + TABLE_U[: y.shape[0]]
+    except Exception as err:
+        raise ValueError("the model could not be built for these shapes") from err
+    return a.sum() + b.sum()
+
+
+POS_64 = jnp.ones((64, 4))
+
+
+def patch_tokens(x):
+    """Tokens of 8x8 patches with a table of 64 positions: the bound is on the product of the grid,
+    ``floordiv(h, 8)*floordiv(w, 8) <= 64``, which stock JAX cannot use."""
+    b, h, w = x.shape
+    tokens = x[:, : (h // 8) * 8, : (w // 8) * 8].reshape(b, (h // 8) * (w // 8), 64)[..., :4]
+    return tokens + POS_64[: (h // 8) * (w // 8)]

@@ -1,0 +1,115 @@
+"""The whole fix, third pass (issue 41): one loop over export *and* verification.
+
+A fixed export whose samples fail where the function itself fails takes the diagnosis's exclusion
+(a divisibility of a spec variable as the rewrite a person writes) and goes on until it verifies;
+refusals are compared by the equation JAX asked, not by a wrapper's words; printed code says when it
+needs smtdims. Models: tests/fixtures_pipeline/loop_models.py (the cores of Swin, ViT, an
+encoder-decoder).
+"""
+
+from __future__ import annotations
+
+import random
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from fixtures_pipeline import loop_models as m
+from smtdims_jax.pipeline import export_and_verify
+from smtdims_jax.pipeline.fixes import FIXED, Attempt, FixPart, Spec, as_parts, exports_on_stock, refusal_key
+
+from smtdims.equations import exact_divisions
+from smtdims.parser import parse_expr
+
+
+def _runs_natively(fn, *shapes):
+    try:
+        jax.eval_shape(fn, *(jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes))
+        return True
+    except Exception:  # noqa: BLE001 - any refusal: the function does not take these shapes
+        return False
+
+
+def _check_whole_fix(report, in_avals, constraints):
+    fix = report.fix
+    assert fix is not None and fix.status == FIXED and fix.ok, "\n".join(fix.lines() if fix else [report.table()])
+    assert fix.in_avals == in_avals and fix.constraints == constraints, (fix.in_avals, fix.constraints)
+    final = fix.report  # the fixed specification through the whole pipeline
+    assert final.ok and len([s for s in final.samples if s.status == "pass"]) >= 3, final.table()
+    assert any(r.status == "pass" for r in final.rejections)  # a shape outside it is refused
+    assert report.verdict().startswith("FIXED")
+    return fix
+
+
+def test_a_window_partition_gets_the_spec_rewrite_a_person_writes():
+    """Exports on stock JAX, fails natively unless 7 divides h and w: the samples' exclusion becomes
+    ``7*h``, ``7*w`` (a ``mod`` constraint JAX would refuse), verified end to end."""
+    report = export_and_verify(m.window_partition, "float32[b, h, w, 3]", fix=True, samples=4)
+    assert report.export_error is None and not report.ok  # as specified: samples fail natively
+    _check_whole_fix(report, ("float32[b, 7*h, 7*w, 3]",), ())
+    assert _runs_natively(m.window_partition, (2, 14, 21, 3)) and not _runs_natively(m.window_partition, (2, 15, 21, 3))
+
+
+def test_a_vit_grid_is_bounded_and_rewritten_in_one_loop():
+    """The export needs the 16x16 grid bounded; the fixed export's samples then fail natively unless 8
+    divides h and w: the loop goes on, and the bound reads on the new variables (``h <= 16``)."""
+    report = export_and_verify(m.vit_grid, "float32[b, h, w, 3]", fix=True, samples=4)
+    fix = _check_whole_fix(report, ("float32[b, 8*h, 8*w, 3]",), ("h <= 16", "w <= 16"))
+    assert len(fix.rounds) >= 3 and "fail natively" in fix.rounds[-1].error
+    assert _runs_natively(m.vit_grid, (1, 128, 128, 3)) and not _runs_natively(m.vit_grid, (1, 136, 128, 3))
+
+
+def test_a_repeated_wrapper_message_does_not_stop_the_loop():
+    """Two tables behind one wrapper message: the equations differ, so the loop fixes both."""
+    report = export_and_verify(m.encoder_decoder, "float32[t, 4]", "float32[u, 4]", fix=True, samples=3)
+    _check_whole_fix(report, ("float32[t, 4]", "float32[u, 4]"), ("t <= 64", "u <= 32"))
+
+
+def test_refusals_are_told_apart_by_their_equation():
+    a, b = parse_expr("t"), parse_expr("min(64, t)")
+    c, d = parse_expr("u"), parse_expr("min(32, u)")
+    err = ValueError("the model could not be built for these shapes")
+    k1 = refusal_key(Attempt(False, err, equations=((a, b),)))
+    k2 = refusal_key(Attempt(False, err, equations=((a, b), (c, d))))
+    assert k1 != k2 and k1 == refusal_key(Attempt(False, ValueError("other words"), equations=((a, b),)))
+    assert refusal_key(Attempt(False, err))[0] == "message"
+
+
+def test_divisibilities_of_spec_variables_become_rewrites():
+    spec = Spec(((parse_expr("b"), parse_expr("h")),), (np.float32,), ())
+    parts = as_parts(["mod(h, 7) == 0", "mod(h - 3, 2) == 0", "b >= 2"], spec)
+    assert parts[0] == FixPart("spec", "7*h", "h", parts[0].note)
+    assert parts[1].kind == "constraint" and parts[2] == FixPart("constraint", "b >= 2")
+    assert spec.apply(parts[0]).dims == ((parse_expr("b"), parse_expr("7*h")),)
+
+
+def test_code_installs_smtdims_when_stock_jax_cannot_export_the_fix():
+    table = jnp.ones((512, 4))
+
+    def f(x):
+        return x + table[: x.shape[0]]
+
+    stock_only = Spec(((parse_expr("t"), parse_expr("4")),), (np.float32,), ("t <= 512",))
+    nonlinear = Spec(((parse_expr("t"), parse_expr("4")),), (np.float32,), ("t*t <= 400",))
+    tree = jax.tree_util.tree_structure((0,))
+    assert exports_on_stock(f, stock_only, tree, None)
+    assert not exports_on_stock(f, nonlinear, tree, None)  # smtdims proves t <= 20; stock cannot use t*t
+    report = export_and_verify(f, "float32[t, 4]", constraints=("t*t <= 400",), samples=2)
+    assert report.ok, report.table()  # with smtdims it exports and verifies
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_exact_divisions_keep_every_value(seed):
+    """The rewrite is an identity on every valuation (negative divisors and nested atoms included)."""
+    rng = random.Random(seed)
+    for _ in range(200):
+        k = rng.choice([2, 3, 4, 8, -2, -4])
+        inner = f"{k * rng.randint(-3, 3)}*a + {k * rng.randint(-3, 3)}*b + {k * rng.randint(-2, 2)}"
+        op = rng.choice(["floordiv", "mod"])
+        text = f"{op}({inner}, {k}) + max(floordiv({abs(k)}*a, {abs(k)}), b) - mod({k}*b + 1, {k})"
+        e = parse_expr(text)
+        s = exact_divisions(e)
+        for _ in range(5):
+            env = {"a": rng.randint(1, 50), "b": rng.randint(1, 50)}
+            assert s.evaluate(env) == e.evaluate(env), (text, str(s), env)
