@@ -113,3 +113,22 @@ def test_exact_divisions_keep_every_value(seed):
         for _ in range(5):
             env = {"a": rng.randint(1, 50), "b": rng.randint(1, 50)}
             assert s.evaluate(env) == e.evaluate(env), (text, str(s), env)
+
+
+def test_a_users_assert_on_a_symbolic_shape_is_read_as_its_equation():
+    """Swin's patch merging asserts ``h % 2 == 0``: the program's own == (stock's False) before the
+    AssertionError is the equation; the fix is the rewrite a person writes."""
+    report = export_and_verify(m.patch_merging, "float32[b, h, w, 3]", fix=True, samples=4)
+    _check_whole_fix(report, ("float32[b, 2*h, 2*w, 3]",), ())
+    assert _runs_natively(m.patch_merging, (1, 6, 4, 3)) and not _runs_natively(m.patch_merging, (1, 5, 4, 3))
+
+
+def test_flax_linens_parameter_shape_error_is_read_as_its_equation():
+    """A token-mixing Dense made for 64 patches: flax compares the parameter's shape (64, 64) with
+    (p*q, p*q) and raises ScopeParamShapeError; the fix is the equation it needed, ``p*q == 64``."""
+    pytest.importorskip("flax")
+    mixer = m.make_token_mixer()
+    report = export_and_verify(mixer, "float32[b, p, q, 4]", fix=True, samples=3)
+    assert report.export_error is not None and report.export_error.type == "ScopeParamShapeError"
+    _check_whole_fix(report, ("float32[b, p, q, 4]",), ("p*q == 64",))
+    assert _runs_natively(mixer, (2, 4, 16, 4)) and not _runs_natively(mixer, (2, 4, 8, 4))

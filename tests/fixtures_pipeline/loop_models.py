@@ -50,3 +50,33 @@ def patch_tokens(x):
     b, h, w = x.shape
     tokens = x[:, : (h // 8) * 8, : (w // 8) * 8].reshape(b, (h // 8) * (w // 8), 64)[..., :4]
     return tokens + POS_64[: (h // 8) * (w // 8)]
+
+
+def patch_merging(x):
+    """Swin's patch merging: the user's own ``assert H % 2 == 0`` on a symbolic shape (the fix: ``2*h``)."""
+    b, h, w, c = x.shape
+    assert h % 2 == 0 and w % 2 == 0, f"input size ({h}*{w}) is not even"
+    x = x.reshape(b, h // 2, 2, w // 2, 2, c)
+    return x.transpose(0, 1, 3, 2, 4, 5).reshape(b, h // 2, w // 2, 4 * c)
+
+
+def make_token_mixer():
+    """An MLP-Mixer's token mixing with flax linen: a ``Dense`` over the patch axis, whose width is fixed
+    when the parameters are made (64 patches): flax raises ``ScopeParamShapeError`` for any other grid."""
+    import flax.linen as nn
+    import jax
+
+    class TokenMixer(nn.Module):
+        @nn.compact
+        def __call__(self, x):  # (b, p, q, c): p*q patches of c channels
+            b, p, q, c = x.shape
+            y = x.reshape(b, p * q, c).transpose(0, 2, 1)
+            return nn.Dense(p * q)(y).transpose(0, 2, 1)
+
+    model = TokenMixer()
+    params = model.init(jax.random.PRNGKey(0), jnp.ones((1, 8, 8, 4)))
+
+    def token_mixer(x):
+        return model.apply(params, x)
+
+    return token_mixer

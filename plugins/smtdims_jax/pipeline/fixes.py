@@ -303,12 +303,17 @@ def attempt(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, 
         return Attempt(False, err, seconds=time.perf_counter() - t0)
     seen: list[dict[str, Any]] = []
     equations: collections.deque[tuple[Any, Any]] = collections.deque(maxlen=_EQUATIONS_KEPT)
+    # (lhs, rhs, asked by JAX?): JAX's unproven ones and the program's == that stock answered False, in order
+    asked: collections.deque[tuple[Any, Any, bool]] = collections.deque(maxlen=_EQUATIONS_KEPT)
 
     def listener(ev: dict[str, Any]) -> None:
         if ev.get("answer") == "inconclusive":
             seen.append(ev)
         elif ev.get("kind") == "eq" and ev.get("asked_by") == adapter.ASKED_BY_JAX and not ev.get("proven_equal"):
             equations.append((ev["lhs"], ev["rhs"]))
+            asked.append((ev["lhs"], ev["rhs"], True))
+        elif ev.get("kind") == "eq" and ev.get("asked_by") == adapter.ASKED_BY_USER and not ev.get("answer"):
+            asked.append((ev["lhs"], ev["rhs"], False))
 
     try:
         with enabled(budget=budget):
@@ -328,14 +333,34 @@ def attempt(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, 
                 q = (adapter.to_ir(ev["lhs"]), adapter.to_ir(ev["rhs"]))
             except Exception:  # noqa: BLE001 - an operand smtdims cannot read: no comparison fix
                 q = None
+        # An error JAX raised needed the last equation JAX asked. One the program raised (an ``assert
+        # h % 2 == 0``, flax's ScopeParamShapeError comparing a parameter's shape, a shape test in an
+        # ``if``) came from the last == evaluated before it, by anyone: the program's own read included.
+        by_program = not _raised_in_jax(chain[0])
         eqs = []
-        for lhs, rhs in equations:
+        for lhs, rhs in ([(a, b) for a, b, _ in asked] if by_program and asked else equations):
             try:
                 eqs.append((adapter.to_ir(lhs), adapter.to_ir(rhs)))
             except Exception:  # noqa: BLE001 - an operand smtdims cannot read: not an equation it can fix
                 continue
         return Attempt(False, err, q, scope, time.perf_counter() - t0, tuple(eqs))
     return Attempt(True, scope=scope, seconds=time.perf_counter() - t0)
+
+
+def _raised_in_jax(err: BaseException) -> bool:
+    """Whether the innermost frame of ``err``'s traceback runs JAX's own code (not the program's, a
+    framework's or the standard library's)."""
+    from ..frames import jax_dirs
+
+    tb = err.__traceback__
+    last = None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    if last is None:
+        return True
+    import os
+
+    return os.path.abspath(last.tb_frame.f_code.co_filename).startswith(jax_dirs())
 
 
 # -- candidates ------------------------------------------------------------------------------------
