@@ -347,6 +347,40 @@ def attempt(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, 
     return Attempt(True, scope=scope, seconds=time.perf_counter() - t0)
 
 
+def _complexity(parts: Sequence[FixPart]) -> tuple[int, int]:
+    """How hard a fix is to read, for ties: the max/min/floordiv/mod it names, then its length
+    (``p <= 16`` before ``p*q == min(16, p)*min(16, q)``, ``t <= 16`` before ``max(t - 4, 0) <= 16``)."""
+    ops = sum(p.text.count(f"{op}(") for p in parts for op in ("max", "min", "floordiv", "mod"))
+    return ops, sum(len(p.text) for p in parts)
+
+
+def _simplest_equivalent(scored: list[Any], spec: Spec, budget: int | None) -> tuple[FixPart, ...]:
+    """The best-scored fix, or a simpler one that admits exactly the same valuations (proven both ways
+    under the specification's constraints): among equals, the text a person reads first. Only proven
+    equivalence decides, not the box: a box too small to tell ``h <= 7`` from a bound on the patch grid
+    would pick the shorter, stronger one."""
+    best = scored[0][1]
+    if any(p.kind == SPEC for p in best):
+        return best
+    peers = [g for key, g, *_ in scored[1:] if key[:3] == scored[0][0][:3] and all(p.kind != SPEC for p in g)
+             and _complexity(g) < _complexity(best)]
+    if not peers:
+        return best
+
+    def implies(a: Sequence[FixPart], b: Sequence[FixPart]) -> bool:
+        try:
+            session = Session(ConstraintSet.of([*spec.constraints, *(p.text for p in a)]), budget)
+            return all(session.proves(c.diff, ">=" if c.kind == ">=" else "==", Expr.const(0))
+                       for c in (Constraint.parse(p.text) for p in b))
+        except SmtdimsError:
+            return False
+
+    for g in sorted(peers, key=_complexity):
+        if implies(g, best) and implies(best, g):
+            return g
+    return best
+
+
 def _raised_in_jax(err: BaseException) -> bool:
     """Whether the innermost frame of ``err``'s traceback runs JAX's own code (not the program's, a
     framework's or the standard library's)."""
@@ -557,18 +591,21 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         session = Session(spec.constraint_set(), budget) if last.scope is None else adapter.session_for_scope(last.scope)
         say(f"fix round {len(done_rounds) + 1}: {msg}")
         scored = []
+        some_nonempty = box.weakness(spec.dims, spec.constraint_set())[0] > 0
         for group, rank in candidates(last, session):
             trial = _apply_all(spec, group)
             if trial is None or not _jax_accepts(trial):
                 continue  # a rewrite we cannot apply, or a constraint JAX's parser refuses: no candidate
             nonempty, ok, bad = box.weakness(trial.dims, trial.constraint_set())
+            if some_nonempty and nonempty == 0:
+                continue  # degenerate: every shape it admits computes empty arrays (n <= 15 under a stride 16)
             scored.append(((-nonempty, -ok, -bad, rank), group, ok, -bad, nonempty))
         scored.sort(key=lambda x: x[0])
         if not scored:
             status, detail = NO_FIX, f"smtdims found no verified fix for: {msg}"
             done_rounds.append(FixRound(last.message, (), "", time.perf_counter() - t0))
             break
-        chosen = scored[0][1]
+        chosen = _simplest_equivalent(scored, spec, budget)
         parts.extend(chosen)
         spec = _apply_all(spec, chosen) or spec
         done_rounds.append(FixRound(last.message, tuple((_group_text(g), ok, bad, ne) for _, g, ok, bad, ne in scored),
