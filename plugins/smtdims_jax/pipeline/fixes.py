@@ -436,7 +436,12 @@ def candidates(att: Attempt, session: Session) -> list[Candidate]:
         for kind, text, variable, note, rank in equation_fixes(session, lhs, rhs):
             add(kind, text, variable, note, rank)
         for texts in divisibility_fixes(session, lhs, rhs):
-            # after the equation's own fixes at equal box scores: they name fewer atoms
+            # after the equation's own fixes at equal box scores: they name fewer atoms; the divisibilities
+            # of variables as the rewrites a person writes (7*h for h) first, which JAX takes where it may
+            # refuse the mod constraint or fail to use it in a reshape
+            rewrites = _as_rewrites(texts)
+            if rewrites is not None:
+                add_group(rewrites, 2)
             add_group([FixPart("constraint", t, None, "a floor division in the equation is exact") for t in texts], 3)
         if out:
             return out
@@ -596,9 +601,12 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
             trial = _apply_all(spec, group)
             if trial is None or not _jax_accepts(trial):
                 continue  # a rewrite we cannot apply, or a constraint JAX's parser refuses: no candidate
-            nonempty, ok, bad = box.weakness(trial.dims, trial.constraint_set())
-            if some_nonempty and nonempty == 0:
-                continue  # degenerate: every shape it admits computes empty arrays (n <= 15 under a stride 16)
+            measured = _divisibility_form(spec, group) or trial  # the box sees shapes, not variables
+            nonempty, ok, bad = box.weakness(measured.dims, measured.constraint_set())
+            if some_nonempty and nonempty == 0 and ok - bad > 0:  # weakness gives -(admitted failing)
+                # degenerate: every box shape it admits computes empty arrays (n <= 15 under a stride of 16);
+                # one admitting no box shape at all (a rewrite 8*h past a box of side 7) is not judged here
+                continue
             scored.append(((-nonempty, -ok, -bad, rank), group, ok, -bad, nonempty))
         scored.sort(key=lambda x: x[0])
         if not scored:
@@ -757,6 +765,34 @@ def as_parts(constraints: Sequence[str], spec: Spec) -> list[FixPart]:
         else:
             out.append(FixPart("constraint", normalise_constraint(text)))
     return out
+
+
+def _divisibility_form(spec: Spec, group: Sequence[FixPart]) -> Spec | None:
+    """``spec`` with a group of rewrites ``k*v`` for ``v`` written as the constraints ``mod(v, k) == 0``
+    instead, for measuring on the box (None unless every part is such a rewrite): both admit exactly the
+    same shapes (``v >= 1`` is a multiple of ``k`` exactly when ``v = k*v'`` with ``v' >= 1``), but the
+    box enumerates the variables in ``1..side``, so ``8*v`` would reach few of its measured shapes."""
+    out = []
+    for p in group:
+        k, star, v = p.text.partition("*")
+        if p.kind != SPEC or not star or v != p.variable or not k.isdigit() or int(k) < 2:
+            return None
+        out.append(FixPart("constraint", f"mod({v}, {int(k)}) == 0"))
+    return _apply_all(spec, out)
+
+
+def _as_rewrites(texts: Sequence[str]) -> list[FixPart] | None:
+    """``mod(v, k) == 0`` for variables ``v`` as the rewrites ``k*v`` (see :func:`as_parts`); None unless
+    every one is of that form."""
+    names: set[str] = set()
+    for t in texts:
+        try:
+            names |= Constraint.parse(t).diff.variables()
+        except SmtdimsError:
+            return None
+    dims = (tuple(Expr.var(v) for v in sorted(names)),)
+    parts = as_parts(texts, Spec(dims, (np.float32,), ()))
+    return parts if all(p.kind == SPEC for p in parts) else None
 
 
 def _exclusions(report: Any, spec: Spec, fn: Callable[..., Any], in_tree: Any, plats: tuple[str, ...] | None,
