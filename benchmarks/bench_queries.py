@@ -4,7 +4,8 @@
    arithmetic that stock JAX decides. Target: total ratio smtdims/stock <= 1.10 and no
    solver created. 1b: what JAX asks while building dimensions in fresh scopes (clamps
    ``max(b, k)``, conv/pool sizes, padding to a multiple, ``b*t``, under ``t <= 4096`` /
-   ``b >= t``), compared with ``k``, ``b``, ``1``; same targets. (An informational ``==``
+   ``b >= t``), compared with ``k``, ``b``, ``1``; target ratio <= 1.05 (issue 44), no solver
+   created. (An informational ``==``
    row shows what provable equality costs on dimensions that are not syntactically
    equal; it is outside the target.)
 2. Hard corpus: Presburger comparisons stock cannot settle and bounds it answers loosely.
@@ -201,7 +202,7 @@ def bench_building(quick: bool) -> dict:
         "scopes": scopes, "questions": questions, "reps": reps, "stock_ms": st, "smtdims_ms": sm,
         "ratio": ratio(sm, st), "solvers_created": solvers,
         "cpu_stock_ms": cpu_st, "cpu_smtdims_ms": cpu_sm, "cpu_ratio": ratio(cpu_sm, cpu_st),
-        "targets": [target("1b: building dims in fresh scopes, ratio", ratio(sm, st), 1.10),
+        "targets": [target("1b: building dims in fresh scopes, ratio", ratio(sm, st), 1.05),  # issue 44
                     target("1b: solvers created while building", solvers, 0)],
     }
 

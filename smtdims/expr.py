@@ -136,6 +136,9 @@ def _same_structure(a: Expr, b: Expr) -> bool:
 
 
 def _mono_key(m: Monomial) -> tuple:
+    if len(m) == 1:  # the common monomial, without the generators (every sum sorts its terms by this)
+        a, e = m[0]
+        return (-e, ((a.sort_key(), e),))
     return (-sum(e for _, e in m), tuple((a.sort_key(), e) for a, e in m))
 
 

@@ -37,6 +37,10 @@ REASON_BUDGET = "budget"
 REASON_DEADLINE = "deadline"
 REASON_INCOMPLETE = "incomplete"
 REASON_INTERRUPTED = "interrupted"  # Ctrl-C cut a check and Python's SIGINT handler did not raise
+# Whether any valuation meets the constraints at all is unknown (the satisfiability gate's check came
+# back unknown): no valuation is claimed (no witness, no tight end, no "undetermined"). The reason is
+# ``f"{REASON_SATISFIABILITY}: {why}"`` with ``why`` the gate check's own reason (budget, deadline...).
+REASON_SATISFIABILITY = "satisfiability-unknown"
 
 # Why an answer is shaped by a clock (``Deadline.clocked``): such an answer is marked
 # ``deterministic=False``, never cached, and counted (``stats()["clock_shaped_answers"]``).

@@ -36,6 +36,7 @@ _MAX_FILL_SETS = 64  # lists of fillings a constraint set keeps, by free variabl
 # limit is a count, so the same question evaluates the same points. 1,000 free variables gave
 # 12,000 valuations of a 1,000-term sum before (2.4-14.5 s).
 _POINT_WORK = 200_000
+_DEADLINE_WORK = 500  # evaluation (about 0.5 ms at most) between two readings of the question's deadline
 _MAX_SHRUNK = 32  # variables of a witness that shrink tries to make smaller (1,000 took 1-2 s)
 
 
@@ -114,11 +115,17 @@ class Points:
         """
         free = sorted((e.variables() | extra_free) - self._named)
         cost = e.size() + len(free) + len(self.names)  # the valuation's dict is built too
-        left = _POINT_WORK
+        left = check_at = _POINT_WORK
         for env in self.valuations(free):
             left -= cost
-            if left < 0 or options.deadline_passed():
+            if left < 0:
                 return
+            # the clock at the first valuation, then after each _DEADLINE_WORK of evaluation (reading
+            # it at every valuation of a small expression was a tenth of the rung's time)
+            if left <= check_at:
+                if options.deadline_passed():
+                    return
+                check_at = left - _DEADLINE_WORK
             try:
                 yield e.evaluate(env), env
             except ZeroDivisionError:

@@ -393,13 +393,21 @@ def _by_interval(session: Session, q: _SignQuestion) -> str | None:
 
 
 def _by_points(session: Session, q: _SignQuestion) -> str | None:
-    """Known satisfying valuations: a point where a side holds is its witness (exact evaluation)."""
+    """Known satisfying valuations: a point where a side holds is its witness (exact evaluation).
+
+    Whether the question has what it needs is asked after the first point and then after each
+    point that settled a side: ``q.enough`` reads only the sides and the interval, which a point
+    that settles nothing leaves as they were (when they were not enough)."""
+    first = True
     for value, env in session.points.values(q.e):
+        changed = first
         for side in q.open():
             if _holds(side.rel, value):
                 side.status, side.witness, side.source = SAT, env, session
-        if not q.open() or q.enough(q):
+                changed = True
+        if changed and (not q.open() or q.enough(q)):
             break
+        first = False
     return "points"
 
 
@@ -477,6 +485,11 @@ class Session:
         self._points: Points | None = None
         self._infeasible_hint = False
         self._satisfiable_checked = parent is not None  # a focus is a component of a satisfiable set
+        # Whether the gate proved that some valuation meets every constraint (a known point, a model,
+        # ISL's point). Unproven (the gate's check said unknown), the bounds and true/false answers
+        # still hold (vacuously if none does), but no valuation is claimed (:meth:`_claimed`).
+        self._sat_proven = False
+        self._sat_reason = ""  # why the gate's check said unknown (options.REASON_*)
         self._sat_model: dict[str, int] | None = None
         # A rung's own sub-question (smtdims.cases): its unsatisfiable scope names no minimal conflict
         # (checks nobody reads) and its answers are not counted (the question that asked it is).
@@ -562,16 +575,54 @@ class Session:
             return env
         return shrink(env, ok, self.constraints)
 
-    def _complete(self, env: dict[str, int] | None) -> dict[str, int] | None:
+    def _complete(self, env: dict[str, int] | None, base: dict[str, int] | None = None) -> dict[str, int] | None:
         """A witness from a focus (cone of influence) extended to every constrained variable.
 
         The focus's variables are unconstrained by the other constraints, so any satisfying
-        point of the whole set supplies the rest.
+        point of the whole set (``base``, else a known one) supplies the rest. Where the gate did
+        not prove the set satisfiable, the focus's witness may meet only its part of the
+        constraints: it is returned only if the whole valuation meets every constraint (exact
+        arithmetic), else None.
         """
-        if env is None or all(v in env for v in self.constraints.variables()):
+        if env is None:
+            return None
+        if not all(v in env for v in self.constraints.variables()):
+            env = {**(base or self._any_point() or {}), **env}
+        elif self.sat_proven:
             return env
-        base = self._any_point() or {}
-        return {**base, **env}
+        return env if self.sat_proven or self._meets_all(env) else None
+
+    def _meets_all(self, env: dict[str, int]) -> bool:
+        """Whether ``env`` values every constrained variable and meets every constraint (exactly)."""
+        try:
+            return all(v in env for v in self.constraints.variables()) and self.constraints.holds(env)
+        except (KeyError, ZeroDivisionError):
+            return False
+
+    @property
+    def sat_proven(self) -> bool:
+        """Whether some valuation is known to meet every constraint of the scope (a focus: its parent's)."""
+        return self._parent.sat_proven if self._parent is not None else self._sat_proven
+
+    def _claimed(self, *witnesses: dict[str, int] | None) -> tuple[bool, list[dict[str, int] | None]]:
+        """``(proven, completed)``: whether the scope is known satisfiable, and ``witnesses`` (from this
+        session or a focus) completed to whole valuations, each kept only where it meets every constraint.
+
+        Why: a witness, a tight end and "undetermined" claim that some valuation exists. A focus answers
+        for the whole scope only when the whole is satisfiable (:meth:`focus`); where the gate could not
+        prove it, a claim stands only on a witness that, completed, meets every constraint: that
+        valuation proves the scope satisfiable, and then completes the answer's other witnesses.
+        """
+        if self.sat_proven:
+            return True, [self._complete(w) for w in witnesses]
+        done = [self._complete(w) for w in witnesses]
+        base = next((w for w in done if w is not None), None)
+        if base is None:
+            return False, done
+        return True, [d if d is not None or w is None else self._complete(w, base) for w, d in zip(witnesses, done, strict=True)]
+
+    def _unproven_reason(self) -> str:
+        return f"{options.REASON_SATISFIABILITY}: {self._sat_reason or options.REASON_INCOMPLETE}"
 
     def _any_point(self) -> dict[str, int] | None:
         pts = self.points.base
@@ -586,7 +637,7 @@ class Session:
         if self._satisfiable_checked:
             return
         if not self.constraints.constraints or self.points.satisfiable():
-            self._satisfiable_checked = True
+            self._satisfiable_checked = self._sat_proven = True
             return
         isl = self._isl_engine(Expr.const(0))
         got = isl.conflict() if isl is not None else None
@@ -594,16 +645,20 @@ class Session:
             point, core = got
             if core is not None:
                 raise UnsatisfiableConstraintsError.from_conflict(core)
-            self._sat_model, self._satisfiable_checked = point, True
+            self._sat_model, self._satisfiable_checked, self._sat_proven = point, True, True
             return
         res = self._check(lambda enc: [])
         if res.status == UNSAT:
             core = (None if self.internal else self.solver.unsat_core()) or [c.text for c in self.constraints]
             raise UnsatisfiableConstraintsError.from_conflict(core)
         if res.status == SAT:
-            self._sat_model = res.model
-        if res.status != "unknown" or options.clocked() is None:  # unknown at the budget: answers stay
-            self._satisfiable_checked = True  # sound; do not ask on every question (a clock's unknown: ask again)
+            self._sat_model, self._sat_proven = res.model, True  # _check re-checked the model exactly
+        else:
+            # Unknown: the answers stay sound (vacuously if no valuation exists), but none may claim a
+            # valuation it has not checked against every constraint (_claimed)
+            self._sat_reason = res.reason or options.REASON_INCOMPLETE
+        if res.status != "unknown" or options.clocked() is None:  # unknown at the budget: deterministic,
+            self._satisfiable_checked = True  # do not ask on every question (a clock's unknown: ask again)
 
     def zero_divisor(self, *exprs: Expr) -> tuple[str, dict[str, int] | None] | None:
         """A symbolic divisor of ``exprs`` that may be 0 (with a valuation where it is), or None."""
@@ -691,9 +746,11 @@ class Session:
         STATS.answered(by)
         if options.clocked() is not None:
             STATS.bump("deadline_answers")
-        for k in ("witness_true", "witness_false"):
-            if kw.get(k) is not None:
-                kw[k] = self._complete(kw[k])
+        proven, (kw["witness_true"], kw["witness_false"]) = self._claimed(kw.get("witness_true"), kw.get("witness_false"))
+        if not proven and status == UNDETERMINED:
+            # "true somewhere and false somewhere" claims valuations; the witnesses meet only the
+            # question's part of the constraints, and the rest may have no valuation at all
+            status, kw["reason"] = UNKNOWN, self._unproven_reason()
         return Decision(
             str(lhs), op, str(rhs), status,
             constraints=tuple(c.text for c in self.constraints), answered_by=by,
@@ -884,11 +941,18 @@ class Session:
         deterministic = deterministic and options.clocked() is None  # no clock shaped it
         if not deterministic and not self.internal:
             STATS.bump("deadline_answers")
+        proven, (lo_w, hi_w) = self._claimed(lo.witness, hi.witness)
+        # a tight end claims a valuation attains it: where the scope is not known satisfiable, only
+        # with a witness that meets every constraint (an infinite end: once some valuation does)
+        lo_tight = lo.tight and proven and (lo_w is not None or lo.witness is None)
+        hi_tight = hi.tight and proven and (hi_w is not None or hi.witness is None)
+        dropped = (lo.tight and not lo_tight) or (hi.tight and not hi_tight)
+        reason = self._unproven_reason() if dropped else None
         return Bounds(
             lo.value, hi.value, expr=str(e), constraints=tuple(c.text for c in self.constraints), answered_by=by,
-            context=(self.constraints, self.budget, e), lo_tight=lo.tight, hi_tight=hi.tight,
-            lo_witness=self._complete(lo.witness), hi_witness=self._complete(hi.witness),
-            deterministic=deterministic,
+            context=(self.constraints, self.budget, e), lo_tight=lo_tight, hi_tight=hi_tight,
+            lo_witness=lo_w, hi_witness=hi_w,
+            deterministic=deterministic, reason=reason,
         )
 
     def _small_witness(self, e: Expr, value: int | float, tight: bool,
@@ -977,8 +1041,9 @@ class Session:
         c = e.as_constant()
         if c is not None:
             w = self._any_point() if self.constraints.constraints else {}
-            # attained only if some valuation meets the constraints: tight once a point is known
-            return self._mk_bounds(e, End(c, w is not None, w), End(c, w is not None, w), "constant")
+            # attained only if some valuation meets the constraints: tight where the gate proved one
+            # exists (then a point is known); _mk_bounds drops the claim otherwise
+            return self._mk_bounds(e, End(c, True, w), End(c, True, w), "constant")
         vals = list(self.points.values(e))
         s = self.focus(e)
         # ISL where it applies: exact, and for people's bounds first (its least-sum witnesses come in

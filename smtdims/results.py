@@ -29,8 +29,14 @@ def unknown_advice(reason: str, budget: int | None = None, deadline: float | Non
     ``budget``/``deadline``: the limits in force for that answer (``Decision.budget``...);
     the current ones when not given.
     """
-    from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE
+    from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_SATISFIABILITY
 
+    if reason.startswith(REASON_SATISFIABILITY):
+        why = reason[len(REASON_SATISFIABILITY):].lstrip(": ")
+        return ("whether any valuation meets all the constraints is unknown, so no valuation is claimed "
+                "(no witness, no end claimed attained, no \"undetermined\"); the bounds and true/false "
+                "answers still hold, vacuously if none does. Satisfiability: "
+                + unknown_advice(why, budget, deadline))
     now_budget, now_deadline = limits_in_force()
     budget = now_budget if budget is None else budget
     deadline = now_deadline if deadline is None else deadline

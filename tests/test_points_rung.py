@@ -1,0 +1,92 @@
+"""The points rung's bookkeeping (issue 44): the same answers as the plain loop, the deadline still read.
+
+``_by_points`` asks whether the question has what it needs only after the first point and after a
+point that settled a side; ``Points.values`` reads the deadline at the first valuation and then after
+each ``_DEADLINE_WORK`` of evaluation. Both must leave every answer as the plain loop gave it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import strategies as S
+
+from smtdims import options
+from smtdims.constraints import ConstraintSet
+from smtdims.errors import SmtdimsError
+from smtdims.parser import parse_expr
+from smtdims.points import _DEADLINE_WORK
+from smtdims.reasoner import (
+    NEGATED,
+    SAT,
+    Precision,
+    Session,
+    _all_settled,
+    _by_points,
+    _holds,
+    _one_refuted,
+    _Side,
+    _SignQuestion,
+)
+
+
+def _plain_by_points(session, q):
+    """The loop before issue 44: ``q.enough`` asked after every point."""
+    for value, env in session.points.values(q.e):
+        for side in q.open():
+            if _holds(side.rel, value):
+                side.status, side.witness, side.source = SAT, env, session
+        if not q.open() or q.enough(q):
+            break
+    return "points"
+
+
+def _question(e, kind):
+    if kind == "sign":
+        return _SignQuestion(e, [_Side("<"), _Side(">=")], (-float("inf"), float("inf")), _one_refuted,
+                             need=Precision.STRICT_SIGN)
+    return _SignQuestion(e, [_Side(">="), _Side(NEGATED[">="])], (-float("inf"), float("inf")), _all_settled)
+
+
+def test_same_sides_and_witnesses_as_the_plain_loop():
+    rng = random.Random("points-rung")
+    compared = 0
+    for _ in range(300):
+        case = S.random_case(rng, S.GenConfig(linear=None, max_depth=1, max_vars=3))
+        try:
+            cs = ConstraintSet.of(case.constraint_texts)
+            e = parse_expr(case.expr_text) - parse_expr(case.rhs_text)
+        except SmtdimsError:
+            continue
+        s = Session(cs)
+        for kind in ("sign", "decision"):
+            a, b = _question(e, kind), _question(e, kind)
+            _by_points(s, a)
+            _plain_by_points(s, b)
+            assert [(x.status, x.witness) for x in a.sides] == [(x.status, x.witness) for x in b.sides], case.describe()
+            compared += 1
+    assert compared > 300
+
+
+def test_values_read_the_deadline():
+    s = Session(ConstraintSet.of(["b >= t"]))
+    e = parse_expr("b - 2*t + h")
+    assert list(s.points.values(e))  # points exist
+    with options.scoped(deadline=0.001), options.question():
+        time.sleep(0.01)
+        assert list(s.points.values(e)) == []  # read at the first valuation
+
+
+def test_values_stop_within_the_deadline_work():
+    """A deadline that passes mid-loop is noticed within _DEADLINE_WORK of evaluation."""
+    s = Session(ConstraintSet.of(["b >= t"]))
+    e = parse_expr("b - 2*t + h")
+    cost = e.size() + 1 + 2
+    with options.scoped(deadline=3600), options.question() as d:
+        got = 0
+        for _ in s.points.values(e):
+            got += 1
+            if got == 2:
+                d.fire()  # the deadline passes now
+        assert got <= 2 + _DEADLINE_WORK // cost + 1
