@@ -144,3 +144,22 @@ def test_an_assert_that_two_dimensions_are_equal_reuses_one_name():
     assert fix is not None and fix.ok, report.table()
     (left, right) = fix.in_avals
     assert left.split("[")[1].split(",")[1].strip(" ]") == right.split("[")[1].split(",")[0], fix.in_avals
+
+
+def test_a_partial_fix_prints_no_command_that_would_fail():
+    """The first refusal has a fix, the next none (``math.sqrt`` of a dimension): the parts found are
+    said, but no paste-ready command or code, which would still fail (issue 41.6)."""
+    import math
+
+    from jax import lax
+
+    def partial(x):
+        y = lax.slice_in_dim(x, 0, 16)
+        return y * int(math.sqrt(x.shape[0]))
+
+    report = export_and_verify(partial, "float32[b]", fix=True, samples=2)
+    fix = report.fix
+    assert fix is not None and fix.parts and not fix.ok and fix.status != FIXED, fix.lines()
+    assert not any("smtdims export" in ln or "export.export" in ln for ln in fix.lines()), fix.lines()
+    d = fix.to_dict()
+    assert d["command"] == "" and d["code"] == "" and d["cli"]

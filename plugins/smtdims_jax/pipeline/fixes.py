@@ -183,10 +183,11 @@ class FixResult:
                 self.status, "partial fix (the export still fails with it)")
             out.append(f"  {label}: " + "; ".join(str(p) for p in self.parts))
             out.append(f"  in_avals {', '.join(self.in_avals)}; constraints {', '.join(self.constraints) or 'none'}")
-            out.append(f"  {self.command()}")
-            if not self.target:
-                out.append("  (MODULE:FUNCTION: the function is a lambda or local; define it at module level to name it)")
-            out += ["  " + ln for ln in self.code().splitlines()]
+            if self.status in (FIXED, NOT_VERIFIED):  # a command and code only where the export succeeds
+                out.append(f"  {self.command()}")
+                if not self.target:
+                    out.append("  (MODULE:FUNCTION: the function is a lambda or local; define it at module level to name it)")
+                out += ["  " + ln for ln in self.code().splitlines()]
         if self.box is not None:
             out.append("  " + self.box.sentence(self.function.split(":")[-1]))
         for env, runs, admits in self.extremes:
@@ -206,8 +207,10 @@ class FixResult:
             "rounds": [r.to_dict() for r in self.rounds], "dropped": list(self.dropped),
             "box": self.box.to_dict() if self.box is not None else None, "verified": self.verified,
             "extremes": [{"valuation": env, "runs_natively": runs, "admitted": admits} for env, runs, admits in self.extremes],
-            "verification": list(self.verification), "code": self.code() if self.parts else "",
-            "cli": self.cli() if self.parts else "", "command": self.command() if self.parts else "",
+            "verification": list(self.verification),
+            "code": self.code() if self.parts and self.status in (FIXED, NOT_VERIFIED) else "",
+            "cli": self.cli() if self.parts else "",
+            "command": self.command() if self.parts and self.status in (FIXED, NOT_VERIFIED) else "",
             "target": self.target, "seconds": round(self.seconds, 3), "stock": self.stock,
         }
 
