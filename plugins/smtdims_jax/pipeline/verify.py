@@ -436,8 +436,7 @@ def _fix_from_samples(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tre
     from .fixes import FixRound, _apply_all, _group_text, as_parts, attempt, spec_of
 
     spec = spec_of(spec_leaves, scope)
-    for group in (as_parts(diagnosis.constraints, spec), as_parts([], spec) + [
-            FixPart("constraint", c) for c in diagnosis.constraints]):
+    for group in (as_parts(diagnosis.constraints, spec), [FixPart("constraint", c) for c in diagnosis.constraints]):
         trial = _apply_all(spec, group)
         if trial is not None and attempt(fn, trial, in_tree, plats, opts.budget).ok:
             break
