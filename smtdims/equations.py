@@ -110,6 +110,17 @@ def cancel_common_factor(e: Expr, d: Expr) -> tuple[Expr, Expr]:
     return divide(e), divide(d)
 
 
+def fix_rank(f: Any) -> int:
+    """The tie-break rank of a :class:`smtdims.explain.Fix` among equal box scores (lower first): a plain
+    relation (the comparison itself), a bound on one variable, a spec rewrite, and last a relation that
+    still holds max/min/floordiv/mod (harder to read, the same shapes)."""
+    if f.kind == SPEC:
+        return 2
+    if not plain_constraint(f.text):
+        return 3
+    return 0 if f.variable is None else 1
+
+
 def plain_constraint(text: str) -> bool:
     """A constraint over variables only (no max/min/floordiv/mod atoms)."""
     try:
@@ -159,9 +170,7 @@ def equation_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, st
         except SmtdimsError:
             fixes = []
         for f in fixes:
-            rank = 0 if f.kind != SPEC and f.variable is None else (1 if f.kind != SPEC else 2)
-            if f.kind != SPEC and not plain_constraint(f.text):
-                rank = 3
+            rank = fix_rank(f)
             if remainder:  # a divisibility: the rewrite v -> m*v first, then the constraint
                 rank = 0 if f.kind == SPEC else 1
             out.append((f.kind, f.text if f.kind == SPEC else normalise_constraint(f.text), f.variable, f.note, rank))

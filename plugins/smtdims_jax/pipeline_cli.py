@@ -209,8 +209,9 @@ def _print(text: str) -> None:
         raise _ClosedPipe from None
 
 
-def run_export(args: argparse.Namespace) -> int:
-    """Run the pipeline for parsed ``export`` arguments; print the report; return the exit code."""
+def _error_printer(args: argparse.Namespace, command: str) -> Callable[..., int]:
+    """``error(err, status=2, kind="error")`` for ``smtdims COMMAND``: one stderr line (with ``--json`` also
+    ``{"error": ...}`` on stdout for a usage error), the traceback with ``--debug``; returns ``status``."""
     debug = getattr(args, "debug", False)
 
     def error(err: BaseException, status: int = EXIT_USAGE, kind: str = "error") -> int:
@@ -227,8 +228,15 @@ def run_export(args: argparse.Namespace) -> int:
                 _print(json.dumps({"error": {"type": type(err).__name__, "message": msg}}))
             except _ClosedPipe:
                 pass
-        print(f"smtdims export: {kind}: {msg}{hint}", file=sys.stderr)
+        print(f"smtdims {command}: {kind}: {msg}{hint}", file=sys.stderr)
         return status
+
+    return error
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Run the pipeline for parsed ``export`` arguments; print the report; return the exit code."""
+    error = _error_printer(args, "export")
 
     platforms = [p for group in args.platform for p in group.split(",") if p.strip()] or None
     try:
@@ -290,19 +298,7 @@ def _leave_device_to_verification() -> None:
 
 def run_verify(args: argparse.Namespace) -> int:
     """``smtdims verify ARTIFACT --against MODULE:FUNCTION``: print the report; return the exit code."""
-    debug = getattr(args, "debug", False)
-
-    def error(err: BaseException, status: int = EXIT_USAGE, kind: str = "error") -> int:
-        if debug:
-            traceback.print_exception(err)
-        msg = " ".join(str(err).split())
-        if getattr(args, "json", False) and status == EXIT_USAGE:
-            try:
-                _print(json.dumps({"error": {"type": type(err).__name__, "message": msg}}))
-            except _ClosedPipe:
-                pass
-        print(f"smtdims verify: {kind}: {msg}", file=sys.stderr)
-        return status
+    error = _error_printer(args, "verify")
 
     try:
         if args.samples < 1:

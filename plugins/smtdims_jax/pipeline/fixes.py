@@ -37,9 +37,9 @@ from smtdims.equations import (
     cancel_common_factor,
     equation_fixes,
     exact_divisions,
+    fix_rank,
     fix_text,
     normalise_constraint,
-    plain_constraint,
     render_constraint,
 )
 from smtdims.errors import SmtdimsError, format_valuation
@@ -428,12 +428,7 @@ def candidates(att: Attempt, session: Session) -> list[Candidate]:
             except SmtdimsError:
                 fixes = []
             for f in fixes:
-                # among equal box scores: a plain relation ('the comparison itself'), a bound, a rewrite,
-                # and last a relation that still holds max/min/floordiv/mod (harder to read, same shapes)
-                rank = 0 if f.kind != SPEC and f.variable is None else (1 if f.kind != SPEC else 2)
-                if f.kind != SPEC and not plain_constraint(f.text):
-                    rank = 3
-                add(f.kind, f.text if f.kind == SPEC else normalise_constraint(f.text), f.variable, f.note, rank)
+                add(f.kind, f.text if f.kind == SPEC else normalise_constraint(f.text), f.variable, f.note, fix_rank(f))
         return out
     for lhs, rhs in reversed(att.equations[-2:]):  # the last equation JAX asked; the one before if it has none
         for kind, text, variable, note, rank in equation_fixes(session, lhs, rhs):
