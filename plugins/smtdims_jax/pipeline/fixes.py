@@ -793,13 +793,12 @@ def _as_rewrites(texts: Sequence[str]) -> list[FixPart] | None:
     return parts if all(p.kind == SPEC for p in parts) else None
 
 
-def _exclusions(report: Any, spec: Spec, fn: Callable[..., Any], in_tree: Any, plats: tuple[str, ...] | None,
-                budget: int | None) -> tuple[list[FixPart], Spec, str] | None:
-    """The exclusion of the natively failing samples the verification's diagnosis found, applied to
-    ``spec`` and re-exported (the spec rewrite first, the plain constraints if the rewrite does not
-    export), or None: nothing ran, no sample failed natively, or nothing found exports."""
-    d = getattr(report, "diagnosis", None)
-    if report.not_run or d is None or not d.native_fails or not d.constraints:
+def exclusion(d: Any, spec: Spec, fn: Callable[..., Any], in_tree: Any, plats: tuple[str, ...] | None,
+              budget: int | None) -> tuple[list[FixPart], Spec, str] | None:
+    """The exclusion of the natively failing samples a diagnosis (:class:`.diagnose.SampleDiagnosis`) found,
+    applied to ``spec`` and re-exported (the spec rewrite first, the plain constraints if the rewrite does
+    not export), with why; or None: no sample failed natively, or nothing found exports."""
+    if d is None or not d.native_fails or not d.constraints:
         return None
     why = (f"the samples fail natively at {format_valuation(d.native_fails[0])}: {_first_line(d.native_error, 200)}")
     for group in (as_parts(d.constraints, spec), [FixPart("constraint", normalise_constraint(t)) for t in d.constraints]):
@@ -807,6 +806,12 @@ def _exclusions(report: Any, spec: Spec, fn: Callable[..., Any], in_tree: Any, p
         if trial is not None and _jax_accepts(trial) and attempt(fn, trial, in_tree, plats, budget).ok:
             return group, trial, why
     return None
+
+
+def _exclusions(report: Any, spec: Spec, fn: Callable[..., Any], in_tree: Any, plats: tuple[str, ...] | None,
+                budget: int | None) -> tuple[list[FixPart], Spec, str] | None:
+    """:func:`exclusion` of a verification's diagnosis (None when its samples did not run)."""
+    return None if report.not_run else exclusion(getattr(report, "diagnosis", None), spec, fn, in_tree, plats, budget)
 
 
 def exports_on_stock(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, ...] | None) -> bool:

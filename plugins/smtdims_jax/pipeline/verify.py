@@ -32,7 +32,7 @@ from ._common import Progress, _fn_name, _local_platform, _normalise_platforms, 
 from .compare import INT_RANGE, compare, random_input
 from .diagnose import diagnose, intermediate_dims
 from .failure import describe_export_error
-from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, FixPart, synthesize
+from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, synthesize
 from .fresh import (
     FRESH,
     IN_PROCESS,
@@ -433,19 +433,14 @@ def _fix_from_samples(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tre
     """The export succeeded but samples fail where the function itself fails: the whole fix starts from
     the diagnosis's exclusion (as a spec rewrite where it is a divisibility of a spec variable) and the
     same loop as a failed export's verifies it, adding exclusions until it verifies (:func:`.fixes.synthesize`)."""
-    from .fixes import FixRound, _apply_all, _group_text, as_parts, attempt, spec_of
+    from .fixes import FixRound, _group_text, exclusion, spec_of
 
-    spec = spec_of(spec_leaves, scope)
-    for group in (as_parts(diagnosis.constraints, spec), [FixPart("constraint", c) for c in diagnosis.constraints]):
-        trial = _apply_all(spec, group)
-        if trial is not None and attempt(fn, trial, in_tree, plats, opts.budget).ok:
-            break
-    else:
+    found = exclusion(diagnosis, spec_of(spec_leaves, scope), fn, in_tree, plats, opts.budget)
+    if found is None:
         return None
+    group, _, why = found
     fx = opts.fix
     assert fx is not None
-    why = (f"the samples fail natively at {format_valuation(diagnosis.native_fails[0])}: "
-           f"{_first_line(diagnosis.native_error, 200)}")
     say(f"fix: the export succeeds but samples fail natively; excluding them: {_group_text(group)}")
     return synthesize(fn, spec_leaves, in_tree, scope, plats, budget=opts.budget, rounds=fx.rounds,
                       deadline=fx.deadline, box_side=fx.box, say=say, name=_fn_name(fn), start=group,
