@@ -66,7 +66,7 @@ def prestart() -> None:
     if not available():
         return
     with _WORKER.lock:
-        if not _WORKER.broken and _WORKER.proc is None:
+        if not _WORKER.down and _WORKER.proc is None:
             _WORKER.spawn()
 
 
@@ -77,10 +77,10 @@ _INSTALLED: list[bool] = []  # whether islpy is importable, looked up once (find
 
 
 def available() -> bool:
-    """islpy is installed in this interpreter, and no worker has failed to start."""
+    """islpy is installed in this interpreter, and its worker is not off (a failed start's back-off)."""
     if not _INSTALLED:
         _INSTALLED.append(importlib.util.find_spec("islpy") is not None)
-    return _INSTALLED[0] and not _WORKER.broken
+    return _INSTALLED[0] and not _WORKER.down
 
 
 def _time_left() -> tuple[float, float]:

@@ -228,6 +228,7 @@ def stats() -> dict[str, Any]:
         "fresh_contexts": COUNTERS.fresh_contexts,
         "deadline_hits": COUNTERS.deadline_hits,
         "abandoned_checks": COUNTERS.abandoned_checks,
+        "workers_down": COUNTERS.workers_down,
         "heap_trims": COUNTERS.heap_trims,
         "cache_hits": STATS.cache_hits,
     }

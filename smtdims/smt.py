@@ -135,6 +135,7 @@ class SolverCounters:
     deadline_hits: int = 0
     interrupts: int = 0  # checks cut by Ctrl-C
     abandoned_checks: int = 0  # checks whose Z3 worker was killed past the deadline (Z3 ignored the interrupt)
+    workers_down: int = 0  # checks answered "unknown" (deadline) because no Z3 worker could start just then
     heap_trims: int = 0  # freed memory given back to the system after Z3 sides were released
     _lock: threading.Lock = field(default_factory=lambda: options.fork_safe(threading.Lock()), repr=False)
 
@@ -148,7 +149,7 @@ class SolverCounters:
         with self._lock:
             self.solvers_created = self.solver_checks = self.solver_unknowns = 0
             self.fresh_contexts = self.deadline_hits = self.interrupts = self.abandoned_checks = 0
-            self.heap_trims = 0
+            self.workers_down = self.heap_trims = 0
 
 
 COUNTERS = SolverCounters()
@@ -609,7 +610,12 @@ class KillableSolver:
             if w is None:
                 return late  # every worker busy with other questions until the deadline
             if w.broken:
-                return None
+                return None  # no worker process can run here (not POSIX): the check runs in process
+            if w.down:
+                # its start failed moments ago (a loaded machine): no answer until it is tried again.
+                # Not in process: there Z3 may run on past the deadline's interrupt (once in CI: an hour past a 1 s deadline)
+                COUNTERS.bump("workers_down")
+                return late
             for _ in range(2):  # once more, from the start, if the worker does not hold this solver
                 held = self._held
                 fresh = held is None or held[0] is not w or held[1] != w.generation
@@ -631,9 +637,7 @@ class KillableSolver:
                     return {"r": "unknown", "reason": _KEYBOARD}
                 if answer is None:
                     self._held = None
-                    if w.broken:
-                        return None
-                    COUNTERS.bump("abandoned_checks")
+                    COUNTERS.bump("workers_down" if w.down else "abandoned_checks")
                     return late
                 if answer.get("missing"):
                     self._held = None

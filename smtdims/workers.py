@@ -35,6 +35,7 @@ from contextlib import contextmanager
 
 from . import _lifeline
 
+RETRY_FIRST, RETRY_MOST = 1.0, 60.0  # seconds before a worker whose start failed is tried again (doubling)
 _SPIN = 0.002  # seconds to poll for an answer before blocking, while a core is idle
 # Each poll gives the core away if another process waits for it (on an idle core sched_yield
 # returns at once): on a busy machine that process may be the very worker polled for, and a poll
@@ -91,12 +92,31 @@ class Worker:
         self.lifeline: int | None = None  # the write end of the process's lifeline (never written)
         self.buffer = b""
         self.generation = 0  # bumped per start: state sent to an earlier process is gone
-        self.broken = os.name != "posix"  # could not start: callers stop asking in this process
-        self.broken_by_clock = False  # ... because it was slower than its start limit, not because it died
+        # No process can run here (not POSIX): callers use their in-process path for good.
+        self.broken = os.name != "posix"
+        # A process failed to start (it died, or was slower than its start limit, or the system
+        # refused to start it): callers get no answer from it until ``retry_at``, then it is tried
+        # again (:data:`RETRY_FIRST` seconds, doubling to :data:`RETRY_MOST`). Never for good: a
+        # start that failed once on a loaded machine (a fork refused, a start slowed past its
+        # limit) kept the worker off for the process's life, and the Z3 checks then ran in process,
+        # where Z3 may ignore the deadline's interrupt (an hour past a 1 s deadline in CI).
+        self.failed_starts = 0
+        self.retry_at = 0.0
+        self.broken_by_clock = False  # the last start failed by being slower than its limit, not by dying
         self.kills = 0
         self.pid = os.getpid()
         self.ready = False  # the process said it is ready
         _LIVE.add(self)
+
+    @property
+    def down(self) -> bool:
+        """Whether no answer can come from this worker now: never here, or inside a start's back-off."""
+        return self.broken or (self.failed_starts > 0 and time.monotonic() < self.retry_at)
+
+    def _start_failed(self, by_clock: bool) -> None:
+        self.failed_starts += 1
+        self.retry_at = time.monotonic() + min(RETRY_MOST, RETRY_FIRST * 2 ** (self.failed_starts - 1))
+        self.broken_by_clock = by_clock
 
     def after_fork_in_child(self) -> None:
         """A forked child: forget the parent's process (and a lock some thread may have held at the fork).
@@ -123,17 +143,17 @@ class Worker:
         self._close_lifeline()
         try:
             r, w = os.pipe()  # both ends close on exec: only the worker gets r (pass_fds), only we keep w
-        except OSError:
-            self.broken = True
+        except OSError:  # out of descriptors (for now)
+            self._start_failed(by_clock=False)
             return False
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **{_lifeline.ENV: str(r)})
         try:
             self.proc = subprocess.Popen([sys.executable, self.script], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0,
                                          pass_fds=(r,))
-        except OSError:
+        except OSError:  # no process now (EAGAIN, ENOMEM), or none ever (no interpreter at sys.executable)
             os.close(w)
-            self.broken = True
+            self._start_failed(by_clock=False)
             self.proc = None
             return False
         finally:
@@ -153,14 +173,15 @@ class Worker:
             return True
         if self._answer(timeout) != {"ready": True}:
             # it died (the engine is not importable there, ...) or did not start within the start
-            # limit: it stays off in this process; if only the caller's deadline was short, the
+            # limit: it stays off for the back-off; if only the caller's deadline was short, the
             # next call retries
             died = self.proc.poll() is not None
-            self.broken = died or timeout >= start_limit
-            self.broken_by_clock = self.broken and not died
+            if died or timeout >= start_limit:
+                self._start_failed(by_clock=not died)
             self._kill()
             return False
         self.ready = True
+        self.failed_starts, self.broken_by_clock = 0, False
         return True
 
     def _answer(self, timeout: float) -> dict | None:
@@ -213,7 +234,7 @@ class Worker:
         the start time past which a slow start turns the worker off for good (default: the timeout).
         """
         with self.lock:
-            if self.broken:
+            if self.down:
                 return None, self.generation
             if self.pid != os.getpid():  # a forked child: the parent's worker is not ours to use
                 self.proc, self.buffer, self.pid = None, b"", os.getpid()
@@ -291,7 +312,7 @@ class Pool:
             w = self._free[-1]  # the one the next call takes
         if w.lock.acquire(blocking=False):  # else a call holds it and starts it itself
             try:
-                if not w.broken and w.proc is None:
+                if not w.down and w.proc is None:
                     w.spawn()
             finally:
                 w.lock.release()

@@ -149,15 +149,30 @@ def test_large_inputs_answer_within_deadline(seed, kind):
     values = [e.evaluate(p) for p in FUZZ._points_of(case, rng)]
     with smtdims.options.scoped(deadline=DEADLINE):
         for name, ask in FUZZ.large_questions(case):
+            before = smtdims.stats()
             t = time.monotonic()
             try:
                 ans = ask()
             except (smtdims.PossibleDivisionByZeroError, smtdims.UnsatisfiableConstraintsError):
                 ans = None
             took = time.monotonic() - t
-            assert took < DEADLINE + SLACK, f"{name} on {case['expr'][:80]} | {case['constraints'][:3]}: {took:.2f} s"
+            assert took < DEADLINE + SLACK, (f"{name} on {case['expr'][:80]} | {case['constraints'][:3]}: {took:.2f} s; "
+                                             f"stats during the call: {_stats_delta(before, smtdims.stats())}")
             if name == "bounds" and ans is not None and values:
                 assert ans.lo <= min(values) and max(values) <= ans.hi, (case, ans)
+
+
+def _stats_delta(before: dict, after: dict) -> dict:
+    """What a call changed in :func:`smtdims.stats` (a late call's message says where it went)."""
+    out = {}
+    for k, v in after.items():
+        if isinstance(v, dict):
+            d = {r: n - before[k].get(r, 0) for r, n in v.items() if n != before[k].get(r, 0)}
+            if d:
+                out[k] = d
+        elif v != before.get(k):
+            out[k] = v - before.get(k, 0)
+    return out
 
 
 def test_caches_do_not_keep_expanded_powers():

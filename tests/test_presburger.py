@@ -286,12 +286,14 @@ def test_a_forked_child_starts_its_own_worker():
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
-def test_a_worker_that_cannot_start_turns_the_rung_off(monkeypatch):
+def test_a_worker_that_cannot_start_turns_the_rung_off_for_its_back_off(monkeypatch):
     worker = workers.Worker("_isl_worker.py")
     monkeypatch.setattr(workers.sys, "executable", "/bin/false")  # exits at once, says nothing
-    assert worker.call({"op": "sat"}, 1.0, 1.0) == (None, 1) and worker.broken
+    assert worker.call({"op": "sat"}, 1.0, 1.0) == (None, 1) and worker.down and not worker.broken
     assert worker.call({"op": "sat"}, 1.0, 1.0)[0] is None  # and stays off, without trying again
     assert worker.generation == 1
+    worker.retry_at = 0.0  # the back-off is over: tried again (and fails again, a longer back-off)
+    assert worker.call({"op": "sat"}, 1.0, 1.0)[0] is None and worker.generation == 2 and worker.failed_starts == 2
 
 
 def _random_linear(rng, names, depth=0):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 
 import z3
 
@@ -90,6 +91,44 @@ def test_a_worker_that_died_is_replaced():
             w.proc.kill()
             w.proc.wait()
     assert smtdims.decide("a*b + 1", ">=", "a", deadline=30).status == "true"
+
+
+def test_a_worker_that_cannot_start_answers_unknown_in_time_then_is_tried_again(monkeypatch):
+    """CI, stop 46: one explain ran an hour past its 1 s deadline. A start that fails (here: no
+    interpreter answers) used to turn the worker off for the process's life, and its checks then
+    ran in process, where Z3 may ignore the interrupt. Now: "unknown" (clock-shaped) at once, never
+    in process, and the worker is tried again after its back-off."""
+    from smtdims import workers
+
+    smt.Z3_WORKERS.stop()
+    monkeypatch.setattr(workers.sys, "executable", "/bin/false")  # starts, says nothing, exits
+    ran_here = []
+    monkeypatch.setattr(smt.KillableSolver, "local", property(lambda self: ran_here.append(1) or z3.Solver(ctx=self.ctx)))
+    ctx = z3.Context()
+    a, b = z3.Int("a", ctx), z3.Int("b", ctx)
+    before = smt.COUNTERS.workers_down
+    assert _check([a * b == 6, a >= 2, b >= 2], 30.0)[0] == z3.unknown  # the start fails: no answer
+    (w,) = [w for w in smt.Z3_WORKERS.workers() if w.failed_starts]
+    assert w.down and not w.broken and w.retry_at > 0
+    generation = w.generation
+    assert _check([a * b == 6, a >= 2], 30.0)[0] == z3.unknown  # inside the back-off: not started again
+    assert w.generation == generation and smt.COUNTERS.workers_down > before and not ran_here
+    monkeypatch.undo()  # an interpreter again; the back-off over
+    w.retry_at = 0.0
+    assert _check([a * b == 6, a >= 2, b >= 2], 30.0)[0] == z3.sat  # tried again, and it answers
+    assert w.failed_starts == 0 and not w.down and w.generation == generation + 1
+
+
+def test_back_off_doubles_to_its_limit():
+    from smtdims import workers
+
+    w = workers.Worker("_z3_worker.py")
+    waits = []
+    for _ in range(9):
+        t = time.monotonic()
+        w._start_failed(by_clock=True)
+        waits.append(round(w.retry_at - t))
+    assert waits == [1, 2, 4, 8, 16, 32, 60, 60, 60] and w.broken_by_clock and not w.broken
 
 
 def test_a_worker_past_its_memory_limit_retires_after_its_answer(monkeypatch):
