@@ -62,6 +62,30 @@ def test_a_vit_grid_is_bounded_and_rewritten_in_one_loop():
     assert _runs_natively(m.vit_grid, (1, 128, 128, 3)) and not _runs_natively(m.vit_grid, (1, 136, 128, 3))
 
 
+def test_a_fix_that_leaves_nothing_to_compute_on_is_degenerate():
+    """Issue 41.3: ``h <= 7`` settles the patch table's bound by leaving no patch (the pooled output is
+    NaN, of the right shape). Every box shape (1..7) is such a shape: the box grows until some compute on
+    something, and the fixes that admit none of those are dropped."""
+    report = export_and_verify(m.patch_pool, "float32[b, h, w]", fix=True, samples=4)
+    fix = _check_whole_fix(report, ("float32[b, h, w]",), ("floordiv(h, 8)*floordiv(w, 8) <= 64",))
+    offered = [text for r in fix.rounds for text, *_ in r.candidates]
+    assert "add the constraint 'floordiv(h, 8)*floordiv(w, 8) <= 64'" in offered, offered  # the texts' form
+    assert not any(t in ("add the constraint 'h <= 7'", "add the constraint 'w <= 7'") for t in offered), offered
+    x = np.random.default_rng(0).normal(size=(2, 16, 24)).astype(np.float32)
+    assert np.isfinite(np.asarray(m.patch_pool(x))).all() and np.isnan(np.asarray(m.patch_pool(x[:, :7]))).all()
+
+
+def test_intermediate_shapes_reach_inner_programs():
+    from smtdims_jax.pipeline.box import intermediate_shapes
+
+    def f(x):
+        y = jax.jit(lambda z: z[:3] * 2)(x)  # an inner jit: its (3,) value
+        return jax.lax.scan(lambda c, v: (c + v.sum(), v[:0]), 0.0, y[None])[1]  # a scan whose output is empty
+
+    shapes = set(intermediate_shapes(jax.make_jaxpr(f)(jnp.ones(5)).jaxpr))
+    assert (3,) in shapes and (0,) in shapes and (1, 0) in shapes, shapes
+
+
 def test_a_repeated_wrapper_message_does_not_stop_the_loop():
     """Two tables behind one wrapper message: the equations differ, so the loop fixes both."""
     report = export_and_verify(m.encoder_decoder, "float32[t, 4]", "float32[u, 4]", fix=True, samples=3)

@@ -52,6 +52,12 @@ def patch_tokens(x):
     return tokens + POS_64[: (h // 8) * (w // 8)]
 
 
+def patch_pool(x):
+    """``patch_tokens`` then the mean over the patches (a ViT's pooled head): below 8x8 no patch is left
+    and the output, of the right shape, is NaN. ``h <= 7`` settles the export and computes on nothing."""
+    return patch_tokens(x).mean(axis=1)
+
+
 def patch_merging(x):
     """Swin's patch merging: the user's own ``assert H % 2 == 0`` on a symbolic shape (the fix: ``2*h``)."""
     b, h, w, c = x.shape

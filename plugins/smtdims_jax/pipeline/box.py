@@ -9,10 +9,13 @@ error shows there; ``native="run"`` runs it on zeros instead). A fixed specifica
 rewrites smtdims makes, ``v -> m*v + c`` with ``m >= 1``, ``c >= 0``, never need a
 larger value) meets its constraints and gives exactly those input shapes.
 
-A box whose runnable shapes all give empty outputs says nothing about a fix (``h <= 4`` that
-makes a conv's output empty "admits" them all): then the box grows along its diagonal (every
-variable ``v``, ``v`` in ``N+1..64``) until it holds shapes with non-empty outputs, and fixes are
-ranked by the non-empty shapes they admit first (:meth:`NativeBox.weakness`).
+A shape *computes on something* when no array of the computation is empty: its inputs, its
+outputs and every intermediate value of its traced program (``h <= 4`` makes a conv's output
+empty; ``h <= 7`` before 8x8 patches leaves no patch, and the mean over the patches is NaN in an
+output of the right shape). A box whose runnable shapes all compute on nothing says nothing about
+a fix: then the box grows along its diagonal (every variable ``v``, ``v`` in ``N+1..64``) until it
+holds shapes that compute on something, and fixes are ranked by those they admit first
+(:meth:`NativeBox.weakness`); a fix that admits none of them is degenerate.
 """
 
 from __future__ import annotations
@@ -229,16 +232,19 @@ class NativeBox:
         """Whether the native function accepts inputs of these shapes (and JAX's message if not)."""
         leaves = [jax.ShapeDtypeStruct(s, d) for s, d in zip(shapes, self.dtypes, strict=True)]
         args = jax.tree_util.tree_unflatten(self.in_tree, leaves)
+        inner: list[tuple[int, ...]] = []
         try:
             if self.native == "eval_shape":
-                out = jax.eval_shape(self.fn, *args)
+                # the program, not only its outputs' shapes: the same trace as eval_shape's
+                closed, out = jax.make_jaxpr(self.fn, return_shape=True)(*args)
+                inner = list(intermediate_shapes(closed.jaxpr))
             else:
                 zeros = [np.zeros(x.shape, x.dtype) for x in leaves]
                 out = jax.block_until_ready(self.fn(*jax.tree_util.tree_unflatten(self.in_tree, zeros)))
         except Exception as err:  # any refusal is "does not run here"
             return False, f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
         sizes = [math.prod(s) for s in shapes] + [math.prod(getattr(x, "shape", ())) for x in jax.tree_util.tree_leaves(out)]
-        if all(n > 0 for n in sizes):
+        if all(n > 0 for n in sizes) and all(math.prod(s) > 0 for s in inner):
             self.nonempty.add(shapes)
         return True, ""
 
@@ -287,4 +293,20 @@ class NativeBox:
         return ok, -bad
 
 
-__all__ = ["BOX_SHAPES", "MAX_VALUATIONS", "BoxCount", "NativeBox", "admitted", "box_side", "shapes_at", "valuations"]
+def intermediate_shapes(jaxpr: Any) -> Iterator[tuple[int, ...]]:
+    """The shape of every value a traced program computes, inner programs (jit, scan, cond, custom
+    derivatives) included: found through the equations' parameters, whatever the primitive."""
+    for eqn in jaxpr.eqns:
+        for v in eqn.outvars:
+            shape = getattr(getattr(v, "aval", None), "shape", None)
+            if shape is not None and all(isinstance(d, int) for d in shape):
+                yield tuple(shape)
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else (param,):
+                inner = getattr(sub, "jaxpr", sub)  # a ClosedJaxpr holds its Jaxpr
+                if hasattr(inner, "eqns"):
+                    yield from intermediate_shapes(inner)
+
+
+__all__ = ["BOX_SHAPES", "MAX_VALUATIONS", "BoxCount", "NativeBox", "admitted", "box_side", "intermediate_shapes", "shapes_at",
+           "valuations"]
