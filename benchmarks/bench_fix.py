@@ -107,7 +107,7 @@ def run(quick: bool = False) -> dict:
 MODELS = [("window_partition", ("float32[b, h, w, 3]",)), ("vit_grid", ("float32[b, h, w, 3]",)),
           ("encoder_decoder", ("float32[t, 4]", "float32[u, 4]")), ("patch_merging", ("float32[b, h, w, 3]",)),
           ("patch_tokens", ("float32[b, h, w]",)), ("patch_pool", ("float32[b, h, w]",)),
-          ("token_mixer", ("float32[b, p, q, 4]",))]
+          ("clip_embed", ("float32[b, h, w, 3]",)), ("token_mixer", ("float32[b, p, q, 4]",))]
 
 
 def _models() -> list[dict]:

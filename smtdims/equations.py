@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .constraints import Constraint
+from .constraints import Constraint, ConstraintSet
 from .errors import SmtdimsError
 from .explain import SPEC, _proves, suggest_fixes
 from .expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
@@ -182,3 +182,41 @@ def equation_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, st
         if out:
             break
     return out
+
+
+FIXED_SIZE_LIMIT = 1 << 14  # the largest size tried for a fixed-size fix (an image side of 16,384)
+
+
+def fixed_size_fix(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, str, str, str]]:
+    """The fix a person writes when a dimension must meet a constant and nothing weaker settles it:
+    the size fixed (a ViT's learned table of 14x14 grid positions, a class token and 16x16 patches by
+    a strided conv: ``(floordiv(h - 16, 16) + 1)*(floordiv(w - 16, 16) + 1) + 1 == 197`` holds for
+    ``h, w`` in 224..239, a set no constraint JAX accepts says; the person writes 224 in the spec).
+
+    The smallest size at which the equation holds with every one of its variables equal (a square
+    image, the diagonal), each variable then written as that size in the spec; verified like every
+    fix (:func:`_proves`: the equation, the constraints rewritten alike, satisfiable). One fix of
+    several parts, (SPEC, size, variable, note) each, applied together; empty when there is none.
+    """
+    names = sorted(lhs.variables() | rhs.variables())
+    if not names or len(names) > 4 or ((lhs - rhs).variables() != set(names)):
+        return []
+    diff = lhs - rhs
+    size = None
+    for v in range(1, FIXED_SIZE_LIMIT + 1):
+        try:
+            if diff.evaluate(dict.fromkeys(names, v)) == 0:
+                size = v
+                break
+        except ZeroDivisionError:
+            continue
+    if size is None:
+        return []
+    env = {n: Expr.const(size) for n in names}
+    cs = ConstraintSet(tuple(Constraint(c.diff.substitute(env), c.kind, c.text) for c in session.constraints))
+    try:
+        if not _proves(session, lhs.substitute(env), "==", rhs.substitute(env), replace=cs):
+            return []
+    except SmtdimsError:
+        return []
+    return [(SPEC, str(size), n, f"the size fixed: the equation holds at {size}") for n in names]

@@ -75,6 +75,32 @@ def test_a_fix_that_leaves_nothing_to_compute_on_is_degenerate():
     assert np.isfinite(np.asarray(m.patch_pool(x))).all() and np.isnan(np.asarray(m.patch_pool(x[:, :7]))).all()
 
 
+def test_a_learned_table_of_grid_positions_gets_the_image_size_fixed():
+    """Issue 41.7: the table of 197 positions needs ``(floordiv(h - 16, 16) + 1)*(floordiv(w - 16, 16) + 1)
+    + 1 == 197``; JAX refuses that equation as a constraint, and no bound settles it. The person's fix:
+    224x224 images (the smallest square size where it holds), verified end to end."""
+    report = export_and_verify(m.clip_embed, "float32[b, h, w, 3]", fix=True, samples=3)
+    fix = _check_whole_fix(report, ("float32[b, 224, 224, 3]",), ())
+    assert "compute on empty arrays" in fix.box.sentence("clip_embed")  # h < 16: no patch, broadcast to 197
+    assert _runs_natively(m.clip_embed, (1, 239, 224, 3)) and not _runs_natively(m.clip_embed, (1, 240, 224, 3))
+
+
+def test_the_fixed_size_is_the_smallest_on_the_diagonal_and_verified():
+    from smtdims.constraints import ConstraintSet
+    from smtdims.equations import fixed_size_fix
+    from smtdims.reasoner import Session
+
+    grid = parse_expr("(floordiv(h - 16, 16) + 1)*(floordiv(w - 16, 16) + 1) + 1")
+    k = parse_expr("197")
+    assert fixed_size_fix(Session(ConstraintSet.of([])), grid, k) == [
+        ("spec", "224", "h", "the size fixed: the equation holds at 224"),
+        ("spec", "224", "w", "the size fixed: the equation holds at 224")]
+    assert fixed_size_fix(Session(ConstraintSet.of(["h <= 200"])), grid, k) == []  # the constraints exclude 224
+    assert fixed_size_fix(Session(ConstraintSet.of([])), parse_expr("h*w"), parse_expr("3")) == []  # no square
+    one = fixed_size_fix(Session(ConstraintSet.of([])), parse_expr("floordiv(n, 3)"), parse_expr("5"))
+    assert [p[1] for p in one] == ["15"]
+
+
 def test_intermediate_shapes_reach_inner_programs():
     from smtdims_jax.pipeline.box import intermediate_shapes
 

@@ -58,6 +58,23 @@ def patch_pool(x):
     return patch_tokens(x).mean(axis=1)
 
 
+PATCH_KERNEL = jnp.ones((16, 16, 3, 8)) / 100.0  # HWIO
+POS_197 = jnp.ones((197, 8)) / 10.0  # a class token and a 14x14 grid of positions, learned for 224x224 images
+CLS = jnp.zeros((1, 1, 8))
+
+
+def clip_embed(x):
+    """CLIP's (and DINOv2's, ViT's) patch embedding: a strided 16x16 conv, a class token, and a learned
+    table of 197 positions added whole. The grid must be 14x14: ``h, w`` in 224..239, which no constraint
+    JAX accepts says; the person fixes the image size (``b, 224, 224, 3``)."""
+    import jax
+
+    y = jax.lax.conv_general_dilated(x, PATCH_KERNEL, (16, 16), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    b, p, q, c = y.shape
+    t = jnp.concatenate([jnp.broadcast_to(CLS, (b, 1, c)), y.reshape(b, p * q, c)], axis=1)
+    return (t + POS_197).mean(axis=1)
+
+
 def patch_merging(x):
     """Swin's patch merging: the user's own ``assert H % 2 == 0`` on a symbolic shape (the fix: ``2*h``)."""
     b, h, w, c = x.shape

@@ -109,6 +109,8 @@ class BoxCount:
     native: str = "eval_shape"
     seconds: float = 0.0
     beyond: int = 0  # of ``shapes``, those measured beyond the box (failed samples, the fix's edges, the diagonal)
+    native_nonempty: int | None = None  # of ``native_ok``, those that compute on something (no empty array)
+    admitted_nonempty: int | None = None  # of ``admitted_ok``, likewise
 
     @property
     def excluded(self) -> int:
@@ -128,10 +130,16 @@ class BoxCount:
         fail_excluded = self.excluded - (self.native_ok - self.admitted_ok)
         s += f"; excludes {self.excluded}" + (", all of which fail natively" if self.excluded and
                                                self.admitted_ok == self.native_ok else "")
-        if self.admitted_ok < self.native_ok:
-            s += (f". It EXCLUDES {self.native_ok - self.admitted_ok} shape(s) where {name} runs natively, e.g. "
+        lost = self.native_ok - self.admitted_ok
+        real = lost if self.native_nonempty is None or self.admitted_nonempty is None else \
+            self.native_nonempty - self.admitted_nonempty
+        if real > 0:
+            s += (f". It EXCLUDES {real} shape(s) where {name} runs natively on non-empty arrays, e.g. "
                   + "; ".join(format_valuation(v) for v in self.excluded_ok[:3])
                   + (f" ({fail_excluded} excluded shapes fail natively)" if fail_excluded else ""))
+        if lost > real:
+            s += (f". The {lost - real} shape(s) it excludes {'' if real else 'where ' + name + ' runs natively '}"
+                  "compute on empty arrays (an empty intermediate value: nothing a user runs)")
         bad = self.admitted - self.admitted_ok
         if bad:
             s += (f". It ADMITS {bad} shape(s) where {name} fails natively, e.g. "
@@ -143,8 +151,8 @@ class BoxCount:
                 "native_ok": self.native_ok, "admitted": self.admitted, "admitted_ok": self.admitted_ok,
                 "excluded": self.excluded, "excluded_ok": list(self.excluded_ok),
                 "admitted_failing": list(self.admitted_failing), "weakest": self.weakest, "native": self.native,
-                "beyond": self.beyond,
-                "seconds": round(self.seconds, 3)}
+                "beyond": self.beyond, "native_nonempty": self.native_nonempty,
+                "admitted_nonempty": self.admitted_nonempty, "seconds": round(self.seconds, 3)}
 
 
 class NativeBox:
@@ -268,10 +276,14 @@ class NativeBox:
         got = self._admitted(dims, constraints)
         known = list(self.ok)
         adm = [s for s in known if s in got]
+        lost = [s for s in known if self.ok[s] and s not in got]
+        lost.sort(key=lambda s: s not in self.nonempty)  # the examples that matter first
         return BoxCount(
             side=self.side, variables=self.variables, shapes=len(known), native_ok=sum(self.ok[s] for s in known),
             admitted=len(adm), admitted_ok=sum(self.ok[s] for s in adm),
-            excluded_ok=tuple(self.env[s] for s in known if self.ok[s] and s not in got)[:5],
+            native_nonempty=sum(1 for s in known if s in self.nonempty),
+            admitted_nonempty=sum(1 for s in adm if s in self.nonempty),
+            excluded_ok=tuple(self.env[s] for s in lost)[:5],
             admitted_failing=tuple(self.env[s] for s in adm if not self.ok[s])[:5],
             native=self.native, seconds=self.seconds, beyond=sum(1 for s in known if s in self.extra),
         )

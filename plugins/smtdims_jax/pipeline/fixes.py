@@ -39,6 +39,7 @@ from smtdims.equations import (
     exact_divisions,
     fix_rank,
     fix_text,
+    fixed_size_fix,
     normalise_constraint,
     render_constraint,
 )
@@ -493,6 +494,48 @@ def candidates(att: Attempt, session: Session) -> list[Candidate]:
     return out
 
 
+Scored = tuple[tuple[int, int, int, int], tuple[FixPart, ...], int, int, int]  # (sort key, group, ok, bad, nonempty)
+
+
+def _scored(offered: Sequence[Candidate], spec: Spec, box: NativeBox, some_nonempty: bool) -> list[Scored]:
+    """The candidates JAX accepts, each with its box score; the degenerate ones dropped."""
+    out: list[Scored] = []
+    for group, rank in offered:
+        trial = _apply_all(spec, group)
+        if trial is None or not _jax_accepts(trial):
+            continue  # a rewrite we cannot apply, or a constraint JAX's parser refuses: no candidate
+        measured = _divisibility_form(spec, group) or trial  # the box sees shapes, not variables
+        nonempty, ok, bad = box.weakness(measured.dims, measured.constraint_set())
+        if some_nonempty and nonempty == 0 and ok - bad > 0:  # weakness gives -(admitted failing)
+            # degenerate: every box shape it admits computes on empty arrays (n <= 15 under a stride of 16);
+            # one admitting no box shape at all (a rewrite 8*h past a box of side 7) is not judged here
+            continue
+        out.append(((-nonempty, -ok, -bad, rank), group, ok, -bad, nonempty))
+    return out
+
+
+def last_resort(att: Attempt, session: Session) -> list[Candidate]:
+    """The size a person fixes (a ViT's 224) when no candidate of :func:`candidates` survives: nothing
+    weaker settles the equation, or JAX refuses each as written (an equation of sums as a constraint).
+    Only then: it admits one size, so among candidates it would always admit the fewest failing shapes."""
+    pairs = list(att.equations[-1:])
+    if not pairs and att.error is not None:
+        bc = _BROADCAST_RE.search("\n".join(str(e) for e in error_chain(att.error)))
+        if bc:
+            try:
+                a = [parse_expr(x) for x in bc.group(1).strip("()").split(",") if x.strip()]
+                b = [parse_expr(x) for x in bc.group(2).strip("()").split(",") if x.strip()]
+            except SmtdimsError:
+                return []
+            pairs = [(x, y) for x, y in zip(reversed(a), reversed(b), strict=False)
+                     if x != y and x.as_constant() != 1 and y.as_constant() != 1][:1]
+    for lhs, rhs in pairs:
+        parts = fixed_size_fix(session, lhs, rhs)
+        if parts:
+            return [(tuple(FixPart(*p) for p in parts), 3)]
+    return []
+
+
 
 _DIVISIBILITY_ATOMS = 8  # floordiv/mod atoms at most: each is one more proof in the minimisation
 
@@ -593,19 +636,10 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         errors_seen.add(key)
         session = Session(spec.constraint_set(), budget) if last.scope is None else adapter.session_for_scope(last.scope)
         say(f"fix round {len(done_rounds) + 1}: {msg}")
-        scored = []
         some_nonempty = box.weakness(spec.dims, spec.constraint_set())[0] > 0
-        for group, rank in candidates(last, session):
-            trial = _apply_all(spec, group)
-            if trial is None or not _jax_accepts(trial):
-                continue  # a rewrite we cannot apply, or a constraint JAX's parser refuses: no candidate
-            measured = _divisibility_form(spec, group) or trial  # the box sees shapes, not variables
-            nonempty, ok, bad = box.weakness(measured.dims, measured.constraint_set())
-            if some_nonempty and nonempty == 0 and ok - bad > 0:  # weakness gives -(admitted failing)
-                # degenerate: every box shape it admits computes empty arrays (n <= 15 under a stride of 16);
-                # one admitting no box shape at all (a rewrite 8*h past a box of side 7) is not judged here
-                continue
-            scored.append(((-nonempty, -ok, -bad, rank), group, ok, -bad, nonempty))
+        scored = _scored(candidates(last, session), spec, box, some_nonempty)
+        if not scored:
+            scored = _scored(last_resort(last, session), spec, box, some_nonempty)
         scored.sort(key=lambda x: x[0])
         if not scored:
             status, detail = NO_FIX, f"smtdims found no verified fix for: {msg}"
