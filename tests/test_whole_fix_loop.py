@@ -101,6 +101,18 @@ def test_the_fixed_size_is_the_smallest_on_the_diagonal_and_verified():
     assert [p[1] for p in one] == ["15"]
 
 
+def test_a_dimension_used_as_a_number_is_fixed_where_the_function_runs():
+    """Issue 41.7: ``int(math.sqrt(n))`` raises TypeError while tracing; the loop fixes ``n`` (not ``b``, whose
+    constant would not get past the refusal) at a size where the function runs natively, verified."""
+    report = export_and_verify(m.grid_tokens, "float32[b, n, 4]", fix=True, samples=3)
+    fix = report.fix
+    assert fix is not None and fix.status == FIXED and fix.ok, "\n".join(fix.lines() if fix else [report.table()])
+    (aval,) = fix.in_avals
+    size = int(aval.split(", ")[1])
+    assert aval == f"float32[b, {size}, 4]" and int(size ** 0.5) ** 2 == size and size > 1, aval
+    assert [p.variable for p in fix.parts] == ["n"] and fix.report.ok
+
+
 def test_intermediate_shapes_reach_inner_programs():
     from smtdims_jax.pipeline.box import intermediate_shapes
 

@@ -75,6 +75,16 @@ def clip_embed(x):
     return (t + POS_197).mean(axis=1)
 
 
+def grid_tokens(x):
+    """A token grid's side from its length, ``int(math.sqrt(n))`` (a Python number from a dimension: no
+    constraint or rewrite makes a symbolic dimension one). The fix: ``n`` fixed where it runs natively."""
+    import math
+
+    b, n, c = x.shape
+    s = int(math.sqrt(n))
+    return x.reshape(b, s, s, c).mean(axis=(1, 2))
+
+
 def patch_merging(x):
     """Swin's patch merging: the user's own ``assert H % 2 == 0`` on a symbolic shape (the fix: ``2*h``)."""
     b, h, w, c = x.shape

@@ -494,6 +494,38 @@ def candidates(att: Attempt, session: Session) -> list[Candidate]:
     return out
 
 
+# JAX's words when a program uses a dimension as a number: int(n), math.sqrt(n), range(n), np.arange(n)
+_CONSTANT_NEEDED = ("_DimExpr", "requires a constant", "'dim_as_value'")
+
+
+def specialisations(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, ...] | None,
+                    budget: int | None, att: Attempt, box: NativeBox, name: str = "") -> list[Candidate]:
+    """A variable fixed where the program uses it as a number (``s = int(math.sqrt(n))``): no constraint
+    or rewrite makes a symbolic dimension a Python number, a constant does. For each variable of the
+    specification, the value at which the most box shapes run natively (the largest among equals), kept
+    only when the export then gets past this refusal (tried: one export per variable)."""
+    message = "\n".join(str(e) for e in error_chain(att.error)) if att.error is not None else ""
+    if att.question is not None or att.equations or not any(m in message for m in _CONSTANT_NEEDED):
+        return []
+    key = refusal_key(att)
+    names = sorted(frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf)) & set(box.variables))
+    out: list[Candidate] = []
+    for v in names:
+        counts = collections.Counter(env[v] for s, env in box.env.items() if box.ok.get(s))
+        if not counts:
+            continue
+        k = max(counts, key=lambda x: (counts[x], x))
+        part = FixPart(SPEC, str(k), v, f"{v} is used as a number: fixed at {k}, where {name or 'the function'} "
+                                        "runs natively")
+        trial = _apply_all(spec, [part])
+        if trial is None:
+            continue
+        got = attempt(fn, trial, in_tree, plats, budget)
+        if got.ok or refusal_key(got) != key:
+            out.append(((part,), 3))
+    return out
+
+
 Scored = tuple[tuple[int, int, int, int], tuple[FixPart, ...], int, int, int]  # (sort key, group, ok, bad, nonempty)
 
 
@@ -640,6 +672,9 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         scored = _scored(candidates(last, session), spec, box, some_nonempty)
         if not scored:
             scored = _scored(last_resort(last, session), spec, box, some_nonempty)
+        if not scored:
+            scored = _scored(specialisations(fn, spec, in_tree, plats, budget, last, box, name), spec, box,
+                             some_nonempty)
         scored.sort(key=lambda x: x[0])
         if not scored:
             status, detail = NO_FIX, f"smtdims found no verified fix for: {msg}"
