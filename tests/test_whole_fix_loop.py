@@ -113,6 +113,20 @@ def test_a_dimension_used_as_a_number_is_fixed_where_the_function_runs():
     assert [p.variable for p in fix.parts] == ["n"] and fix.report.ok
 
 
+def test_long_phases_say_how_far_they_got(monkeypatch):
+    """Issue 41.9: every phase over 2 s shows progress; with the interval at 0 every step of the box and of
+    the candidates' measurement says where it is (the messages a 30 s box or round would print)."""
+    from smtdims_jax.pipeline import _common
+
+    monkeypatch.setattr(_common, "PROGRESS_EVERY", 0.0)
+    said: list[str] = []
+    report = export_and_verify(m.patch_pool, "float32[b, h, w]", fix=True, samples=3, progress=said.append)
+    assert report.fix is not None and report.fix.ok
+    assert any(s.startswith("fix: box: ") and "shapes traced" in s for s in said), said
+    assert any("verified candidate(s); measuring them" in s for s in said), said
+    assert any(s.startswith("fix: measured ") for s in said), said
+
+
 def test_intermediate_shapes_reach_inner_programs():
     from smtdims_jax.pipeline.box import intermediate_shapes
 
@@ -209,15 +223,13 @@ def test_an_assert_that_two_dimensions_are_equal_reuses_one_name():
 
 
 def test_a_partial_fix_prints_no_command_that_would_fail():
-    """The first refusal has a fix, the next none (``math.sqrt`` of a dimension): the parts found are
-    said, but no paste-ready command or code, which would still fail (issue 41.6)."""
-    import math
-
+    """The first refusal has a fix, the next none (a contraction of 3 with 5): the parts found are said,
+    but no paste-ready command or code, which would still fail (issue 41.6)."""
     from jax import lax
 
     def partial(x):
         y = lax.slice_in_dim(x, 0, 16)
-        return y * int(math.sqrt(x.shape[0]))
+        return y[:3] @ jnp.ones((5,))
 
     report = export_and_verify(partial, "float32[b]", fix=True, samples=2)
     fix = report.fix

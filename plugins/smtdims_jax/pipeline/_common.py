@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,6 +17,25 @@ from .. import adapter
 from ..frames import paste_target  # noqa: F401 - where the pipeline's steps import it from
 
 Progress = Callable[[str], None]
+
+
+PROGRESS_EVERY = 2.0  # seconds: a phase that runs longer says how far it got at least this often
+
+
+class Ticker:
+    """``say`` for the steps of a long phase, at most once per :data:`PROGRESS_EVERY` seconds (the first
+    after that long): a phase that ends sooner says nothing more, one that runs on shows it moves."""
+
+    def __init__(self, say: Progress, every: float | None = None) -> None:
+        self.say, self.every = say, PROGRESS_EVERY if every is None else every
+        self.last = time.monotonic()
+
+    def __call__(self, message: str | Callable[[], str]) -> None:
+        """``message``: the text, or a function that makes it (not called when nothing is said)."""
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            self.say(message if isinstance(message, str) else message())
 
 
 def _progress_fn(progress: bool | Progress | None) -> Progress:

@@ -35,6 +35,8 @@ from smtdims.constraints import ConstraintSet
 from smtdims.errors import format_valuation
 from smtdims.expr import Expr
 
+from ._common import Ticker
+
 BOX_SHAPES = 400  # target size of the box: N = 64 for one variable, 20 for two, 7 for three
 MAX_SIDE = 64
 _DIAGONAL_ENOUGH = 8  # non-empty shapes the grown box seeks before it stops
@@ -160,7 +162,8 @@ class NativeBox:
 
     def __init__(self, fn: Callable[..., Any], dims: Dims, dtypes: Sequence[Any], in_tree: Any,
                  constraints: ConstraintSet, *, side: int | None = None, native: str = "eval_shape",
-                 deadline: float | None = None, extra: Sequence[dict[str, int]] = ()) -> None:
+                 deadline: float | None = None, extra: Sequence[dict[str, int]] = (),
+                 say: Callable[[str], None] | None = None) -> None:
         if native not in ("eval_shape", "run"):
             raise ValueError(f"native must be 'eval_shape' or 'run', got {native!r}")
         self.fn, self.dims, self.dtypes, self.in_tree, self.native = fn, dims, list(dtypes), in_tree, native
@@ -173,6 +176,7 @@ class NativeBox:
         # points beyond the box (failed samples): where small shapes are all empty, the failures are there
         self.extra: dict[Shapes, dict[str, int]] = {}
         self._deadline = deadline
+        self._tick = Ticker(say) if say is not None else None
         self._add_points(extra, measure=False)
         self.ok: dict[Shapes, bool] = {}
         self.nonempty: set[Shapes] = set()  # shapes that run natively with every input and output non-empty
@@ -203,10 +207,12 @@ class NativeBox:
                 continue
 
     def _measure(self, shapes: Sequence[Shapes]) -> None:
-        for s in shapes:
+        for i, s in enumerate(shapes):
             if self._deadline is not None and time.monotonic() > self._deadline:
                 self.complete = False  # the rest is not measured: the counts cover fewer shapes
                 return
+            if self._tick is not None:
+                self._tick(lambda i=i: f"fix: box: {len(self.ok)} shapes traced, {len(shapes) - i} to go")
             self.ok[s], err = self.runs(s)
             if err:
                 self.errors[s] = err

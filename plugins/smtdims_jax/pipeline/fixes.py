@@ -50,7 +50,7 @@ from smtdims.parser import parse_expr
 from smtdims.reasoner import Session
 
 from .. import adapter, enabled
-from ._common import Progress, _raised_by_smtdims, paste_target
+from ._common import Progress, Ticker, _raised_by_smtdims, paste_target
 from .box import BoxCount, Dims, NativeBox, shapes_at
 from .report import _first_line
 
@@ -529,10 +529,12 @@ def specialisations(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tup
 Scored = tuple[tuple[int, int, int, int], tuple[FixPart, ...], int, int, int]  # (sort key, group, ok, bad, nonempty)
 
 
-def _scored(offered: Sequence[Candidate], spec: Spec, box: NativeBox, some_nonempty: bool) -> list[Scored]:
+def _scored(offered: Sequence[Candidate], spec: Spec, box: NativeBox, some_nonempty: bool,
+            tick: Callable[[str | Callable[[], str]], None] = lambda m: None) -> list[Scored]:
     """The candidates JAX accepts, each with its box score; the degenerate ones dropped."""
     out: list[Scored] = []
-    for group, rank in offered:
+    for i, (group, rank) in enumerate(offered):
+        tick(lambda i=i: f"fix: measured {i} of {len(offered)} candidates on the box")
         trial = _apply_all(spec, group)
         if trial is None or not _jax_accepts(trial):
             continue  # a rewrite we cannot apply, or a constraint JAX's parser refuses: no candidate
@@ -642,7 +644,7 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
     original = spec_of(spec_leaves, scope)
     say(f"fix: measuring the native function on a box of small shapes ({native})")
     box = NativeBox(fn, original.dims, original.dtypes, in_tree, original.constraint_set(), side=box_side,
-                    native=native, deadline=stop)
+                    native=native, deadline=stop, say=say)
     spec, parts, done_rounds = original, list(start), [start_round] if start_round is not None else []
     if start:
         spec = _apply_all(original, start) or original
@@ -669,12 +671,17 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         session = Session(spec.constraint_set(), budget) if last.scope is None else adapter.session_for_scope(last.scope)
         say(f"fix round {len(done_rounds) + 1}: {msg}")
         some_nonempty = box.weakness(spec.dims, spec.constraint_set())[0] > 0
-        scored = _scored(candidates(last, session), spec, box, some_nonempty)
+        tick = Ticker(say)
+        offered = candidates(last, session)
+        round_no = len(done_rounds) + 1
+        tick(f"fix round {round_no}: {len(offered)} verified candidate(s); measuring them")
+        scored = _scored(offered, spec, box, some_nonempty, tick)
         if not scored:
-            scored = _scored(last_resort(last, session), spec, box, some_nonempty)
+            scored = _scored(last_resort(last, session), spec, box, some_nonempty, tick)
         if not scored:
+            tick(f"fix round {round_no}: trying each variable fixed")
             scored = _scored(specialisations(fn, spec, in_tree, plats, budget, last, box, name), spec, box,
-                             some_nonempty)
+                             some_nonempty, tick)
         scored.sort(key=lambda x: x[0])
         if not scored:
             status, detail = NO_FIX, f"smtdims found no verified fix for: {msg}"
