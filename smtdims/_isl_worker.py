@@ -156,7 +156,6 @@ def _conflict(isl: Any, ctx: Any, req: dict) -> dict:
     a minimal subset of the facts with no common point, found by deletion (a fact whose removal
     leaves the others empty is dropped for good; one whose removal does not is needed, and stays
     needed in every smaller empty subset). The facts are conditions on ``tup``, read one by one."""
-    ctx.reset_operations()
     space = "{ [" + req["tup"] + "] : "
     universe = isl.Set.read_from_str(ctx, space + "true }")
     facts = [isl.Set.read_from_str(ctx, space + f + " }") for f in req["facts"]]
@@ -181,6 +180,8 @@ def _conflict(isl: Any, ctx: Any, req: dict) -> dict:
 
 
 def handle(isl: Any, ctx: Any, domains: OrderedDict, req: dict) -> dict:
+    """One request's answer; its operations, the domain's parsing included, under one quota."""
+    ctx.reset_operations()  # not after the domain: its parse counted against the last request's quota
     if req["op"] == "conflict":
         return _conflict(isl, ctx, req)
     key = req["key"]
@@ -193,7 +194,6 @@ def handle(isl: Any, ctx: Any, domains: OrderedDict, req: dict) -> dict:
         return {"missing": True}
     domains.move_to_end(key)
     tup = req["tup"]
-    ctx.reset_operations()
     f = _expression(isl, ctx, dom, req)
     if req["op"] == "sat":
         zero = isl.PwAff.from_aff(isl.Aff.zero_on_domain(isl.LocalSpace.from_space(f.get_domain_space())))

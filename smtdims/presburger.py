@@ -20,15 +20,25 @@ What is trusted, and what is checked:
   test suite and ``tools/fuzz.py``. ``smtdims.options.set_defaults(presburger=False)`` turns the
   rung off.
 
-Bounded time: ISL cannot be interrupted while it runs (islpy holds the interpreter, so the
-deadline's watchdog would wait for it), and its operation quota does not count everything:
-random sets of 38 constraints with nested mods took 1-4 s in one call under the quota, and 8
-variables with 10 constraints up to 6.7 s. So ISL runs in a worker process
-(:mod:`smtdims._isl_worker`, started on first use in about 0.13 s). A call that has not answered
-within ``CALL_LIMIT`` seconds, or by the question's deadline if that comes first, is abandoned:
-the worker is killed (a new one starts on the next call), ISL is not asked again in that scope,
-and the question goes to Z3 with what is left of its deadline. The rung also takes only small
-questions (limits below), where ISL's median is about a millisecond.
+Bounded time, in two tiers, as Z3's rlimit and the deadline are: ISL cannot be interrupted while
+it runs (islpy holds the interpreter, so the deadline's watchdog would wait for it), and its
+operation quota does not count everything (random sets of 38 constraints with nested mods took
+1-4 s in one call under a quota of 200,000, and 8 variables with 10 constraints up to 6.7 s).
+
+1. In this process, under a small quota (``LOCAL_OPERATIONS``, deterministic): the common
+   questions (every one of benchmark 4's 200 needs under 7,500 operations and about 0.3 ms) are
+   answered without a round trip to a process that, on a busy machine, first waits for a core.
+   The quota is sized so that a call stays far from any deadline on a machine ten times slower
+   (``tests/test_presburger.py`` measures the worst CPU time of a call under it on random eligible
+   questions). Over the quota, the call is handed on.
+2. In a worker process (:mod:`smtdims._isl_worker`, started when first needed, in about 0.13 s)
+   under the full quota (``OPERATIONS`` there): a call that has not answered within
+   ``CALL_LIMIT`` seconds, or by the question's deadline if that comes first, is abandoned: the
+   worker is killed (a new one starts on the next call), ISL is not asked again in that scope,
+   and the question goes to Z3 with what is left of its deadline.
+
+Both tiers run the same code (:func:`smtdims._isl_worker.handle`) and their answers are checked
+alike. The rung takes only small questions (limits below).
 """
 
 from __future__ import annotations
@@ -36,6 +46,9 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import math
+import threading
+from collections import OrderedDict
+from typing import Any
 
 from . import options, workers
 from .constraints import ConstraintSet
@@ -51,6 +64,61 @@ _DIGITS_LIMIT = 10**MAX_DIGITS
 CALL_LIMIT = 1.0  # seconds one ISL call may take before it is abandoned
 START_LIMIT = 10.0  # seconds for a worker to start (import islpy) before the rung gives up
 _WORKER = workers.Worker("_isl_worker.py")
+# ISL operations a call may take in this process. Measured (this 2-core machine): benchmark 4's 200
+# questions need under 7,500 each, the domain's parse included. The quota does not bound time
+# linearly: on 8 variables under 10 constraints, 7 of them mod/floordiv of sums, the worst call took
+# 0.8 ms under 5,000, 1.4 ms under 10,000, 33 ms under 20,000 and 136 ms under 200,000 (the
+# worker's). The test's bound is 50 ms.
+LOCAL_OPERATIONS = 10_000
+LOCAL = True  # tier 1 on (tests of the worker turn it off)
+
+
+class LocalISL:
+    """ISL in this process, under :data:`LOCAL_OPERATIONS` (see the module's docstring, tier 1).
+
+    One thread at a time (an ISL context is not shared between threads): a call that finds it busy
+    goes to the worker. islpy is imported on the first call (about 0.1 s)."""
+
+    def __init__(self) -> None:
+        self.lock = options.fork_safe(threading.Lock())
+        self.engine: tuple[Any, Any, Any] | None = None  # (islpy, the worker's module, a context)
+        self.broken = False
+        self.domains: OrderedDict = OrderedDict()
+        self.answered = self.handed_on = 0
+
+    def call(self, request: dict) -> dict | None:
+        """The answer, or None: over the quota (or ISL's error), busy in another thread, or no islpy."""
+        if not LOCAL or self.broken or not self.lock.acquire(blocking=False):
+            return None
+        try:
+            if self.engine is None:
+                try:
+                    import islpy
+
+                    from . import _isl_worker
+                except Exception:  # noqa: BLE001 - islpy that does not import: the worker alone (it says why)
+                    self.broken = True
+                    return None
+                self.engine = (islpy, _isl_worker, islpy.Context())
+            isl, worker, ctx = self.engine
+            ctx.set_max_operations(LOCAL_OPERATIONS)  # read per call: a test may lower it
+            try:
+                answer = worker.handle(isl, ctx, self.domains, request)
+            except Exception:  # noqa: BLE001 - isl.Error (the quota, mostly) or a request it refuses
+                self.handed_on += 1
+                return None
+            self.answered += 1
+            return answer
+        finally:
+            self.lock.release()
+
+
+_LOCAL = LocalISL()
+
+
+def local_tier() -> LocalISL:
+    """The process's in-process ISL (tier 1): tests and diagnostics read its ``answered`` and ``handed_on``."""
+    return _LOCAL
 _LEAST_ENTRIES = 10_000  # least-sum witnesses kept per constraint set
 
 
@@ -126,6 +194,7 @@ class Engine:
         self.parts = constraints.parts()
         self._keys: dict[tuple[str, ...], int] = {}
         self._sent: dict[tuple[str, ...], int] = {}  # worker generation each domain was sent to
+        self._local: set[tuple[str, ...]] = set()  # variable lists whose domain this process's ISL holds
         self.disabled = False  # ISL was late here once: Z3 answers the rest of this scope
         self._least: dict[tuple[Expr, int], dict[str, int]] = {}  # least-sum witnesses ISL gave with bounds
         seen: set[Op] = set()
@@ -157,11 +226,25 @@ class Engine:
             key = self._keys[names] = next(_KEYS)
         index = {n: i for i, n in enumerate(names)}
         request = {**request, "key": key, "tup": tup, "tree": _tree(e, index), "dom": None}
+
+        def domain() -> str:
+            conds = [f"{alias[n]} >= 1" for n in names]
+            conds += [f"{_text(p.diff, alias)} {'>=' if p.kind == '>=' else '='} 0" for p in self.parts]
+            return "{ [" + tup + "] : " + " and ".join(conds) + " }"
+
+        for _ in range(2):  # tier 1; once more, with the domain, if this process's ISL no longer holds it
+            local = {**request, "dom": None if names in self._local else domain()}
+            answer = _LOCAL.call(local)
+            if answer is None:
+                break  # over the quota: the worker
+            if answer.get("missing"):
+                self._local.discard(names)
+                continue
+            self._local.add(names)
+            return None if "error" in answer else (answer, names)
         for _ in range(2):  # once more, with the domain, if the worker does not hold it
             if self._sent.get(names) != _WORKER.generation:
-                conds = [f"{alias[n]} >= 1" for n in names]
-                conds += [f"{_text(p.diff, alias)} {'>=' if p.kind == '>=' else '='} 0" for p in self.parts]
-                request["dom"] = "{ [" + tup + "] : " + " and ".join(conds) + " }"
+                request["dom"] = domain()
             answer, generation = _WORKER.call(request, *_time_left(), START_LIMIT)
             if answer is None:
                 self.disabled = True
@@ -246,8 +329,10 @@ class Engine:
         facts = [" and ".join(f"{_text(p.diff, alias)} {'>=' if p.kind == '>=' else '='} 0" for p in c.parts())
                  or "true" for c in cs]
         facts += [f"{alias[n]} >= 1" for n in names]
-        answer, _ = _WORKER.call({"op": "conflict", "tup": ", ".join(alias[n] for n in names), "facts": facts},
-                                 *_time_left(), START_LIMIT)
+        request = {"op": "conflict", "tup": ", ".join(alias[n] for n in names), "facts": facts}
+        answer = _LOCAL.call(request)
+        if answer is None:
+            answer, _ = _WORKER.call(request, *_time_left(), START_LIMIT)
         if answer is None:
             self.disabled = True
             return None

@@ -148,7 +148,72 @@ def test_an_end_a_known_point_contradicts_declines_the_answer(monkeypatch):
     assert smtdims.stats()["presburger_declined"] == 1
 
 
-def test_a_witness_from_the_worker_that_fails_is_refused(monkeypatch):
+@pytest.fixture
+def worker_only(monkeypatch):
+    """ISL's worker tier alone: no call answered in this process first."""
+    monkeypatch.setattr(presburger, "LOCAL", False)
+
+
+def test_common_questions_are_answered_in_process_and_the_rest_by_the_worker(monkeypatch):
+    """Tier 1 answers under its small quota without a round trip; a call over it goes to the worker, with
+    the same answer."""
+    tier = presburger.local_tier()
+    cs = ConstraintSet.of(["a <= 5", "b <= 7", "mod(a + b, 3) == 1"])
+    e = parse_expr("floordiv(a + 2*b, 4) - max(a, b)")
+    answered, handed_on = tier.answered, tier.handed_on
+    generation = presburger.worker().generation
+    here = presburger.Engine(cs).bounds(e)
+    assert here is not None and tier.answered == answered + 1 and presburger.worker().generation == generation
+    monkeypatch.setattr(presburger, "LOCAL_OPERATIONS", 5)  # every call over it
+    there = presburger.Engine(cs).bounds(e)
+    assert tier.handed_on == handed_on + 1 and there == here
+    points = [{"a": a, "b": b} for a in range(1, 6) for b in range(1, 8) if cs.holds({"a": a, "b": b})]
+    assert here[:2] == (min(e.evaluate(p) for p in points), max(e.evaluate(p) for p in points))
+
+
+def test_a_call_under_the_local_quota_stays_far_from_any_deadline():
+    """The in-process tier cannot be interrupted: its quota must bound its time. Hard eligible questions
+    (8 variables under 10 constraints, 7 of them mod/floordiv of sums): the worst CPU
+    time of one call stays under 50 ms, twenty times under a 1 s deadline (a machine ten times slower
+    still meets it). Under the worker's quota of 200,000 this fails: one call took 136 ms."""
+    import random
+    import time
+
+    tier = presburger.local_tier()
+    presburger.Engine(ConstraintSet.of(["a <= 3"])).bounds(parse_expr("a"))  # islpy imported: not timed
+    rng = random.Random(1)
+    names = [f"x{i}" for i in range(8)]
+
+    def lin(k: int = 3) -> str:
+        return " + ".join(f"{rng.randint(-5, 5)}*{rng.choice(names)}" for _ in range(k)) + f" + {rng.randint(-20, 20)}"
+
+    real = tier.call
+    worst, asked = 0.0, 0
+
+    def timed(request):
+        nonlocal worst, asked
+        t = time.thread_time()
+        try:
+            return real(request)
+        finally:
+            worst, asked = max(worst, time.thread_time() - t), asked + 1
+
+    tier.call = timed
+    try:
+        for _ in range(60):
+            cons = [f"mod({lin()}, {rng.randint(2, 7)}) == {rng.randint(0, 1)}" if rng.random() < 0.5
+                    else f"floordiv({lin()}, {rng.randint(2, 7)}) >= {lin(2)}" for _ in range(7)]
+            cons += [f"{lin()} >= 0" for _ in range(3)]
+            try:
+                presburger.Engine(ConstraintSet.of(cons)).bounds(parse_expr(f"max({lin()}, {lin()})"))
+            except smtdims.SmtdimsError:
+                continue
+    finally:
+        tier.call = real
+    assert asked >= 60 and worst < 0.05, (asked, worst)
+
+
+def test_a_witness_from_the_worker_that_fails_is_refused(monkeypatch, worker_only):
     eng = presburger.Engine(ConstraintSet.of(["a <= 5", "b <= 7"]))
     e = parse_expr("a + b")
     fake = {"lo": 2, "hi": 12, "wlo": [3, 3], "whi": [5, 7]}  # (3, 3) gives 6, not 2
@@ -159,7 +224,7 @@ def test_a_witness_from_the_worker_that_fails_is_refused(monkeypatch):
     assert eng.bounds(e, {2: {"a": 1, "b": 1}}) == (2, 12, {"a": 1, "b": 1}, {"a": 5, "b": 7})
 
 
-def test_a_late_worker_is_killed_and_z3_answers(monkeypatch):
+def test_a_late_worker_is_killed_and_z3_answers(monkeypatch, worker_only):
     e = parse_expr("floordiv(a + 3, 4) - mod(b, 3)")
     cs = ConstraintSet.of(["a <= 20", "b >= 2*a - 30"])
     assert presburger.Engine(cs).bounds(e) is not None  # a worker is up
@@ -189,7 +254,7 @@ def test_a_late_worker_is_killed_and_z3_answers(monkeypatch):
     assert presburger.Engine(cs).bounds(e)[:2] == (-1, 5)  # a new worker on the next call
 
 
-def test_a_worker_that_died_is_replaced():
+def test_a_worker_that_died_is_replaced(worker_only):
     cs = ConstraintSet.of(["a <= 5"])
     assert presburger.Engine(cs).bounds(parse_expr("3*a - 1"))[:2] == (2, 14)
     presburger.worker().proc.kill()
@@ -232,7 +297,7 @@ def test_the_option_validates_its_value():
         options.set_defaults(presburger="no")
 
 
-def test_a_worker_that_lost_the_domain_gets_it_again(monkeypatch):
+def test_a_worker_that_lost_the_domain_gets_it_again(monkeypatch, worker_only):
     from collections import OrderedDict
 
     import islpy
@@ -261,6 +326,7 @@ def test_a_worker_that_lost_the_domain_gets_it_again(monkeypatch):
 FORK_SCRIPT = """
 import os
 from smtdims import ConstraintSet, parse_expr, presburger
+presburger.LOCAL = False  # the worker's tier: each process its own
 cs = ConstraintSet.of(["a <= 5"])
 assert presburger.Engine(cs).bounds(parse_expr("a"))[:2] == (1, 5)
 parent_proc = presburger.worker().proc
