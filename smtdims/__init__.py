@@ -1,16 +1,16 @@
 """smtdims: exact, provable reasoning about JAX symbolic dimensions, backed by Z3.
 
-The reasoner (this package) does not import JAX; the jax.export integration
+The reasoner (this package) does not import JAX, nor any plugin; the jax.export integration
 (``install``, ``uninstall``, ``enabled``, ``is_installed``, ``export_and_verify``, ``verify_artifact``,
-``VerificationReport``, ``audit``, ``AuditReport``) is loaded on first use.
+``VerificationReport``, ``audit``, ``AuditReport``) is the plugin's, found through entry points
+(:mod:`smtdims.plugins`) and loaded on first use.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-from . import host, options
+from . import host, options, plugins
 from .api import bounds, decide, symbolic_dim_bounds
 from .constraints import Constraint, ConstraintSet
 from .diagnostics import ConstraintReport, check_constraints
@@ -31,36 +31,29 @@ from .results import Bounds, Decision
 
 __version__ = "0.1.0"
 
-_JAX_API = ("install", "uninstall", "enabled", "is_installed")
-_PIPELINE_API = ("export_and_verify", "verify_artifact", "VerificationReport")
-_AUDIT_API = ("audit", "AuditReport")
-_LAZY = _JAX_API + _PIPELINE_API + _AUDIT_API
-
 
 def __getattr__(name: str) -> Any:
-    # JAX is imported only when a JAX-facing name is first used.
-    if name in _JAX_API:
-        import smtdims_jax
-
-        return getattr(smtdims_jax, name)
-    if name in _PIPELINE_API:
-        from smtdims_jax import pipeline
-
-        return getattr(pipeline, name)
-    if name in _AUDIT_API:
-        from smtdims_jax import audit as audit_module
-
-        return getattr(audit_module, name)
-    raise AttributeError(f"module 'smtdims' has no attribute {name!r}")
+    # A plugin's part of the API (smtdims.install, smtdims.audit, ...: the group smtdims.api of
+    # pyproject.toml) is imported on first use, so JAX only then; dunder probes never read the table.
+    entry = None if name.startswith("__") else plugins.find(plugins.API, name)
+    if entry is None:
+        raise AttributeError(f"module 'smtdims' has no attribute {name!r}")
+    return entry.load()
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(plugins.entries(plugins.API)))
 
 
-# The core never imports JAX; the first JAX object handed to it loads the adapter, which
-# registers JAX as the host (see smtdims.host).
-host.register_loader(host.looks_like_jax, lambda: importlib.import_module("smtdims_jax"))
+def _load_jax_host() -> None:
+    entry = plugins.find(plugins.HOSTS, "jax")
+    if entry is not None:
+        entry.load()
+
+
+# The core never imports JAX; the first JAX object handed to it loads the host the plugin declares
+# (the group smtdims.hosts), which registers JAX as the host (see smtdims.host).
+host.register_loader(host.looks_like_jax, _load_jax_host)
 
 
 __all__ = [

@@ -32,7 +32,7 @@ from typing import Any, NoReturn
 
 import z3
 
-from . import options
+from . import options, plugins
 from .constraints import ConstraintSet
 from .errors import ParseError, SmtdimsError, UnsatisfiableConstraintsError
 from .expr import OPERATIONS, Expr
@@ -285,7 +285,7 @@ _RAW_REASONS = ("max. resource limit exceeded", "canceled", "timeout", "interrup
                 "solver budget exhausted", "budget exhausted")
 
 
-def _friendly(text: str, reason: str, args: argparse.Namespace) -> str:
+def friendly_unknown(text: str, reason: str, args: argparse.Namespace) -> str:
     """``text`` with Z3's raw reason replaced by what happened and how to raise the limit."""
     _, message = unknown_reason(reason, budget=_budget(args), deadline=getattr(args, "deadline", None))
     raws = [r for r in (reason, *_RAW_REASONS) if r and r not in ("budget", "deadline", "incomplete")]
@@ -364,7 +364,8 @@ def _header(kind: str, q: str, cs: ConstraintSet, answer: str) -> list[str]:
             f"smtdims' answer: {answer}", "dimension variables are integers >= 1"]
 
 
-def _decision_script(cs: ConstraintSet, lhs: Expr, op: str, rhs: Expr, answer: str, budget: int) -> str:
+def decision_script(cs: ConstraintSet, lhs: Expr, op: str, rhs: Expr, answer: str, budget: int) -> str:
+    """``decide --smtlib``'s script: two checks any SMT solver can replay to confirm ``answer``."""
     d = lhs - rhs
     q = f"{lhs} {op} {rhs}"
     return smtlib_script(
@@ -478,8 +479,8 @@ def cmd_decide(args: argparse.Namespace) -> int:
     answers = []
     for lhs, op, rhs in queries:
         d = session.decide(lhs, op, rhs)
-        text = _friendly(d.describe(), d.reason, args) if d.status == UNKNOWN else d.describe()
-        script = _decision_script(cs, lhs, op, rhs, d.status, _budget(args)) if _smtlib(args) else None
+        text = friendly_unknown(d.describe(), d.reason, args) if d.status == UNKNOWN else d.describe()
+        script = decision_script(cs, lhs, op, rhs, d.status, _budget(args)) if _smtlib(args) else None
         answers.append(Answer(text, _decision_data(d, args), script, STATUS_EXIT.get(d.status, EXIT_UNKNOWN)))
     return _emit(args, answers)
 
@@ -526,11 +527,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
         d = session.decide(lhs, op, rhs)
         ex = explain_decision(d)
         status = STATUS_EXIT.get(d.status, EXIT_UNKNOWN)
-        out = _friendly(str(ex), d.reason, args) if d.status == UNKNOWN else str(ex)
+        out = friendly_unknown(str(ex), d.reason, args) if d.status == UNKNOWN else str(ex)
         data = ex.to_dict()
         if d.status == UNKNOWN:
             data["unknown"] = _unknown_info(d.reason, args)
-        script = _decision_script(cs, lhs, op, rhs, d.status, _budget(args)) if _smtlib(args) else None
+        script = decision_script(cs, lhs, op, rhs, d.status, _budget(args)) if _smtlib(args) else None
     else:
         e = parse_expr(text)
         _warn(cs, [e])
@@ -564,7 +565,7 @@ def cmd_check_constraints(args: argparse.Namespace) -> int:
     if report.satisfiable is None:
         reason = getattr(report, "reason", "")
         data["unknown"] = _unknown_info(reason, args)
-        return _emit(args, [Answer(_friendly(str(report), reason, args), data, script, EXIT_UNKNOWN)])
+        return _emit(args, [Answer(friendly_unknown(str(report), reason, args), data, script, EXIT_UNKNOWN)])
     return _emit(args, [Answer(str(report), data, script, EXIT_TRUE)])
 
 
@@ -586,7 +587,7 @@ def limits(budget: int | None, seconds: float | None) -> Iterator[None]:
 
 
 # -- dispatch ---------------------------------------------------------------------------------------------
-def _first_command(argv: Sequence[str]) -> str | None:
+def first_command(argv: Sequence[str]) -> str | None:
     """The subcommand: the first argument that is neither an option nor an option's value."""
     skip = False
     for a in argv:
@@ -604,19 +605,27 @@ def _first_command(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _wants_export(argv: Sequence[str]) -> bool:
-    return _first_command(argv) in ("export", "verify")
+def _plugin_command(command: str, needs: str, *, package_only: bool = False, hint: str = "") -> Any:
+    """The module a plugin declares for ``smtdims COMMAND`` (entry-point group smtdims.commands).
 
-
-def _load_export() -> Any:
+    ``needs`` ("'smtdims run' needs JAX support") leads the usage error when it cannot be had; the
+    error names the declared module (its package where ``package_only``), as it did when the CLI
+    imported the plugin by name.
+    """
+    entry = plugins.find(plugins.COMMANDS, command)
+    if entry is None:
+        raise UsageError(f"{needs}, which no installed plugin declares (entry point {plugins.COMMANDS}: {command})"
+                         f"{hint or '. Install smtdims with JAX support (pip install smtdims).'}")
     try:
-        from smtdims_jax import pipeline_cli
+        return entry.load()
     except ImportError as err:
-        raise UsageError(
-            f"'smtdims export' needs the export pipeline (smtdims_jax.pipeline_cli), which could not be "
-            f"imported: {err}. Install smtdims with JAX support (pip install smtdims) or use the Python API."
-        ) from err
-    return pipeline_cli
+        where = entry.module.partition(".")[0] if package_only else entry.module
+        raise UsageError(f"{needs} ({where}), which could not be imported: {err}{hint}") from err
+
+
+def _load_export(command: str = "export") -> Any:
+    return _plugin_command(command, "'smtdims export' needs the export pipeline",
+                           hint=". Install smtdims with JAX support (pip install smtdims) or use the Python API.")
 
 
 RUN_USAGE = ("smtdims run [--json] [--json-out FILE] [--budget N] [--deadline SECONDS] (SCRIPT.py | -m MODULE) "
@@ -753,10 +762,7 @@ def _run_command(argv: Sequence[str]) -> int:
     if ra.help:
         print(RUN_HELP, end="")
         return EXIT_OK
-    try:
-        from smtdims_jax import run as runner
-    except ImportError as err:
-        raise UsageError(f"'smtdims run' needs JAX support (smtdims_jax), which could not be imported: {err}") from err
+    runner = _plugin_command("run", "'smtdims run' needs JAX support", package_only=True)
     with limits(None, ra.deadline):
         return runner.run_program(ra.target, ra.args, module=ra.module, budget=ra.budget, json_path=ra.json_path,
                                   json_stdout=ra.json)
@@ -876,7 +882,7 @@ def _run_options(argv: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (see :data:`EXIT_STATUS_TABLE`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = _first_command(argv)
+    command = first_command(argv)
     # Options after the subcommand's program belong to the program (smtdims run script.py --json).
     own = _run_options(argv) if command == "run" else argv
     json_out = "--json" in own
@@ -900,15 +906,15 @@ def _main(argv: list[str], command: str | None, own: list[str]) -> int:
     try:
         if command == "run":
             return _run_command(argv)
-        pipeline = _load_export() if command in ("export", "verify") else None
+        pipeline = _load_export(command) if command in ("export", "verify") else None
         parser = build_parser(pipeline.add_export_parser if pipeline is not None else None)
         try:
             args = parser.parse_args(argv)
         except SystemExit as exit_:  # usage errors (status 2), --help and --version (0): return, do not raise
             return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
         if args.command in ("export", "verify"):
-            if pipeline is None:  # pragma: no cover - _first_command saw it first
-                pipeline = _load_export()
+            if pipeline is None:  # pragma: no cover - first_command saw it first
+                pipeline = _load_export(args.command)
             rc = pipeline.run_export(args) if args.command == "export" else pipeline.run_verify(args)
             return EXIT_OK if rc is None else int(rc)
         with limits(getattr(args, "budget", None), getattr(args, "deadline", None)):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .expr import MAX, MIN, PARSE_CACHE_SIZE, Expr, Op, all_variables, sized_memo
+from .expr import MAX, MIN, PARSE_CACHE_SIZE, Expr, Op, SizedMemo, all_variables, sized_memo
 from .parser import parse_constraint
 
 
@@ -31,7 +31,7 @@ class Constraint:
     @staticmethod
     def parse(text: str) -> Constraint:
         if isinstance(text, str):
-            return _parse_cached(text)
+            return CONSTRAINT_MEMO(text)
         lhs, op, rhs = parse_constraint(text)  # raises the TypeError that names the input
         return Constraint.make(lhs, op, rhs, text.strip())
 
@@ -52,7 +52,7 @@ class Constraint:
         return _parts(self)
 
 
-_MAX_PARTS = 32  # max(a, b) + max(c, d) + ... <= z doubles per atom: past this, keep the case split
+MAX_PARTS = 32  # max(a, b) + max(c, d) + ... <= z doubles per atom: past this, keep the case split
 
 
 def _split(diff: Expr) -> list[Expr]:
@@ -73,7 +73,7 @@ def _split(diff: Expr) -> list[Expr]:
         if (a.op == MAX and c < 0) or (a.op == MIN and c > 0):
             rest = diff - Expr.atom(a) * c
             out = _split(rest + a.lhs * c) + _split(rest + a.rhs * c)
-            return out if len(out) <= _MAX_PARTS else [diff]
+            return out if len(out) <= MAX_PARTS else [diff]
     return [diff]
 
 
@@ -88,10 +88,14 @@ def _parts(c: Constraint) -> tuple[Constraint, ...]:
     return tuple(Constraint(d, ">=", c.text) for d in seen)
 
 
-@sized_memo(entries=8192, total=PARSE_CACHE_SIZE, size=lambda c: c.diff.size())
-def _parse_cached(text: str) -> Constraint:
+def _parse_text(text: str) -> Constraint:
     lhs, op, rhs = parse_constraint(text)
     return Constraint.make(lhs, op, rhs, text.strip())
+
+
+# text -> Constraint for Constraint.parse, bounded in size (a SizedMemo); a name of its own so that
+# what it holds can be read (``held``, ``entries()``: diagnostics, tests/test_bounded_time.py)
+CONSTRAINT_MEMO = SizedMemo(_parse_text, 8192, PARSE_CACHE_SIZE, lambda c: c.diff.size())
 
 
 @dataclass(frozen=True, slots=True)

@@ -615,6 +615,16 @@ class SizedMemo:
     def __len__(self) -> int:
         return len(self._data)
 
+    @property
+    def held(self) -> int:
+        """The total size of the kept results (at most ``total``)."""
+        return self._held
+
+    def entries(self) -> list[tuple[Any, int]]:
+        """``(result, size)`` of each kept result, least recently used first: a copy, for diagnostics."""
+        with self._lock:
+            return list(self._data.values())
+
     def cache_clear(self) -> None:
         with self._lock:
             self._data.clear()

@@ -113,6 +113,11 @@ class IntervalEvaluator:
         self.var_ranges = var_ranges
         self._memo: dict[Atom, Interval] = {}
 
+    @property
+    def memo_entries(self) -> int:
+        """How many atoms the memo holds (bounded by :data:`MEMO_ENTRIES`; a diagnostics reading)."""
+        return len(self._memo)
+
     def var_range(self, name: str) -> Interval:
         return self.var_ranges.get(name, (1, INF))
 

@@ -284,6 +284,11 @@ class Watchdog:
         self._wake_at = math.inf
         self.interrupts = 0
 
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The watchdog's thread, None until the first armed check (diagnostics: it must stay alive)."""
+        return self._thread
+
     def after_fork_in_child(self) -> None:
         """A forked child has no watchdog thread, and the armed checks were other threads': forget them."""
         self._lock = threading.Lock()

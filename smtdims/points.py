@@ -36,7 +36,7 @@ _MAX_FILL_SETS = 64  # lists of fillings a constraint set keeps, by free variabl
 # limit is a count, so the same question evaluates the same points. 1,000 free variables gave
 # 12,000 valuations of a 1,000-term sum before (2.4-14.5 s).
 _POINT_WORK = 200_000
-_DEADLINE_WORK = 500  # evaluation (about 0.5 ms at most) between two readings of the question's deadline
+DEADLINE_WORK = 500  # evaluation (about 0.5 ms at most) between two readings of the question's deadline
 _MAX_SHRUNK = 32  # variables of a witness that shrink tries to make smaller (1,000 took 1-2 s)
 
 
@@ -120,12 +120,12 @@ class Points:
             left -= cost
             if left < 0:
                 return
-            # the clock at the first valuation, then after each _DEADLINE_WORK of evaluation (reading
+            # the clock at the first valuation, then after each DEADLINE_WORK of evaluation (reading
             # it at every valuation of a small expression was a tenth of the rung's time)
             if left <= check_at:
                 if options.deadline_passed():
                     return
-                check_at = left - _DEADLINE_WORK
+                check_at = left - DEADLINE_WORK
             try:
                 yield e.evaluate(env), env
             except ZeroDivisionError:

@@ -63,7 +63,7 @@ __all__ = [
 
 _A = TypeVar("_A")  # an answer: Decision, bool, Bounds, (Interval, deterministic)
 _SMALL_WITNESS_MAX_VARS = 32  # beyond this, an undetermined answer's witnesses are left as found
-_READABLE_VALUE = 8  # a bound's witness with every value at most this is read at a glance: kept as it is
+READABLE_VALUE = 8  # a bound's witness with every value at most this is read at a glance: kept as it is
 _WITNESS_CHECKS = 12  # Z3 checks at most, per end, looking for a bound's smallest witness
 
 
@@ -506,6 +506,13 @@ class Session:
         self._presburger: presburger.Engine | None = None  # ISL's view, built on the first eligible bound
         self._decision_cache = _ScopeCache()  # (lhs, op, rhs) -> Decision
         self._proof_cache = _ScopeCache()  # (lhs, op, rhs) -> bool
+
+    @property
+    def caches(self) -> dict[str, _ScopeCache]:
+        """The answer caches by kind (``interval``, ``sign``, ``bounds``, ``readable``, ``decision``,
+        ``proof``), each with ``held`` (its size in ``Expr.size()`` units): a diagnostics view of what
+        a scope keeps, bounded by :data:`CACHE_ENTRIES` and :data:`CACHE_SIZE`. Read, never write."""
+        return {k[1:].removesuffix("_cache"): v for k, v in vars(self).items() if isinstance(v, _ScopeCache)}
 
     # -- rung 2 and 3 state -----------------------------------------------------------------------------
     @property
@@ -964,7 +971,7 @@ class Session:
         Once the end is known (never while it is searched: this changes no bound), first exact
         evaluations only: every variable 1, every variable moved down together, then
         :func:`points.shrink`; then, while a value is still above
-        ``_READABLE_VALUE``, the least sum of the variables over the valuations that meet the
+        ``READABLE_VALUE``, the least sum of the variables over the valuations that meet the
         constraints and attain the end, by galloping up from "every variable 1" and bisecting
         (at most ``_WITNESS_CHECKS`` Z3 checks, under the question's budget and deadline).
         Every candidate is re-checked exactly (constraints hold, ``e`` equals the end); a check
@@ -1002,7 +1009,7 @@ class Session:
         if down > 0 and valid(shifted := {v: x - down for v, x in env.items()}):
             env = shifted
         env = shrink(env, attains, self.constraints)
-        if max(env.values(), default=1) <= _READABLE_VALUE or options.deadline_passed():
+        if max(env.values(), default=1) <= READABLE_VALUE or options.deadline_passed():
             return env
         # ISL finds the least sum in one call where it takes the question (the focus's engine: the
         # one that answered the bounds, holding the least-sum witnesses it gave with them); Z3
@@ -1138,7 +1145,7 @@ class Session:
         if eng is None:
             return None
         known = {v: env for v, env in vals}
-        got = eng.bounds(e, known, least=_READABLE.get(), small=_READABLE_VALUE)
+        got = eng.bounds(e, known, least=_READABLE.get(), small=READABLE_VALUE)
         if got is None:
             return None
         lo, hi, w_lo, w_hi = got
@@ -1160,8 +1167,8 @@ _READABLE: contextvars.ContextVar[bool] = contextvars.ContextVar("smtdims_readab
 # no bound short of 100,000 entries; bounded at 4,096 entries, its interval cache still held 75,000
 # objects after 4,000 fuzz questions (about 100 an entry: the keys are the questions' expressions),
 # and the long memory line rose with it (issue 28). A forgotten answer is computed again, the same.
-_CACHE_ENTRIES = 1_024
-_CACHE_SIZE = 20_000  # about 2 tracked objects a unit: at most a few MiB a cache
+CACHE_ENTRIES = 1_024
+CACHE_SIZE = 20_000  # about 2 tracked objects a unit: at most a few MiB a cache
 
 
 class _ScopeCache(dict):
@@ -1189,7 +1196,7 @@ def _store(cache: _ScopeCache, key: Any, value: Any, *exprs: Expr) -> None:
         n += e.size()
     if n > CACHE_MAX_TERMS:
         return
-    while len(cache) >= _CACHE_ENTRIES or (cache and cache.held + n > _CACHE_SIZE):
+    while len(cache) >= CACHE_ENTRIES or (cache and cache.held + n > CACHE_SIZE):
         try:
             old = next(iter(cache))
             del cache[old]

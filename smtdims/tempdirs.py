@@ -185,6 +185,17 @@ def _restore_sigterm() -> None:
         pass
 
 
+def live() -> frozenset[str]:
+    """This process's directories not yet removed (diagnostics: none should outlive its owner)."""
+    with _LOCK:
+        return frozenset(_LIVE)
+
+
+def handles_sigterm() -> bool:
+    """Whether SIGTERM's handler is this module's now (it is, exactly while a directory lives)."""
+    return signal.getsignal(signal.SIGTERM) is _on_sigterm
+
+
 def _after_fork_in_child() -> None:
     """The parent's directories are the parent's: a child does not remove them (nor keep our handler)."""
     global _LOCK

@@ -101,7 +101,7 @@ def test_a_crashed_device_process_is_not_run_with_its_cause(no_workers, monkeypa
 
 
 def test_busy_and_missing_backends_are_told_apart():
-    from smtdims_jax.pipeline import _verify_worker as worker
+    from smtdims_jax.pipeline import _verify_worker as worker  # private: the worker's reading of backend errors
 
     lock = ("RuntimeError: Unable to initialize backend 'tpu': ABORTED: Internal error when accessing libtpu "
             "multi-process lockfile")

@@ -69,12 +69,12 @@ def test_expanded_powers_within_deadline_in_every_call(expr):
 def test_interval_cut_by_the_deadline_is_not_kept():
     """A long sum's interval stops at the deadline with (-inf, inf): sound, and not cached, so a
     later question with time gets the real answer (every term is positive: the least value is at 1s)."""
-    from smtdims.api import _session  # noqa: PLC0415
+    from smtdims.reasoner import REGISTRY
 
     e = "(a + b + c + 2)^15 + a*b*c"  # 817 terms: small enough to be cached
     cut = smtdims.bounds(e, deadline=1e-6)
     assert not cut.deterministic
-    assert _session((), None, []).interval(smtdims.parse_expr(e)) == (5**15 + 1, float("inf"))
+    assert REGISTRY.get(smtdims.ConstraintSet.of(())).interval(smtdims.parse_expr(e)) == (5**15 + 1, float("inf"))
     full = smtdims.bounds(e)
     assert (full.lo, full.lo_tight, full.deterministic) == (5**15 + 1, True, True)
 
@@ -178,13 +178,13 @@ def _stats_delta(before: dict, after: dict) -> dict:
 def test_caches_do_not_keep_expanded_powers():
     """Memory: the large-input fuzz grew to 1.1 GB keeping every 10,000-term question in its
     scope's caches; past 2,000 terms a question is answered again rather than kept."""
-    from smtdims.api import _session  # noqa: PLC0415
+    from smtdims.reasoner import REGISTRY
 
     big, small = "(a + b + c + 1)^30", "(a + b + 1)^3"  # 5,456 and 10 terms
     for e in (big, small):
         smtdims.bounds(e)
-    s = _session((), None, [])
-    kept = {str(k) for k in s._bounds_cache}
+    s = REGISTRY.get(smtdims.ConstraintSet.of(()))  # the session of public calls without constraints
+    kept = {str(k) for k in s.caches["bounds"]}
     assert str(smtdims.parse_expr(small)) in kept and str(smtdims.parse_expr(big)) not in kept
     assert smtdims.bounds(big).lo == 4**30  # answered again, the same
 
@@ -194,22 +194,22 @@ def test_parse_memos_hold_a_bounded_size():
     fuzz questions 864,000 objects were alive, and each full garbage collection took 0.3-0.9 s inside
     whichever call triggered it (9 of 20,000 answers past deadline + 1 s). Now a memo keeps at most
     PARSE_CACHE_SIZE (Expr.size(): nested operands count) in all and no expression past CACHE_MAX_TERMS."""
-    from smtdims.constraints import _parse_cached
+    from smtdims.constraints import CONSTRAINT_MEMO
     from smtdims.expr import CACHE_MAX_TERMS, PARSE_CACHE_SIZE
-    from smtdims.parser import _parse_expr_cached
+    from smtdims.parser import EXPR_MEMO
 
     big = "(a + b + c + 1)^30"  # 5,456 terms: parsed, answered, not kept
     assert smtdims.parse_expr(big) == smtdims.parse_expr(big) and len(smtdims.parse_expr(big).terms) > CACHE_MAX_TERMS
-    assert all(v[0].size() <= CACHE_MAX_TERMS for v in _parse_expr_cached._data.values())
+    assert all(v[0].size() <= CACHE_MAX_TERMS for v in EXPR_MEMO.entries())
     for i in range(40):  # 40 distinct expressions of size 863 (232 terms): more than the memo's total
         smtdims.parse_expr(f"(a + b + c)^20 + {i}*d")
         smtdims.Constraint.parse(f"(a + b + c)^20 >= {i}*d")
-    for memo in (_parse_expr_cached, _parse_cached):
-        assert 0 < memo._held <= PARSE_CACHE_SIZE
-        assert memo._held == sum(n for _, n in memo._data.values())
+    for memo in (EXPR_MEMO, CONSTRAINT_MEMO):
+        assert 0 < memo.held <= PARSE_CACHE_SIZE
+        assert memo.held == sum(n for _, n in memo.entries())
     first = smtdims.parse_expr("(a + b + c)^20 + 0*d")  # evicted long ago: parsed again, equal
     assert first == smtdims.parse_expr("(a + b + c)^20 + 0*d")
-    assert _parse_expr_cached._held >= PARSE_CACHE_SIZE - 2 * 863, "the memo keeps what fits, not less"
+    assert EXPR_MEMO.held >= PARSE_CACHE_SIZE - 2 * 863, "the memo keeps what fits, not less"
 
 
 # -- checks Z3 does not stop at the interrupt, in the contexts of unsat cores and constraint diagnostics --

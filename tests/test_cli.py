@@ -267,6 +267,23 @@ def test_export_missing_pipeline_is_a_clear_error(capsys, monkeypatch):
     assert rc == 0 and "true" in out
 
 
+@pytest.mark.parametrize("command", ["export", "verify", "run"])
+def test_a_command_no_plugin_declares_is_a_clear_error(capsys, monkeypatch, command):
+    """The CLI finds export, verify and run through entry points (smtdims.plugins): none declared, one line."""
+    from smtdims import plugins
+
+    monkeypatch.setattr(plugins, "find", lambda group, name: None)
+    rc, _, err = run(capsys, command, "x.py" if command == "run" else "mod:fn")
+    assert rc == 2 and "no installed plugin declares (entry point smtdims.commands" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_run_missing_plugin_names_the_package(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "smtdims_jax.run", None)  # import fails
+    rc, _, err = run(capsys, "run", "x.py")
+    assert rc == 2 and "'smtdims run' needs JAX support (smtdims_jax), which could not be imported" in err
+
+
 def test_export_delegates_to_the_pipeline(capsys, monkeypatch):
     calls = []
     fake = types.ModuleType("smtdims_jax.pipeline_cli")
@@ -299,9 +316,9 @@ def test_expression_starting_with_minus(capsys):
     assert rc == 0 and "[-inf, 4]" in out
 
 
-def test_wants_export_skips_option_values():
-    assert cli._wants_export(["--budget", "5", "export", "x"])
-    assert not cli._wants_export(["decide", "export >= 1"])
+def test_the_export_command_is_found_past_option_values():
+    assert cli.first_command(["--budget", "5", "export", "x"]) == "export"
+    assert cli.first_command(["decide", "export >= 1"]) == "decide"
 
 
 # -- exit statuses ---------------------------------------------------------------------------------------------
@@ -344,7 +361,7 @@ def test_unknown_exits_4_and_says_how_to_raise_the_budget(capsys):
 ])
 def test_raw_z3_wording_is_replaced(text, reason):
     args = cli.build_parser().parse_args(["decide", "q >= 1", "--budget", "3"])
-    out = cli._friendly(text, reason, args)
+    out = cli.friendly_unknown(text, reason, args)
     assert "max. resource limit" not in out and "canceled" not in out
     assert "--budget N" in out or "--deadline SECONDS" in out
 
@@ -471,8 +488,8 @@ def test_deadline_sets_config_for_the_run_only(capsys, monkeypatch):
 
 
 def test_option_values_are_not_commands():
-    assert cli._first_command(["--deadline", "5", "run", "x.py"]) == "run"
-    assert cli._first_command(["--budget", "5", "bounds", "a"]) == "bounds"
+    assert cli.first_command(["--deadline", "5", "run", "x.py"]) == "run"
+    assert cli.first_command(["--budget", "5", "bounds", "a"]) == "bounds"
 
 
 # -- --version, package metadata ----------------------------------------------------------------------------

@@ -100,9 +100,9 @@ def test_decision_does_not_depend_on_an_earlier_question():
 
 
 def test_models_of_checks_are_not_kept_as_points():
-    from smtdims.api import _session  # noqa: PLC0415
+    from smtdims.reasoner import REGISTRY
 
-    s = _session(C18, None, [])
+    s = REGISTRY.get(smtdims.ConstraintSet.of(C18))  # the session that public calls with C18 use
     before = s.points.base
     smtdims.decide("2*b", "==", "58", constraints=C18)  # a solver check with a model
     smtdims.bounds("b - a", constraints=C18)

@@ -16,7 +16,7 @@ import pytest
 import smtdims
 from smtdims.constraints import Constraint, ConstraintSet
 from smtdims.diagnostics import check_constraints
-from smtdims.explain import (
+from smtdims.explain import (  # private: _proves, the check behind every fix, asked about edge cases directly
     CONSTRAINT,
     SPEC,
     Explanation,

@@ -46,13 +46,22 @@ def no_workers():
     fresh.close_workers()
 
 
+def _workers() -> dict:
+    """The verification processes by environment (pipeline/fresh.py offers no public reading)."""
+    return fresh._WORKERS  # private: the table the worker reuse is about
+
+
+def _started() -> int:
+    return fresh._stats["started"]  # private: how many processes were started (pipeline/fresh.py)
+
+
 def _the_worker():
-    (w,) = fresh._WORKERS.values()
+    (w,) = _workers().values()
     return w
 
 
 def test_one_worker_serves_the_jobs_of_one_environment_up_to_max_jobs(no_workers, artifact, monkeypatch):
-    before = fresh._stats["started"]
+    before = _started()
     report = export_and_verify(_double, "int32[a, b]", samples=2)
     assert report.ok, str(report)
     check = next(c for c in report.checks if c.name == "fresh process")
@@ -61,12 +70,12 @@ def test_one_worker_serves_the_jobs_of_one_environment_up_to_max_jobs(no_workers
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test")  # changes for every test: not a new environment
     for _ in range(2):
         _job(artifact)
-    assert fresh._stats["started"] - before == 1 and _the_worker() is w and w.jobs == 3
+    assert _started() - before == 1 and _the_worker() is w and w.jobs == 3
     monkeypatch.setattr(fresh, "MAX_JOBS", 3)
     _job(artifact)
     w2 = _the_worker()
     assert w2 is not w and w.proc.poll() is not None  # the first was ended, not left running
-    assert fresh._stats["started"] - before == 2
+    assert _started() - before == 2
 
 
 def test_a_dead_or_timed_out_worker_is_replaced(no_workers, artifact):
@@ -79,14 +88,14 @@ def test_a_dead_or_timed_out_worker_is_replaced(no_workers, artifact):
     assert w2 is not w and w2.proc.poll() is None
     with pytest.raises(RuntimeError, match="timed out after 0.01 s"):
         fresh.run_fresh_process(artifact, [[X]], [], lambda _: None, timeout=0.01)
-    assert not fresh._WORKERS and w2.proc.poll() is not None
+    assert not _workers() and w2.proc.poll() is not None
 
 
 def test_another_environment_gets_its_own_worker(no_workers, artifact, monkeypatch):
     _job(artifact)
     monkeypatch.setenv("SMTDIMS_TEST_MARK", "1")  # any other change: the worker inherits the environment
     _job(artifact)
-    assert {dict(k).get("SMTDIMS_TEST_MARK") for k in fresh._WORKERS} == {None, "1"}
+    assert {dict(k).get("SMTDIMS_TEST_MARK") for k in _workers()} == {None, "1"}
 
 
 def test_an_idle_worker_exits_and_a_busy_one_is_not_waited_for(no_workers, artifact, monkeypatch):
@@ -117,7 +126,7 @@ def test_a_forked_child_does_not_use_the_parents_worker(no_workers, artifact):
     _job(artifact)
     pid = os.fork()
     if pid == 0:  # the child: the parent's worker (its pipes) is not in its table
-        os._exit(0 if not fresh._WORKERS else 1)
+        os._exit(0 if not _workers() else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert _the_worker().proc.poll() is None  # the parent's is untouched

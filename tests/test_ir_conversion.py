@@ -17,17 +17,21 @@ from hypothesis import HealthCheck, given, settings
 pytest.importorskip("jax")
 
 from jax import export  # noqa: E402
+from jax._src.export.shape_poly import _DimExpr  # noqa: E402
 from smtdims_jax import adapter  # noqa: E402
+
+# private: the two conversions to_ir chooses between (direct terms, JAX's arithmetic), compared here
+convert, by_arithmetic, factor_atom = adapter._convert, adapter._convert_by_arithmetic, adapter._factor_atom
 
 
 def _same(e) -> None:
     try:
-        fast = adapter._convert(e)
+        fast = convert(e)
     except Exception as err:  # a zero divisor raises in both
         with pytest.raises(type(err)):
-            adapter._convert_by_arithmetic(e)
+            by_arithmetic(e)
         return
-    ref = adapter._convert_by_arithmetic(e)
+    ref = by_arithmetic(e)
     assert fast == ref and fast.terms == ref.terms and hash(fast) == hash(ref), (str(e), str(fast), str(ref))
 
 
@@ -37,7 +41,7 @@ def _dims(texts, scope):
             (d,) = export.symbolic_shape(text, scope=scope)
         except Exception:  # JAX refuses some rendered texts (e.g. a constant divisor 0): not ours
             continue
-        if isinstance(d, adapter._DimExpr):
+        if isinstance(d, _DimExpr):
             yield d
 
 
@@ -48,7 +52,7 @@ def _check_case(case: S.Case) -> None:
         _same(d)
         for other in (1, 3, -7):  # what JAX asks about: differences, scaled sums
             for derived in (d - other, d * 2 + other, d * d - other):
-                if isinstance(derived, adapter._DimExpr):
+                if isinstance(derived, _DimExpr):
                     _same(derived)
 
 
@@ -71,9 +75,9 @@ def test_factor_the_ir_folds_takes_the_arithmetic(text):
     scope = export.SymbolicScope()
     (d,) = export.symbolic_shape(text, scope=scope)
     e = 3 * d + export.symbolic_shape("c", scope=scope)[0] * d + 1
-    assert any(adapter._factor_atom(f) is None for t, _ in e._sorted_terms for f, _ in t._factors)
+    assert any(factor_atom(f) is None for t, _ in e._sorted_terms for f, _ in t._factors)
     _same(e)
-    assert adapter.to_ir(e) == adapter._convert_by_arithmetic(e)
+    assert adapter.to_ir(e) == by_arithmetic(e)
 
 
 def test_factors_are_kept_per_scope():

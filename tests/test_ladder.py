@@ -78,8 +78,10 @@ def test_exact_stock_is_the_installed_procedure_without_floats():
     for e in (a - b, a + 3 * b, (a // 3) - b, core.max_dim(a, 2 * b) - a):
         for prec in (sp.BoundsPrecision.FOR_GEQ0_OR_LT0, sp.BoundsPrecision.BEST):
             assert adapter.exact_stock_rung()(e, prec) == adapter.stock_bounds(e, prec)  # small numbers: the same answers
-    assert exact_stock._floor_div(-7, 2) == -4 and exact_stock._ceil_div(-7, 2) == -3
-    assert exact_stock._ceil_div(2**64 + 1, 1) == 2**64 + 1  # float would round
+    # private: the exact divisions put in place of stock's float ones, by these names, in its rewritten source
+    floor_div, ceil_div = exact_stock._floor_div, exact_stock._ceil_div
+    assert floor_div(-7, 2) == -4 and ceil_div(-7, 2) == -3
+    assert ceil_div(2**64 + 1, 1) == 2**64 + 1  # float would round
 
 
 # -- issue 10.3: stock's crashes never reach the user ---------------------------------------------------------------

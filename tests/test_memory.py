@@ -30,7 +30,7 @@ def _question(i: int) -> tuple:
 
 
 def _started(sessions: list[Session]) -> int:
-    return sum(s.solver._z3_ctx is not None for s in sessions)
+    return sum(s.solver.started for s in sessions)
 
 
 @pytest.fixture
@@ -49,17 +49,17 @@ def test_at_most_the_limit_of_z3_sides_live_and_answers_do_not_change(four_live)
         first.append(d.status)
         assert _started(sessions) <= 4
     assert _started(sessions) == 4  # the four most recent
-    assert sessions[0].solver._z3_ctx is None  # released: its next check rebuilds it
+    assert not sessions[0].solver.started  # released: its next check rebuilds it
     again = [Session(_constraints(i)).decide(*_question(i)).status for i in range(12)]
     assert again == first
     # a released session answers a new question (its solver rebuilt) as a fresh one does
     q = (parse_expr("4*a"), ">=", parse_expr("2*b + c"))
     assert sessions[0].decide(*q).status == Session(_constraints(0)).decide(*q).status
-    assert sessions[0].solver._z3_ctx is not None
+    assert sessions[0].solver.started
 
 
 def _living_in(ctx: object, sessions: list[Session]) -> list[bool]:
-    return [s.solver._z3_ctx is ctx for s in sessions]
+    return [s.solver._z3_ctx is ctx for s in sessions]  # private: which context a session's Z3 side lives in
 
 
 def test_a_retired_shared_context_is_freed_with_every_session_in_it(four_live):
@@ -88,13 +88,26 @@ def test_families_whose_objects_are_gone_do_not_push_out_live_ones(four_live):
     assert _living_in(smt.shared_context(), sessions) == [True] * 3
 
 
+class _Trims(list):
+    """The heap trim's calls (recorded, not made), and whether one is owed (``due``)."""
+
+    def __init__(self, state: dict) -> None:
+        super().__init__()
+        self.state = state
+
+    @property
+    def due(self) -> bool:
+        return bool(self.state["due"])
+
+
 @pytest.fixture
 def trims(monkeypatch):
     """The calls of the heap trim (recorded, not made), with its clock reset."""
-    calls: list[int] = []
-    monkeypatch.setattr(smt, "_MALLOC_TRIM", lambda pad: calls.append(pad) or 1)
-    monkeypatch.setitem(smt._trim_state, "due", False)
-    monkeypatch.setitem(smt._trim_state, "last", -math.inf)
+    state = smt._trim_state  # private: the trim's clock (smt.py has no reader): reset here, read through _Trims
+    monkeypatch.setitem(state, "due", False)
+    monkeypatch.setitem(state, "last", -math.inf)
+    calls = _Trims(state)
+    monkeypatch.setattr(smt, "_MALLOC_TRIM", lambda pad: calls.append(pad) or 1)  # private: recorded, not made
     return calls
 
 
@@ -107,10 +120,10 @@ def test_freed_memory_is_given_back_after_a_release_at_most_once_a_second(four_l
     for i, s in enumerate(kept):  # each pushes out the oldest family
         s.decide(*_question(i))
     assert trims == [0], "one trim after the first release; the next ones fall within TRIM_EVERY"
-    assert smt._trim_state["due"]  # still owed for the later releases
+    assert trims.due  # still owed for the later releases
     monkeypatch.setattr(smt, "TRIM_EVERY", 0.0)
     kept[0].decide(*_question(1))  # no release by this question, but one is owed
-    assert trims == [0, 0] and not smt._trim_state["due"]
+    assert trims == [0, 0] and not trims.due
     kept[0].decide(*_question(2))
     assert trims == [0, 0], "nothing released since the last trim"
 
@@ -121,30 +134,32 @@ def test_the_trim_waits_for_the_end_of_the_outermost_question(four_live, trims, 
     with options.question():
         for i, s in enumerate(sessions):
             s.decide(*_question(i))
-        assert smt._trim_state["due"] and trims == [], "a trim inside a question costs that question's time"
+        assert trims.due and trims == [], "a trim inside a question costs that question's time"
     assert trims == [0]
 
 
 def test_the_trim_is_glibcs_where_glibc_is():
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         pytest.skip("no glibc here: nothing to trim with")
-    assert smt._find_malloc_trim() is not None and smt._find_malloc_trim()(0) in (0, 1)
+    trim = smt._find_malloc_trim()  # private: the libc lookup itself is what is tested
+    assert trim is not None and trim(0) in (0, 1)
 
 
 def test_a_scope_asked_again_and_again_keeps_a_bounded_number_of_answers(monkeypatch):
     """The empty constraint set of public calls is one session for the whole process: its answer
-    caches grew with every question asked of it. Now each keeps the newest _CACHE_ENTRIES answers,
+    caches grew with every question asked of it. Now each keeps the newest CACHE_ENTRIES answers,
     and a forgotten one is computed again, the same."""
     from smtdims import reasoner
 
-    monkeypatch.setattr(reasoner, "_CACHE_ENTRIES", 8)
+    monkeypatch.setattr(reasoner, "CACHE_ENTRIES", 8)
     s = Session(ConstraintSet.of(["a >= 2"]))
     questions = [(parse_expr(f"{i}*a - b"), ">=", parse_expr(f"{i % 5}")) for i in range(1, 30)]
     first = [s.decide(*q).status for q in questions]
     first_bounds = [s.bounds(parse_expr(f"a + {i}*b")) for i in range(30)]
-    caches = {k: v for k, v in vars(s).items() if k.endswith("_cache") and isinstance(v, dict)}
-    assert caches and all(len(v) <= 8 for v in caches.values()), {k: len(v) for k, v in caches.items()}
-    assert (questions[-1][0], ">=", questions[-1][2]) in s._decision_cache  # the newest are kept
+    caches = s.caches
+    assert {"interval", "sign", "bounds", "decision", "proof"} <= set(caches)
+    assert all(len(v) <= 8 for v in caches.values()), {k: len(v) for k, v in caches.items()}
+    assert (questions[-1][0], ">=", questions[-1][2]) in caches["decision"]  # the newest are kept
     hits = reasoner.stats()["cache_hits"]
     assert [s.decide(*q).status for q in questions] == first
     assert [s.bounds(parse_expr(f"a + {i}*b")) for i in range(30)] == first_bounds
@@ -155,25 +170,25 @@ def test_a_scope_asked_again_and_again_keeps_a_bounded_number_of_answers(monkeyp
 
 def test_a_scope_cache_holds_a_bounded_size_of_expressions(monkeypatch):
     """Bounded in entries only, the empty constraint set's interval cache held 75,000 objects after
-    4,000 fuzz questions: its keys are the questions' expressions. It also keeps at most _CACHE_SIZE
+    4,000 fuzz questions: its keys are the questions' expressions. It also keeps at most CACHE_SIZE
     units of Expr.size(), and the interval evaluator's atom memo at most MEMO_ENTRIES atoms."""
     from smtdims import heuristic, reasoner
 
-    monkeypatch.setattr(reasoner, "_CACHE_SIZE", 200)
+    monkeypatch.setattr(reasoner, "CACHE_SIZE", 200)
     monkeypatch.setattr(heuristic, "MEMO_ENTRIES", 16)
     s = Session(ConstraintSet.of(["a >= 2"]))
     exprs = [parse_expr(" + ".join(f"max(a, {i}*b + {j})" for j in range(5))) for i in range(1, 40)]
     first = [s.interval(e) for e in exprs]
-    assert exprs[-1] in s._interval_cache and exprs[0] not in s._interval_cache  # the newest are kept
+    assert exprs[-1] in s.caches["interval"] and exprs[0] not in s.caches["interval"]  # the newest are kept
     decided = [s.decide(e, ">=", parse_expr("7")).status for e in exprs]
-    for cache in (s._interval_cache, s._decision_cache):
+    for cache in (s.caches["interval"], s.caches["decision"]):
         assert 0 < cache.held <= 200 and cache.held == sum(cache.sizes.values()) == sum(
             sum(x.size() for x in ((k,) if not isinstance(k, tuple) else k) if hasattr(x, "size")) for k in cache)
         assert set(cache.sizes) == set(cache)
-    assert len(s.evaluator._memo) <= 16
+    assert s.evaluator.memo_entries <= 16
     assert [s.interval(e) for e in exprs] == first  # forgotten answers come back the same
     assert [s.decide(e, ">=", parse_expr("7")).status for e in exprs] == decided
     assert [Session(ConstraintSet.of(["a >= 2"])).interval(e) for e in exprs] == first
     too_big = parse_expr(" + ".join(f"max(a, {i}*b)" for i in range(1, 1200)))  # size over CACHE_MAX_TERMS
     s.interval(too_big)
-    assert too_big not in s._interval_cache
+    assert too_big not in s.caches["interval"]

@@ -354,7 +354,7 @@ def test_check_constraints_documents_clean(capsys):
 
 
 def test_chosen_for_column_is_truncated():
-    from smtdims_jax.pipeline.report import CHOSEN_FOR_WIDTH, _chosen_for
+    from smtdims_jax.pipeline.report import CHOSEN_FOR_WIDTH, _chosen_for  # private: the report's column itself
 
     why = ["minimum", "non-empty", "mod(b, 2) == 0", "mod(b, 3) == 1", "largest within 4 MiB", "a + b >= 16 tight"] * 6
     text = _chosen_for(why)

@@ -2,7 +2,7 @@
 
 ``_by_points`` asks whether the question has what it needs only after the first point and after a
 point that settled a side; ``Points.values`` reads the deadline at the first valuation and then after
-each ``_DEADLINE_WORK`` of evaluation. Both must leave every answer as the plain loop gave it.
+each ``DEADLINE_WORK`` of evaluation. Both must leave every answer as the plain loop gave it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from smtdims import options
 from smtdims.constraints import ConstraintSet
 from smtdims.errors import SmtdimsError
 from smtdims.parser import parse_expr
-from smtdims.points import _DEADLINE_WORK
-from smtdims.reasoner import (
+from smtdims.points import DEADLINE_WORK
+from smtdims.reasoner import (  # private: the points rung and its question type, against the loop it replaced
     NEGATED,
     SAT,
     Precision,
@@ -79,7 +79,7 @@ def test_values_read_the_deadline():
 
 
 def test_values_stop_within_the_deadline_work():
-    """A deadline that passes mid-loop is noticed within _DEADLINE_WORK of evaluation."""
+    """A deadline that passes mid-loop is noticed within DEADLINE_WORK of evaluation."""
     s = Session(ConstraintSet.of(["b >= t"]))
     e = parse_expr("b - 2*t + h")
     cost = e.size() + 1 + 2
@@ -89,4 +89,4 @@ def test_values_stop_within_the_deadline_work():
             got += 1
             if got == 2:
                 d.fire()  # the deadline passes now
-        assert got <= 2 + _DEADLINE_WORK // cost + 1
+        assert got <= 2 + DEADLINE_WORK // cost + 1

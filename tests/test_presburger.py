@@ -85,7 +85,7 @@ def test_readable_witnesses_have_the_least_sum(expr, cons):
     assert (b.lo, b.hi) == (min(v for v, _ in feasible), max(v for v, _ in feasible))
     for end, w in ((b.lo, b.lo_witness), (b.hi, b.hi_witness)):
         assert cs.holds(w) and e.evaluate(w) == end
-        if max(w.values()) > reasoner._READABLE_VALUE:  # small values are kept as found (read at a glance)
+        if max(w.values()) > reasoner.READABLE_VALUE:  # small values are kept as found (read at a glance)
             assert sum(w.values()) == min(sum(p.values()) for v, p in feasible if v == end), (end, w)
 
 
@@ -118,10 +118,10 @@ def test_readable_witnesses_of_a_part_of_the_constraints(expr, cons):
     with options.scoped(presburger=True):
         b = smtdims.bounds(expr, cons)
     assert (b.lo, b.hi) == (min(v for v, _ in feasible), max(v for v, _ in feasible))
-    first = Session(cs)._any_point()
+    first = Session(cs).points.base[0]  # the first known point
     for end, w in ((b.lo, b.lo_witness), (b.hi, b.hi_witness)):
         assert w.keys() == {"a", "b", "c", "d"} and cs.holds(w) and e.evaluate(w) == end
-        if max(w["a"], w["b"]) > reasoner._READABLE_VALUE:
+        if max(w["a"], w["b"]) > reasoner.READABLE_VALUE:
             assert w["a"] + w["b"] == min(p["a"] + p["b"] for v, p in feasible if v == end), (end, w)
         assert w["c"] + w["d"] <= first["c"] + first["d"]
 
@@ -233,7 +233,7 @@ def test_a_late_worker_is_killed_and_z3_answers(monkeypatch, worker_only):
     # limit of 0 s alone was met once on a busy CI machine: the worker answered between our write
     # and our first poll). Workers started from here on are stopped once they are ready.
     w = presburger.worker()
-    start = w._start
+    start = w._start  # private: the worker's start, wrapped so that every started process is stopped
 
     def start_stopped(timeout: float, limit: float) -> bool:
         ok = start(timeout, limit)
@@ -242,14 +242,14 @@ def test_a_late_worker_is_killed_and_z3_answers(monkeypatch, worker_only):
         return ok
 
     os.kill(w.proc.pid, signal.SIGSTOP)
-    monkeypatch.setattr(w, "_start", start_stopped)
+    monkeypatch.setattr(w, "_start", start_stopped)  # private: as above
     monkeypatch.setattr(presburger, "CALL_LIMIT", 0.05)
     eng = presburger.Engine(cs)
     assert eng.bounds(e) is None and eng.disabled
     assert presburger.worker().kills == kills + 1 and presburger.worker().proc is None
     b = Session(cs).bounds(e)
     assert b.answered_by == "search" and (b.lo, b.hi) == (-1, 5) and b.lo_tight and b.hi_tight
-    monkeypatch.setattr(w, "_start", start)
+    monkeypatch.setattr(w, "_start", start)  # private: as above
     monkeypatch.setattr(presburger, "CALL_LIMIT", 1.0)
     assert presburger.Engine(cs).bounds(e)[:2] == (-1, 5)  # a new worker on the next call
 
@@ -302,7 +302,7 @@ def test_a_worker_that_lost_the_domain_gets_it_again(monkeypatch, worker_only):
 
     import islpy
 
-    from smtdims import _isl_worker
+    from smtdims import _isl_worker  # private: the worker's request handler, called in process
 
     ctx, domains = islpy.Context(), OrderedDict()
     assert _isl_worker.handle(islpy, ctx, domains, {"op": "sat", "key": 7, "dom": None, "tup": "v0",
@@ -317,7 +317,8 @@ def test_a_worker_that_lost_the_domain_gets_it_again(monkeypatch, worker_only):
         return real(request, *limits)
 
     eng = presburger.Engine(ConstraintSet.of(["a <= 5"]))
-    eng._sent[("a",)] = presburger.worker().generation  # as if it had been sent already
+    # private: the engine's record of the domains sent, faked: as if it had been sent already
+    eng._sent[("a",)] = presburger.worker().generation
     monkeypatch.setattr(presburger.worker(), "call", forgetful)
     assert eng.satisfiable(parse_expr("a - 6"), "<") is True
     assert sent == [False, True]  # asked without the domain, then again with it
@@ -399,7 +400,7 @@ def test_the_worker_builds_expressions_as_isl_reads_their_text(monkeypatch):
 
     import islpy
 
-    from smtdims import _isl_worker
+    from smtdims import _isl_worker  # private: the worker's expression builder, compared with ISL's reader
     from smtdims.expr import Op
 
     rng = random.Random("tree")
@@ -422,10 +423,11 @@ def test_the_worker_builds_expressions_as_isl_reads_their_text(monkeypatch):
         tried += 1
         ops += any(isinstance(a, Op) for a in e.atoms())
         ctx.reset_operations()
+        # private: the two encodings of an expression for ISL (text and tree), which must agree
         text = islpy.PwAff.read_from_str(ctx, "{ [" + tup + "] -> [" + presburger._text(e, alias) + "] }")
         ctx.reset_operations()
-        tree = presburger._tree(e, index)
-        built = _isl_worker._expression(islpy, ctx, dom, {"tree": tree})
+        tree = presburger._tree(e, index)  # private: as above
+        built = _isl_worker._expression(islpy, ctx, dom, {"tree": tree})  # private: as above
         ctx.reset_operations()
         try:
             assert built.is_equal(text), str(e)
@@ -438,8 +440,9 @@ def test_the_worker_builds_expressions_as_isl_reads_their_text(monkeypatch):
             assert int(str(built.eval(pt))) == e.evaluate(env), (str(e), env)
         for req in ({"op": "sat", "rel": "<"}, {"op": "sat", "rel": ">="}, {"op": "bounds", "known": [], "least": True}):
             answers = []
-            for build in (_isl_worker._expression, lambda *_: text):  # the worker's build, then the text read
-                monkeypatch.setattr(_isl_worker, "_expression", build)
+            # private: the worker's build, then the text read, behind the same handler
+            for build in (_isl_worker._expression, lambda *_: text):
+                monkeypatch.setattr(_isl_worker, "_expression", build)  # private: as above
                 ctx.reset_operations()
                 try:
                     answers.append(_isl_worker.handle(islpy, ctx, OrderedDict(), {**req, "key": 1, "dom": dom_text,

@@ -78,6 +78,7 @@ def test_the_symbol_is_quoted_injective_and_parses_back():
     assert len(set(syms)) == len(tricky)
     ctx = z3.Context()
     xs = [z3.Int(s, ctx) for s in syms]
+    # private: the SMT-LIB text sent to a Z3 worker, read back here as the worker reads it
     text, _ = smt._smt2(ctx, [x >= i + 1 for i, x in enumerate(xs)] + [z3.Sum(xs) <= 66], frozenset())
     s = z3.Solver(ctx=z3.Context())
     s.from_string(text)  # the worker's reader: every name is read as the variable it is
@@ -92,7 +93,7 @@ def test_ray_certificates_and_smtlib_scripts_with_word_names():
     assert (b.lo, b.hi) == (-math.inf, math.inf) and b.lo_tight and b.hi_tight
     from smtdims import cli
 
-    script = cli._decision_script(smtdims.ConstraintSet.of(["let >= 3"]), *smtdims.parser.parse_comparison("let*as >= 3"),
+    script = cli.decision_script(smtdims.ConstraintSet.of(["let >= 3"]), *smtdims.parser.parse_comparison("let*as >= 3"),
                                   "true", 100_000)
     ctx = z3.Context()
     out = z3.Z3_eval_smtlib2_string(ctx.ref(), script)
@@ -172,7 +173,7 @@ def test_no_deadline_at_all():
     # thread's wait, which ended that thread for the rest of the process)
     d = smtdims.decide("a*b*c", ">=", "a + b", constraints=["c >= 2"], deadline=math.inf)
     assert d.status == "true"
-    assert smtdims.options.WATCHDOG._thread is None or smtdims.options.WATCHDOG._thread.is_alive()
+    assert smtdims.options.WATCHDOG.thread is None or smtdims.options.WATCHDOG.thread.is_alive()
     assert smtdims.decide("a*b", ">=", "a", deadline=5).status == "true"
 
 
@@ -259,10 +260,10 @@ def test_the_sigterm_handler_exists_only_while_a_directory_does():
     fresh = sys.modules.get("smtdims_jax.pipeline.fresh")
     if fresh is not None:  # an earlier test's verification process keeps its directory: end it first
         fresh.close_workers()
-    assert not tempdirs._LIVE, tempdirs._LIVE
+    assert not tempdirs.live(), tempdirs.live()
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     with tempdirs.TemporaryDirectory("x") as d:
-        assert os.path.isdir(d) and signal.getsignal(signal.SIGTERM) is tempdirs._on_sigterm
+        assert os.path.isdir(d) and tempdirs.handles_sigterm()
     assert not os.path.exists(d) and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from smtdims import ConstraintSet, bounds, parse_expr, rays
-from smtdims.constraints import _MAX_PARTS, Constraint
+from smtdims.constraints import MAX_PARTS, Constraint
 
 SETTINGS = dict(deadline=None, derandomize=True, database=None, max_examples=300,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -36,7 +36,7 @@ def test_parts_hold_exactly_where_the_constraint_holds(case: S.Case):
     for text in case.constraint_texts:
         c = Constraint.parse(text)
         parts = c.parts()
-        assert 1 <= len(parts) <= _MAX_PARTS
+        assert 1 <= len(parts) <= MAX_PARTS
         names = sorted(c.diff.variables()) or ["a"]
         for env in _grid(names, S.grid_size(len(names))):
             try:
@@ -58,7 +58,7 @@ def test_parts_split_only_what_is_a_conjunction():
         assert len(Constraint.parse(text).parts()) == 1, text
     # ten maxima would split into 2**10 parts: past the cap the inner ones stay whole
     many = Constraint.parse(" + ".join(f"max(a{i}, b{i})" for i in range(10)) + " <= z")
-    assert 1 < len(many.parts()) <= _MAX_PARTS
+    assert 1 < len(many.parts()) <= MAX_PARTS
     env = {**{f"a{i}": i + 1 for i in range(10)}, **{f"b{i}": 10 - i for i in range(10)}}
     for z in (79, 80):  # the sum of the maxima is 80
         assert all(p.holds({**env, "z": z}) for p in many.parts()) == many.holds({**env, "z": z})
@@ -131,6 +131,6 @@ def test_recession_cone_takes_huge_coefficients_and_deep_max():
     deep = "b"
     for i in range(40):
         deep = f"max({deep}, b{i})"
-    assert rays._slope(parse_expr(deep), {}) is None
+    assert rays._slope(parse_expr(deep), {}) is None  # private: the LP's script leaves the deep constraint out
     b = bounds(parse_expr("a - 2*b"), ["c >= b", "a >= c", f"{deep} >= u", "u <= 10"])
     assert b.lo == -math.inf and b.lo_tight

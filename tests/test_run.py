@@ -139,7 +139,7 @@ def test_pytest_plugin_and_run_share_the_summary():
     from smtdims_jax.run import Recorder
     from smtdims_pytest import plugin
 
-    rec = plugin._Recorder()
+    rec = plugin._Recorder()  # private: the pytest plugin's recorder, built without a pytest session
     assert isinstance(rec.core, Recorder)
     rec.core({"kind": "bounds", "answered_by": "stock"})
     rec.marked_tests = 1

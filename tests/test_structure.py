@@ -94,7 +94,7 @@ def test_the_checker_sees_a_circle():
 def test_the_graph_reads_relative_and_lazy_imports():
     g = import_graph()
     assert "smtdims.reasoner" in g["smtdims.explain"] and "smtdims_jax.frames" in g["smtdims_jax.audit"]
-    assert "smtdims_jax" in g["smtdims"]  # install() imports the plugin inside a function: it counts
+    assert "smtdims.explain" in g["smtdims.cli"]  # cli imports explain inside a function: it counts
 
 
 def test_no_import_circles():
@@ -106,3 +106,206 @@ def test_jax_private_imports_live_in_the_plugin():
     for path in (ROOT / "smtdims").rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert "jax._src" not in text.replace("`jax._src`", ""), os.path.relpath(path, ROOT)
+
+
+PLUGINS = ("smtdims_jax", "smtdims_pytest")
+
+
+def plugin_imports(path: Path) -> list[str]:
+    """Where a module names a plugin as an import: ``import``/``from`` statements (a function's lazy
+    one too) and a string handed to ``importlib.import_module``/``__import__``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] if not node.level else []
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module", "import_module",
+                                                                       "__import__"):
+            names = [a.value for a in node.args[:1] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        else:
+            continue
+        found += [f"{path.name}:{node.lineno}: {n}" for n in names if n.split(".")[0] in PLUGINS]
+    return found
+
+
+def test_the_plugin_check_sees_every_form_of_import(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("import smtdims_jax.run\ndef f():\n    from smtdims_pytest import plugin\n"
+                   "    importlib.import_module('smtdims_jax.audit')\n    __import__('smtdims_jax')\n"
+                   "    from . import smtdims_jax\n", encoding="utf-8")
+    assert [x.split(": ")[1] for x in plugin_imports(src)] == [
+        "smtdims_jax.run", "smtdims_pytest", "smtdims_jax.audit", "smtdims_jax"]
+
+
+def test_nothing_in_smtdims_imports_a_plugin():
+    """The layers point down (issue 43): the core finds the plugins through entry points
+    (``smtdims.plugins``), never by name, so a plugin can change or go without an edit in smtdims."""
+    found = [x for path in sorted((ROOT / "smtdims").rglob("*.py")) for x in plugin_imports(path)]
+    assert found == [], found
+
+
+def test_the_checkout_declares_what_the_install_does():
+    """From a source checkout without installed metadata the core reads pyproject.toml's entry points;
+    both must give the same table, and every entry must load."""
+    from smtdims import plugins
+
+    declared = plugins.checkout_entries(ROOT / "pyproject.toml")
+    assert set(declared) == set(plugins.GROUPS) and all(declared.values())
+    for group in plugins.GROUPS:
+        assert plugins.entries(group) == declared[group], group
+        for entry in declared[group].values():
+            assert entry.load() is not None, entry
+
+
+LOCK_TYPES = {f"threading.{t}" for t in ("Lock", "RLock", "Condition", "Semaphore", "BoundedSemaphore")}
+
+
+def locks_and_fork_hooks() -> tuple[set[str], set[str]]:
+    """``path:Owner.name`` of every lock the source constructs (a class's lock once for all its
+    instances and its at-fork rebuilds; a Condition over a lock of its own is that lock, one over
+    another's lock is no new one), and ``path:callables`` of every ``os.register_at_fork``."""
+    locks: set[str] = set()
+    hooks: set[str] = set()
+    for root, pkg in PACKAGES:
+        for path in sorted((root / pkg).rglob("*.py")):
+            where = path.relative_to(ROOT).as_posix()
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            parent = {c: p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = ast.unparse(node.func)
+                if func == "os.register_at_fork":
+                    hooks.add(f"{where}:" + "/".join(ast.unparse(k.value) for k in node.keywords))
+                    continue
+                up = parent[node]
+                if (func not in LOCK_TYPES or isinstance(up, ast.Call) and ast.unparse(up.func) in LOCK_TYPES
+                        or func == "threading.Condition" and node.args and not isinstance(node.args[0], ast.Call)):
+                    continue
+                while not isinstance(up, ast.Assign | ast.AnnAssign):
+                    up = parent[up]
+                target = ast.unparse(up.targets[0] if isinstance(up, ast.Assign) else up.target).removeprefix("self.")
+                owner: ast.AST = up
+                while owner in parent and not isinstance(owner, ast.ClassDef):
+                    owner = parent[owner]
+                locks.add(f"{where}:{owner.name + '.' if isinstance(owner, ast.ClassDef) else ''}{target}")
+    return locks, hooks
+
+
+def design_tables(heading: str) -> list[list[str]]:
+    """The first cells (in backticks) of each table under ``heading`` in docs/design.md."""
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    tables: list[list[str]] = []
+    previous = ""
+    for line in section.splitlines():
+        if line.startswith("|") and not previous.startswith("|"):
+            tables.append([])  # a header row starts a table
+        elif line.startswith("| `"):
+            tables[-1].append(line.split("`")[1])
+        previous = line
+    return [t for t in tables if t]
+
+
+def test_every_lock_and_fork_hook_is_listed_with_its_reason():
+    """Issue 43: one lock per resource that needs one, each with its reason in docs/design.md
+    ("Locks and fork hooks"); a lock or at-fork hook added, renamed or removed updates the table."""
+    locks, hooks = locks_and_fork_hooks()
+    lock_rows, hook_rows = design_tables("Locks and fork hooks")
+    assert len(lock_rows) == len(set(lock_rows)) == len(locks), (len(lock_rows), len(locks))
+    assert set(lock_rows) == locks, (sorted(locks - set(lock_rows)), sorted(set(lock_rows) - locks))
+    assert set(hook_rows) == hooks, (sorted(hooks - set(hook_rows)), sorted(set(hook_rows) - hooks))
+
+
+# -- tests through the public surface (issue 43) ---------------------------------------------------------
+# References to private names of ours from tests/: 112 when counted first (2026-12-05), 45 now; the
+# issue aims at 10. Most that remain reach smt.py, workers.py and pipeline/ (no public reader there yet)
+# or the rungs' internals (issue 43.3 gives them a public table). Lower it as they go; never raise it.
+PRIVATE_LIMIT = 45
+PRIVATE_NOTE = "# private:"
+# A reference whose file was another engineer's when this test came: add its note there and drop it here.
+UNNOTED: set[str] = set()  # "path: text" of a reference whose comment cannot be added in place (none now)
+OURS = ("smtdims", "smtdims_jax", "smtdims_pytest")
+
+
+def _private(name: str) -> bool:
+    """One leading underscore; not a dunder, nor a protocol's sunder name (``_repr_html_``)."""
+    return name.startswith("_") and not name.startswith("__") and not name.endswith("_")
+
+
+def our_private_names() -> set[str]:
+    """The private names our packages define: functions, classes, assigned names and attributes."""
+    names: set[str] = set()
+    for root, pkg in PACKAGES:
+        for path in (root / pkg).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    names.add(node.name)
+                elif isinstance(node, ast.Name | ast.Attribute) and isinstance(node.ctx, ast.Store):
+                    names.add(node.id if isinstance(node, ast.Name) else node.attr)
+                elif isinstance(node, ast.alias):
+                    names.add(node.asname or node.name.split(".")[-1])
+            if path.name != "__init__.py":
+                names.add(path.stem)  # a private module (``_isl_worker``)
+    return {n for n in names if _private(n)}
+
+
+def _root(node: ast.AST) -> str | None:
+    while isinstance(node, ast.Attribute | ast.Call | ast.Subscript):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def private_references(path: Path, ours: set[str]) -> list[tuple[int, str]]:
+    """(line, text) of each reference in a test file to a private name of ours: ``x._name`` (not on
+    something imported from elsewhere: JAX's ``sp._bounds_decision``, the tests' own helpers),
+    ``from smtdims... import _name``, and a ``"_name"`` handed to getattr/setattr/delattr/hasattr."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    foreign = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import | ast.ImportFrom) and not getattr(n, "level", 0):
+            for a in n.names:
+                module = (n.module or "") if isinstance(n, ast.ImportFrom) else a.name
+                if module.split(".")[0] not in OURS:
+                    foreign.add(a.asname or a.name.split(".")[0])
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ours and _root(node.value) not in foreign:
+            out.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in OURS:
+            out += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names if _private(a.name)]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, f"import {a.name}") for a in node.names
+                    if a.name.split(".")[0] in OURS and any(_private(p) for p in a.name.split("."))]
+        elif (isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("getattr", "setattr", "delattr",
+                                                                                        "hasattr")
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value in ours
+              and _root(node.args[0]) not in foreign):
+            out.append((node.lineno, f"{ast.unparse(node.args[0])}.{node.args[1].value}"))
+    return sorted(out)
+
+
+def test_the_private_reference_counter_sees_every_form(tmp_path):
+    src = tmp_path / "t.py"
+    src.write_text("from jax._src.export import shape_poly as sp\nfrom smtdims import smt, _isl_worker\n"
+                   "sp._bounds_decision\nsmt._trim_state\nmonkeypatch.setattr(smt, '_MALLOC_TRIM', 1)\n"
+                   "x._repr_html_()\n", encoding="utf-8")
+    assert [t for _, t in private_references(src, our_private_names())] == [
+        "from smtdims import _isl_worker", "smt._trim_state", "smt._MALLOC_TRIM"]
+
+
+def test_tests_reach_few_private_names_each_with_its_reason():
+    """Issue 43: tests go through the public surface; the few that reach a private name of ours (a
+    fault injected, an internal bound measured) say why on the line, or on a comment line just above."""
+    ours = our_private_names()
+    refs, silent = [], []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for line, text in private_references(path, ours):
+            refs.append(f"{path.relative_to(ROOT)}:{line}: {text}")
+            noted = PRIVATE_NOTE in lines[line - 1] or lines[line - 2].lstrip().startswith(PRIVATE_NOTE)
+            if not noted and f"{path.relative_to(ROOT).as_posix()}: {text}" not in UNNOTED:
+                silent.append(refs[-1])
+    assert len(refs) <= PRIVATE_LIMIT, "\n".join(refs)
+    assert silent == [], "\n".join(silent)

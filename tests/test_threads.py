@@ -196,7 +196,7 @@ def test_a_question_block_leaves_every_part_when_one_fails_to_leave(monkeypatch)
     deep = parse_expr("max(" * 150 + "a" + ", 1)" * 150)  # nested past the limit: the block raises it
     monkeypatch.setattr(options, "AFTER_QUESTION", [boom])
     with pytest.raises(RuntimeError, match="hook failed"):
-        with s._question(deep):
+        with s._question(deep):  # private: the question's frame itself, failing in its exit hook
             assert sys.getrecursionlimit() > limit
     monkeypatch.setattr(options, "AFTER_QUESTION", [])
     assert sys.getrecursionlimit() == limit

@@ -116,7 +116,7 @@ def test_a_dimension_used_as_a_number_is_fixed_where_the_function_runs():
 def test_long_phases_say_how_far_they_got(monkeypatch):
     """Issue 41.9: every phase over 2 s shows progress; with the interval at 0 every step of the box and of
     the candidates' measurement says where it is (the messages a 30 s box or round would print)."""
-    from smtdims_jax.pipeline import _common
+    from smtdims_jax.pipeline import _common  # private: the progress interval, lowered so that every step speaks
 
     monkeypatch.setattr(_common, "PROGRESS_EVERY", 0.0)
     said: list[str] = []

@@ -126,7 +126,7 @@ def test_back_off_doubles_to_its_limit():
     waits = []
     for _ in range(9):
         t = time.monotonic()
-        w._start_failed(by_clock=True)
+        w._start_failed(by_clock=True)  # private: a failed start injected (its back-off is the subject)
         waits.append(round(w.retry_at - t))
     assert waits == [1, 2, 4, 8, 16, 32, 60, 60, 60] and w.broken_by_clock and not w.broken
 
@@ -134,8 +134,7 @@ def test_back_off_doubles_to_its_limit():
 def test_a_worker_past_its_memory_limit_retires_after_its_answer(monkeypatch):
     """A worker past SMTDIMS_Z3_WORKER_RSS_MB drops what it holds and, still past it, says "bye" with
     its answer and ends: the answer is used, and the next check starts another worker."""
-    for w in smt.Z3_WORKERS.workers():
-        w._kill()  # workers started before read the limit at their start
+    smt.Z3_WORKERS.stop()  # workers started before read the limit at their start
     monkeypatch.setenv("SMTDIMS_Z3_WORKER_RSS_MB", "1")  # every worker is past it
     rng = random.Random(11)
     started = sum(w.generation for w in smt.Z3_WORKERS.workers())
@@ -144,11 +143,11 @@ def test_a_worker_past_its_memory_limit_retires_after_its_answer(monkeypatch):
         fs, _ = _formulas(ctx, rng)
         here, _ = _check(fs, None)
         there, s = _check(fs, 30.0)
+        # private: whether the answer came from the worker (the remote solver's last reply; workers.py has no reader)
         assert here == there and s._last is not None, [str(f) for f in fs]  # the worker's answer, used
         assert all(w.proc is None for w in smt.Z3_WORKERS.workers())  # retired at its "bye"
     assert sum(w.generation for w in smt.Z3_WORKERS.workers()) - started == 6  # a process for each check
-    for w in smt.Z3_WORKERS.workers():
-        w._kill()  # the next tests' workers start without the limit
+    smt.Z3_WORKERS.stop()  # the next tests' workers start without the limit
 
 
 def test_a_worker_lets_go_of_the_contexts_it_drops():
@@ -192,7 +191,7 @@ def test_prestarted_workers_are_the_ones_the_first_questions_use():
     smt.Z3_WORKERS.stop()
     isl = presburger.worker()
     with isl.lock:
-        isl._kill()
+        isl._kill()  # private: one worker (not a pool) ended, so that prestart has one to start
     prestart_workers()
     z3_procs = [w.proc for w in smt.Z3_WORKERS.workers() if w.proc is not None]
     assert z3_procs, "no Z3 worker was started"
@@ -223,7 +222,7 @@ def test_polling_stops_as_soon_as_every_core_is_taken():
     try:
         time.sleep(0.3)
         assert workers.runnable() >= cores + 1  # the hogs and this process
-        workers._IDLE[0] = 0.0  # look it up again now
+        workers._IDLE[0] = 0.0  # private: idle_core's cached reading, expired: look it up again now
         assert not workers.idle_core()
     finally:
         for h in hogs:
