@@ -337,11 +337,15 @@ class Pool:
                 if left <= 0:
                     break
                 self._cond.wait(left)
-            if self._free:
-                w: Worker | None = self._free.pop()
+            up = [x for x in self._free if not x.down]  # one whose start just failed waits out its back-off
+            if up:
+                w: Worker | None = up[-1]
+                self._free.remove(w)
             elif len(self._all) < self.size:
                 w = Worker(self.script, self.spin)
                 self._all.append(w)
+            elif self._free:
+                w = self._free.pop()  # every free one is backing off: the caller answers "unknown" now
             else:
                 w = None
         try:

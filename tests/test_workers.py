@@ -119,6 +119,25 @@ def test_a_worker_that_cannot_start_answers_unknown_in_time_then_is_tried_again(
     assert w.failed_starts == 0 and not w.down and w.generation == generation + 1
 
 
+def test_a_worker_backing_off_is_passed_over_while_the_pool_has_room(monkeypatch):
+    """One failed start must not cost the other threads' questions: the pool starts another worker
+    rather than hand out the one backing off."""
+    from smtdims import workers
+
+    smt.Z3_WORKERS.stop()
+    with monkeypatch.context() as m:
+        m.setattr(workers.sys, "executable", "/bin/false")
+        ctx = z3.Context()
+        a, b = z3.Int("a", ctx), z3.Int("b", ctx)
+        assert _check([a * b == 6, a >= 2, b >= 2], 30.0)[0] == z3.unknown
+    down = [w for w in smt.Z3_WORKERS.workers() if w.down]
+    assert down and len(smt.Z3_WORKERS.workers()) < smt.Z3_WORKERS.size
+    assert _check([a * b == 6, a >= 2, b >= 2], 30.0)[0] == z3.sat  # a fresh worker, in the back-off
+    assert all(w.down and w.proc is None for w in down)
+    for w in down:
+        w.retry_at = 0.0
+
+
 def test_back_off_doubles_to_its_limit():
     from smtdims import workers
 
