@@ -231,7 +231,7 @@ class Worker:
         """(the answer, or None when it was late or the worker failed; the worker's generation).
 
         ``start_timeout``: seconds to wait for a new process to say it is ready; ``start_limit``:
-        the start time past which a slow start turns the worker off for good (default: the timeout).
+        the start time past which a slow start counts as a failed one (the worker backs off; default: the timeout).
         """
         with self.lock:
             if self.down:
