@@ -476,22 +476,31 @@ def candidates(att: Attempt, session: Session) -> list[Candidate]:
             except SmtdimsError:
                 continue
         return out
-    bc = _BROADCAST_RE.search(message)
-    if bc:
-        try:
-            a = [parse_expr(x) for x in bc.group(1).strip("()").split(",") if x.strip()]
-            b = [parse_expr(x) for x in bc.group(2).strip("()").split(",") if x.strip()]
-        except SmtdimsError:
-            return out
-        for x, y in zip(reversed(a), reversed(b), strict=False):  # numpy broadcasting aligns on the right
-            if x == y or x.as_constant() == 1 or y.as_constant() == 1:
-                continue
-            for v, other in ((x.as_var(), y), (y.as_var(), x)):
-                if v is not None and v not in other.variables():
-                    add(SPEC, str(other), v, f"so that {v} equals {other}", 0)
-            add("constraint", render_constraint(x - y, "=="), None, "the two sizes are equal", 1)
-            break
+    pair = _broadcast_pair(message)
+    if pair is not None:
+        x, y = pair
+        for v, other in ((x.as_var(), y), (y.as_var(), x)):
+            if v is not None and v not in other.variables():
+                add(SPEC, str(other), v, f"so that {v} equals {other}", 0)
+        add("constraint", render_constraint(x - y, "=="), None, "the two sizes are equal", 1)
     return out
+
+
+def _broadcast_pair(message: str) -> tuple[Expr, Expr] | None:
+    """The two sizes a failed broadcast could not match (the rightmost pair that differs, neither 1:
+    numpy broadcasting aligns on the right), read from JAX's message; None where there is none."""
+    bc = _BROADCAST_RE.search(message)
+    if not bc:
+        return None
+    try:
+        a = [parse_expr(x) for x in bc.group(1).strip("()").split(",") if x.strip()]
+        b = [parse_expr(x) for x in bc.group(2).strip("()").split(",") if x.strip()]
+    except SmtdimsError:
+        return None
+    for x, y in zip(reversed(a), reversed(b), strict=False):
+        if x != y and x.as_constant() != 1 and y.as_constant() != 1:
+            return x, y
+    return None
 
 
 # JAX's words when a program uses a dimension as a number: int(n), math.sqrt(n), range(n), np.arange(n)
@@ -554,21 +563,13 @@ def last_resort(att: Attempt, session: Session) -> list[Candidate]:
     Only then: it admits one size, so among candidates it would always admit the fewest failing shapes."""
     pairs = list(att.equations[-1:])
     if not pairs and att.error is not None:
-        bc = _BROADCAST_RE.search("\n".join(str(e) for e in error_chain(att.error)))
-        if bc:
-            try:
-                a = [parse_expr(x) for x in bc.group(1).strip("()").split(",") if x.strip()]
-                b = [parse_expr(x) for x in bc.group(2).strip("()").split(",") if x.strip()]
-            except SmtdimsError:
-                return []
-            pairs = [(x, y) for x, y in zip(reversed(a), reversed(b), strict=False)
-                     if x != y and x.as_constant() != 1 and y.as_constant() != 1][:1]
+        pair = _broadcast_pair("\n".join(str(e) for e in error_chain(att.error)))
+        pairs = [pair] if pair is not None else []
     for lhs, rhs in pairs:
         parts = fixed_size_fix(session, lhs, rhs)
         if parts:
             return [(tuple(FixPart(*p) for p in parts), 3)]
     return []
-
 
 
 _DIVISIBILITY_ATOMS = 8  # floordiv/mod atoms at most: each is one more proof in the minimisation
