@@ -14,16 +14,22 @@
 #    MLPs) exported by a driver in this script with symbolic batch and spatial dimensions,
 #    stock and with smtdims: the outcome of each export (output shapes and StableHLO text,
 #    or the error), then the exported function run at concrete sizes against the native one.
-# 3. keras-hub backbones (Keras 3 with the JAX backend, random weights, tiny configs: GPT-2, BERT,
-#    RoBERTa, DistilBERT, Llama, T5 with int32[b, t] inputs; ResNet, CSPDarkNet, Xception, ViT with
-#    float32[b, h, w, 3]), called through model.stateless_call and exported by
+# 3. keras-hub backbones (Keras 3 with the JAX backend, random weights, tiny configs: by default
+#    GPT-2, BERT, RoBERTa, DistilBERT, Llama, T5 with int32[b, t] inputs; ResNet, CSPDarkNet, Xception,
+#    ViT with float32[b, h, w, 3]; with --all every backbone keras-hub ships that builds tiny and
+#    offline, encoder-decoder, speech and image-text ones with an input shape each), called through
+#    model.stateless_call and exported by
 #    scripts/clients_keras.py, stock and with smtdims, each in a fresh process: the outcome (output
 #    shapes, StableHLO text, numbers, or the exception: smtdims' a subclass of stock's, the same
 #    message), and the exported function run at two concrete sizes against the native model. Where
 #    stock's export fails, export_and_verify(fix=True): the whole fix, verified end to end, then the
 #    fixed specification exported on stock JAX and run against the native model. In a venv of its
 #    own (keras-hub pulls in tensorflow and tensorflow-text for its tokenizers; about 3 GB). With
-#    ONLY=keras the arguments are backbone names (python scripts/clients_keras.py --list names more).
+#    ONLY=keras the arguments are backbone names or the script's flags (--all: every backbone of
+#    --list; --list-all: every keras_hub.models *Backbone class, covered or why not; --timeout S per
+#    child process; --json FILE). The last lines count the backbones tried, those that export stock
+#    and with smtdims, stock's failures, the fixes found, verified end to end, and whose fixed
+#    specification re-exports on stock JAX and agrees with the native model, each with the names.
 # Environment: CLIENTS_VENV (default .venv/clients), CLIENTS_JAX (default 0.12.0.1),
 #   JAX2ONNX (default 0.16.0), PYTHON312 (as in scripts/test_new_jax.sh),
 #   KERAS_VENV (default .venv/keras), ONLY=jax2onnx|models|keras.
