@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from .expr import MAX, MIN, PARSE_CACHE_SIZE, Expr, Op, SizedMemo, all_variables, sized_memo
 from .parser import parse_constraint
+
+_MISSING = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,23 @@ class ConstraintSet:
     _variables_memo: frozenset[str] | None = field(default=None, compare=False, repr=False)
     _parts_memo: tuple[Constraint, ...] | None = field(default=None, compare=False, repr=False)
     _index_memo: dict[str, tuple[int, ...]] | None = field(default=None, compare=False, repr=False)
+    _derived_memo: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def derived(self, key: str, make: Callable[[ConstraintSet], Any]) -> Any:
+        """``make(self)``, once per set: facts that are pure functions of the constraints (the
+        variables' ranges, the known satisfying points), shared by every session of this set (JAX's
+        fresh scopes with the same constraints: converting and analysing them again was most of the
+        first question's cost). ``make`` must not read a deadline or earlier questions: what it
+        returns is reused for every later question. Two threads may both compute it; either result
+        is kept (equal values)."""
+        memo = self._derived_memo
+        if memo is None:
+            memo = {}
+            object.__setattr__(self, "_derived_memo", memo)
+        got = memo.get(key, _MISSING)
+        if got is _MISSING:
+            got = memo.setdefault(key, make(self))
+        return got
 
     @staticmethod
     def of(items: Iterable[str | Constraint] | str | ConstraintSet = ()) -> ConstraintSet:

@@ -37,9 +37,10 @@ import contextvars
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import z3
@@ -473,6 +474,16 @@ SIGN_LADDER = (_by_points, _by_stock, _by_presburger, _by_solver)
 
 
 # -- the session: one constraint set ----------------------------------------------------------------------
+def _frozen_ranges(constraints: ConstraintSet) -> tuple[Mapping[str, Interval], bool]:
+    """:func:`propagate_var_ranges`, read-only: the sessions of one constraint set share it."""
+    ranges, infeasible = propagate_var_ranges(constraints)
+    return MappingProxyType(ranges), infeasible
+
+
+def _points(constraints: ConstraintSet) -> Points:
+    return Points(constraints, constraints.derived("ranges", _frozen_ranges)[0])
+
+
 class Session:
     """All reasoning about one constraint set. Thread-safe: public methods take ``lock``."""
 
@@ -518,7 +529,7 @@ class Session:
     @property
     def evaluator(self) -> IntervalEvaluator:
         if self._evaluator is None:
-            ranges, infeasible = propagate_var_ranges(self.constraints)
+            ranges, infeasible = self.constraints.derived("ranges", _frozen_ranges)
             self._infeasible_hint = infeasible
             self._evaluator = IntervalEvaluator(ranges)
         return self._evaluator
@@ -526,7 +537,10 @@ class Session:
     @property
     def points(self) -> Points:
         if self._points is None:
-            self._points = Points(self.constraints, self.evaluator.var_ranges)
+            # Points depend on the constraints alone (never on earlier questions' models), so one
+            # set's are shared by its sessions; the evaluator is the session's (its memo grows with
+            # the session's questions).
+            self._points = self.constraints.derived("points", _points)
         return self._points
 
     def interval(self, e: Expr) -> Interval:

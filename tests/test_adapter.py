@@ -30,6 +30,24 @@ def test_scopes_and_their_sessions_are_garbage_collected(installed):
     assert sum(r() is not None for r in sessions) == 0
 
 
+def test_fresh_scopes_with_equal_constraints_share_what_derives_from_them(installed):
+    """Each export and each trace makes fresh scopes: the constraints' conversion, ranges and points
+    are made once per constraint texts, the sessions (and their questions' memos) stay per scope."""
+    (a1,) = export.symbolic_shape("a", constraints=("a >= 8", "a <= 64"))
+    (a2,) = export.symbolic_shape("a", constraints=("a >= 8", "a <= 64"))
+    (a3,) = export.symbolic_shape("a", constraints=("a <= 64", "a >= 8"))
+    assert a1.scope is not a2.scope
+    assert adapter.scope_constraints(a1.scope) is adapter.scope_constraints(a2.scope)
+    assert adapter.scope_constraints(a3.scope) is not adapter.scope_constraints(a1.scope)
+    s1, s2 = adapter.session_for_scope(a1.scope), adapter.session_for_scope(a2.scope)
+    assert s1 is not s2 and s1.points is s2.points
+    assert (a1 >= 8, a2 <= 64, a3 % 7 <= 6) == (True, True, True)
+    assert smtdims.bounds(a2 - 3 * (a2 // 4), ("a >= 8", "a <= 64")) == smtdims.bounds(
+        a1 - 3 * (a1 // 4), ("a >= 8", "a <= 64"))
+    (empty,) = export.symbolic_shape("a")
+    assert not adapter.scope_constraints(empty.scope).constraints
+
+
 def test_stock_is_trusted_exactly_where_it_is_sound():
     a, b = export.symbolic_shape("a, b")
     sound = adapter._stock_is_sound_for  # private: the stock rung's soundness gate, checked case by case

@@ -210,12 +210,40 @@ def _convert_factor(f: Any) -> Expr:
 
 
 def scope_constraints(scope: Any) -> ConstraintSet:
-    """The scope's explicit constraints as smtdims constraints (texts as the user wrote them)."""
+    """The scope's explicit constraints as smtdims constraints (texts as the user wrote them).
+
+    One set per constraint texts, recently used ones kept (:data:`_SETS_BY_TEXT`): a scope's
+    constraints are JAX's parse of its strings (the derived ones too), so equal texts give equal
+    sets, and fresh scopes with the same constraints (each export, each trace of a test) share
+    one set and what is derived from it (:meth:`ConstraintSet.derived`: ranges, points).
+    """
+    cs = scope._explicit_constraints
+    if not cs:
+        return _NO_CONSTRAINTS
+    key = tuple(c.debug_str for c in cs)
+    with _STATES_LOCK:
+        got = _SETS_BY_TEXT.get(key)
+        if got is not None:
+            _SETS_BY_TEXT.move_to_end(key)
+            return got
     out = []
-    for c in scope._explicit_constraints:
+    for c in cs:
         op = "==" if c.cmp == Comparator.EQ else ">="
         out.append(Constraint.make(to_ir(c.e1), op, to_ir(c.e2), c.debug_str))
-    return ConstraintSet(tuple(out))
+    got = ConstraintSet(tuple(out))
+    if sum(c.diff.size() for c in out) <= _SETS_BY_TEXT_MAX_SIZE:  # large sets: not worth holding
+        with _STATES_LOCK:
+            got = _SETS_BY_TEXT.setdefault(key, got)
+            while len(_SETS_BY_TEXT) > _SETS_BY_TEXT_ENTRIES:
+                _SETS_BY_TEXT.popitem(last=False)
+    return got
+
+
+_NO_CONSTRAINTS = ConstraintSet()
+# constraint texts -> their set, least recently used first (bounded: a set holds its derived facts)
+_SETS_BY_TEXT: collections.OrderedDict[tuple[str, ...], ConstraintSet] = collections.OrderedDict()
+_SETS_BY_TEXT_ENTRIES = 64
+_SETS_BY_TEXT_MAX_SIZE = 2_000
 
 
 @dataclass
@@ -278,9 +306,10 @@ def session_for_scope(scope: Any) -> Session:
     budget = options.current().budget
     session = st.session
     if session is None or session.budget != budget:
+        constraints = scope_constraints(scope)  # outside the lock: it takes the lock itself
         with _STATES_LOCK:
             if st.session is None or st.session.budget != budget:
-                st.session = Session(scope_constraints(scope), budget)
+                st.session = Session(constraints, budget)
             session = st.session
     return session
 
