@@ -5,7 +5,8 @@
    solver created. 1b: what JAX asks while building dimensions in fresh scopes (clamps
    ``max(b, k)``, conv/pool sizes, padding to a multiple, ``b*t``, under ``t <= 4096`` /
    ``b >= t``), compared with ``k``, ``b``, ``1``; target ratio <= 1.05 (issue 44), no solver
-   created. (An informational ``==``
+   created. 1c: one question per fresh scope (each export and trace makes fresh scopes: the
+   first question's cost every time), 400 of them; target ratio <= 1.05 (issue 44). (An informational ``==``
    row shows what provable equality costs on dimensions that are not syntactically
    equal; it is outside the target.)
 2. Hard corpus: Presburger comparisons stock cannot settle and bounds it answers loosely.
@@ -207,6 +208,70 @@ def bench_building(quick: bool) -> dict:
     }
 
 
+# -- 1c: one question per fresh scope ----------------------------------------------------------------------
+FRESH_CONSTRAINTS = ((), ("b >= 8",), ("t <= 4096",), ("b >= t", "t <= 4096"), ("h >= 16",))
+FRESH_KS = (1, 2, 3, 5, 7, 8, 16)
+
+
+def _one_fresh(export, core, sp, i: int) -> tuple:
+    """Question ``i``: a fresh scope (each export and trace makes one), a dimension built the way
+    layers do, one comparison, ``max_dim`` and ``min_dim``: the first question's cost, every time."""
+    scope = export.SymbolicScope(FRESH_CONSTRAINTS[i % len(FRESH_CONSTRAINTS)])
+    k = FRESH_KS[i % len(FRESH_KS)]
+    b, t, h = export.symbolic_shape("b, t, h", scope=scope)
+    d, other = (lambda: ((h - k) // 2 + 1, 0),  # conv output, stride 2, VALID
+                lambda: (core.max_dim(b, k), k),  # a clamp
+                lambda: (core.min_dim(t, k), k + 1),  # a slice's length
+                lambda: (b * t, b),  # a flattened size
+                lambda: (h + (-h) % 8, h),  # padding to a multiple of 8
+                lambda: ((h + 1) // 2, 1),  # SAME, stride 2
+                lambda: (core.max_dim(h - k + 1, 1), 1),
+                lambda: (b + k, b))[i % 8]()
+    try:
+        ge = d >= other
+    except sp.InconclusiveDimensionOperation:
+        ge = None
+    return ge, str(core.max_dim(d, other)), str(core.min_dim(d, other))
+
+
+def bench_fresh(quick: bool) -> dict:
+    import smtdims
+
+    export, core, sp = jax_bits()
+    n, reps = (80, 3) if quick else (400, 15)
+    totals: dict[str, list[int]] = {"stock": [], "smtdims": []}
+    cpu: dict[str, list[int]] = {"stock": [], "smtdims": []}
+    answers: dict[str, list] = {}
+    stats: dict = {}
+    for rep in range(reps):
+        for m in interleaved_order(rep):
+            set_mode(m)
+            smtdims.reset_stats()
+            with no_gc():
+                t0, c0 = now(), time.process_time_ns()
+                answers[m] = [_one_fresh(export, core, sp, i) for i in range(n)]
+                totals[m].append(now() - t0)
+                cpu[m].append(time.process_time_ns() - c0)
+            if m == "smtdims":
+                stats = stats_snapshot()
+    set_mode("stock")
+    # smtdims may decide what stock leaves inconclusive (b*t >= b), never differ where stock decided
+    differ = sum(1 for a, b in zip(answers["stock"], answers["smtdims"], strict=True)
+                 if a[0] is not None and a != b)
+    tighter = sum(1 for a, b in zip(answers["stock"], answers["smtdims"], strict=True) if a[0] is None and a != b)
+    st, sm = median(totals["stock"]) / 1e6, median(totals["smtdims"]) / 1e6
+    r = ratio(sm, st)
+    return {
+        "questions": n, "reps": reps, "stock_ms": st, "smtdims_ms": sm, "ratio": r,
+        "cpu_ratio": ratio(median(cpu["smtdims"]) / 1e6, median(cpu["stock"]) / 1e6),
+        "differ_where_stock_decided": differ, "decided_where_stock_was_inconclusive": tighter,
+        "rungs": {k[5:]: v for k, v in stats.items() if k.startswith("rung:") and v},
+        "solver_checks": stats.get("solver_checks", 0),
+        "targets": [target("1c: a question per fresh scope, ratio", r, 1.05),  # issue 44
+                    target("1c: answers differing where stock decided", differ, 0)],
+    }
+
+
 # -- 2: hard (stock-inconclusive or loose) -----------------------------------------------------------------
 def _warm_query(scope, export):
     """A comparison no corpus query repeats, that stock cannot settle and the fast path cannot
@@ -341,8 +406,9 @@ def bench_hard(quick: bool) -> dict:
 
 
 def run(quick: bool = False) -> dict:
-    a, c, b = bench_stock_decided(quick), bench_building(quick), bench_hard(quick)
-    return {"stock_decided": a, "building": c, "hard": b, "targets": a["targets"] + c["targets"] + b["targets"]}
+    a, c, f, b = bench_stock_decided(quick), bench_building(quick), bench_fresh(quick), bench_hard(quick)
+    return {"stock_decided": a, "building": c, "fresh": f, "hard": b,
+            "targets": a["targets"] + c["targets"] + f["targets"] + b["targets"]}
 
 
 def render(d: dict) -> str:
@@ -360,6 +426,11 @@ def render(d: dict) -> str:
            f"smtdims {d['building']['smtdims_ms']:.1f} ms, ratio {d['building']['ratio']:.3f} "
            f"(CPU time of this process: ratio {d['building'].get('cpu_ratio', float('nan')):.3f}), "
            f"solvers created {d['building']['solvers_created']}", "",
+           f"1c. {d['fresh']['questions']} questions, each in a fresh scope (scope, dimensions, one comparison, "
+           f"max and min): stock {d['fresh']['stock_ms']:.1f} ms, smtdims {d['fresh']['smtdims_ms']:.1f} ms, "
+           f"ratio {d['fresh']['ratio']:.3f} (CPU time {d['fresh']['cpu_ratio']:.3f}); rungs {d['fresh']['rungs']}, "
+           f"solver checks {d['fresh']['solver_checks']}; decided where stock was inconclusive: "
+           f"{d['fresh']['decided_where_stock_was_inconclusive']}", "",
            table(b["rows"], [("queries", "queries"), ("n", "n"), ("stock_median_ms", "stock med ms"),
                              ("smtdims_median_ms", "smtdims med ms"), ("smtdims_p99_ms", "smtdims p99 ms"),
                              ("smtdims_max_ms", "smtdims max ms"), ("answered_right", "right (vs islpy)")],

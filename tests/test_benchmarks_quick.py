@@ -72,6 +72,10 @@ def test_queries_json(results):
         a["smtdims_stats_per_pass"])
     assert {"rows", "share_decided_determinate", "unsound_answers", "cold_first_query_ms"} <= set(b)
     assert b["rows"][-1]["queries"] == "ALL"
+    f = d["fresh"]
+    assert {"questions", "stock_ms", "smtdims_ms", "ratio", "cpu_ratio", "rungs"} <= set(f)
+    assert f["differ_where_stock_decided"] == 0 and f["solver_checks"] == 0
+    _check_targets(f)
     assert {"smtdims_median_ms", "smtdims_p99_ms", "stock_median_ms"} <= set(b["rows"][-1])
     _check_targets(a)
     _check_targets(b)
