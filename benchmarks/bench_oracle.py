@@ -20,7 +20,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import cli, median, no_gc, now, percentile, ratio, table, target, targets_table  # noqa: E402
-from benchmarks.corpus import isl_bounds, presburger_bound_queries  # noqa: E402
+from benchmarks.corpus import isl_bounds, isl_bounds_with_witnesses, presburger_bound_queries  # noqa: E402
 
 
 def _clear_registry() -> None:
@@ -40,6 +40,7 @@ def run(quick: bool = False) -> dict:
     isl_t: dict[int, list[int]] = {i: [] for i in range(len(queries))}
     warm_t: dict[int, list[int]] = {i: [] for i in range(len(queries))}
     cold_t: dict[int, list[int]] = {i: [] for i in range(len(queries))}
+    islw_t: dict[int, list[int]] = {i: [] for i in range(len(queries))}
     isl_ans: dict[int, tuple] = {}
     smt_ans: dict[int, tuple] = {}
     tight = 0
@@ -52,6 +53,9 @@ def run(quick: bool = False) -> dict:
                 ans = isl_bounds(parse_expr(e), ConstraintSet.of(cons))
                 isl_t[i].append(now() - t0)
                 isl_ans[i] = ans
+                t0 = now()
+                isl_bounds_with_witnesses(parse_expr(e), ConstraintSet.of(cons))
+                islw_t[i].append(now() - t0)
             # smtdims warm: one session per constraint set, warmed by an unrelated query
             _clear_registry()
             for cons in dict.fromkeys(c for _, c in queries):
@@ -74,10 +78,13 @@ def run(quick: bool = False) -> dict:
     isl_q = [median(v) / 1e6 for v in isl_t.values()]
     warm_q = [median(v) / 1e6 for v in warm_t.values()]
     cold_q = [median(v) / 1e6 for v in cold_t.values()]
+    islw_q = [median(v) / 1e6 for v in islw_t.values()]
     disagree = [(queries[i], isl_ans[i], smt_ans[i]) for i in range(len(queries)) if tuple(isl_ans[i]) != tuple(smt_ans[i])]
     rows = [
         {"solver": "islpy (parse + dim_min + dim_max)", "median_ms": median(isl_q), "p90_ms": percentile(isl_q, 90),
          "max_ms": max(isl_q), "ratio": 1.0},
+        {"solver": "islpy, and a sample point at each finite end (info)", "median_ms": median(islw_q),
+         "p90_ms": percentile(islw_q, 90), "max_ms": max(islw_q), "ratio": ratio(median(islw_q), median(isl_q))},
         {"solver": "smtdims.bounds, warm session", "median_ms": median(warm_q), "p90_ms": percentile(warm_q, 90),
          "max_ms": max(warm_q), "ratio": ratio(median(warm_q), median(isl_q))},
         {"solver": "smtdims.bounds, cold session", "median_ms": median(cold_q), "p90_ms": percentile(cold_q, 90),
@@ -89,6 +96,7 @@ def run(quick: bool = False) -> dict:
         "smtdims_stats": stats,
         "targets": [
             target("4: smtdims warm / islpy median ratio", ratio(median(warm_q), median(isl_q)), 1.0),
+            target("4: smtdims cold / islpy median ratio", ratio(median(cold_q), median(isl_q)), 1.0),  # issue 44
             target("4: disagreements with islpy", len(disagree), 0),
         ],
     }

@@ -230,6 +230,30 @@ def isl_bounds(expr: Any, constraints: Any) -> tuple:
     return _val(s.dim_min_val(0)), _val(s.dim_max_val(0))
 
 
+def isl_bounds_with_witnesses(expr: Any, constraints: Any) -> tuple:
+    """:func:`isl_bounds` and, for each finite end, a valuation attaining it (ISL's sample point):
+    the same work as smtdims' answer, which carries a witness of each tight end."""
+    import islpy as isl
+
+    names = sorted(expr.variables() | constraints.variables())
+    conds = [f"{n} >= 1" for n in names]
+    for c in constraints:
+        conds.append(f"{isl_text(c.diff)} {'>=' if c.kind == '>=' else '='} 0")
+    conds.append(f"y_ = {isl_text(expr)}")
+    full = isl.Set("{ [" + ", ".join([*names, "y_"]) + "] : " + " and ".join(conds) + " }")
+    values = full.project_out(isl.dim_type.set, 0, len(names))
+    ends = _val(values.dim_min_val(0)), _val(values.dim_max_val(0))
+    witnesses = []
+    for end in ends:
+        if isinstance(end, int):
+            pt = full.fix_val(isl.dim_type.set, len(names), isl.Val(str(end))).sample_point()
+            witnesses.append({n: int(pt.get_coordinate_val(isl.dim_type.set, i).to_python())
+                              for i, n in enumerate(names)})
+        else:
+            witnesses.append(None)
+    return ends, witnesses
+
+
 def _val(v: Any) -> float | int:
     if v.is_infty():
         return float("inf")

@@ -93,7 +93,7 @@ def test_exports_json(results):
 
 def test_oracle_json(results):
     d = _load(results, "bench_oracle")
-    assert d["queries"] > 0 and len(d["rows"]) == 3
+    assert d["queries"] > 0 and len(d["rows"]) == 4
     assert {"disagreements", "both_tight", "smtdims_stats"} <= set(d)
     assert all({"median_ms", "ratio"} <= set(r) for r in d["rows"])
     _check_targets(d)
