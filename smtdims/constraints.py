@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import options
 from .expr import MAX, MIN, PARSE_CACHE_SIZE, Expr, Op, SizedMemo, all_variables, sized_memo
 from .parser import parse_constraint
 
@@ -117,16 +118,19 @@ class ConstraintSet:
         """``make(self)``, once per set: facts that are pure functions of the constraints (the
         variables' ranges, the known satisfying points), shared by every session of this set (JAX's
         fresh scopes with the same constraints: converting and analysing them again was most of the
-        first question's cost). ``make`` must not read a deadline or earlier questions: what it
-        returns is reused for every later question. Two threads may both compute it; either result
-        is kept (equal values)."""
+        first question's cost). ``make`` must not depend on earlier questions: what it returns is
+        reused for every later question. One that a deadline cut short (a long sum's interval stops
+        at it) is returned but not kept, as the answer caches do. Two threads may both compute it;
+        either result is kept (equal values)."""
         memo = self._derived_memo
         if memo is None:
             memo = {}
             object.__setattr__(self, "_derived_memo", memo)
         got = memo.get(key, _MISSING)
         if got is _MISSING:
-            got = memo.setdefault(key, make(self))
+            got = make(self)
+            if not options.deadline_passed():
+                got = memo.setdefault(key, got)
         return got
 
     @staticmethod

@@ -197,3 +197,26 @@ def test_a_decision_shaped_by_a_clock_is_not_deterministic():
         shaped = Decision("a", ">=", "1", "unknown", reason="budget")
     assert not shaped.deterministic and "_clock" not in shaped.to_dict()
     assert Decision("a", ">=", "1", "unknown", reason="budget").deterministic  # no clock outside a question
+
+
+def test_facts_of_a_constraint_set_cut_by_the_deadline_are_not_kept():
+    """``ConstraintSet.derived`` keeps a fact for every later question (and every fresh JAX scope
+    with the same constraints); one computed after the question's deadline passed may be cut
+    short, so it is given to that question only."""
+    import time
+
+    from smtdims import ConstraintSet
+
+    cs = ConstraintSet.of(("a >= 3", "b <= 7"))
+    made: list[int] = []
+
+    def make(s: ConstraintSet) -> int:
+        made.append(1)
+        return len(made)
+
+    with options.scoped(deadline=1e-9), options.question():
+        time.sleep(0.001)
+        assert options.deadline_passed()
+        assert cs.derived("probe", make) == 1
+    assert cs.derived("probe", make) == 2  # computed again, now kept
+    assert cs.derived("probe", make) == 2 and len(made) == 2
