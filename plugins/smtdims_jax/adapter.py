@@ -19,6 +19,7 @@ import collections
 import dis
 import functools
 import importlib
+import os
 import re
 import sys
 import threading
@@ -74,6 +75,7 @@ _NEWER_THAN_TESTED = _check_jax()
 
 try:  # every private name the adapter uses, checked once, here
     from jax._src import core as _core
+    from jax._src import source_info_util as _siu
     from jax._src import xla_bridge as _xb
     from jax._src.export import shape_poly as sp
     from jax._src.export import shape_poly_decision as spd
@@ -94,6 +96,7 @@ try:  # every private name the adapter uses, checked once, here
         assert hasattr(_DimExpr, _attr), _attr
     assert hasattr(sp, "_bounds_decision") and hasattr(SymbolicScope, "__init__")
     assert callable(_xb.backends_are_initialized) and isinstance(_xb._backends, dict)
+    assert callable(_siu.register_exclusion)
     for _p in ("FOR_GEQ0_OR_LEQ0", "FOR_GEQ0_OR_LT0", "BEST"):
         assert hasattr(BoundsPrecision, _p), _p
     assert sp._bounds_decision is _STOCK_BOUNDS or getattr(sp._bounds_decision, "__module__", "").startswith("smtdims")
@@ -103,6 +106,14 @@ except (ImportError, AttributeError, AssertionError) as err:  # pragma: no cover
         f"jax {jax.__version__} lacks the shape-polymorphism internals smtdims plugs into ({err!r}); "
         f"tested: jax {_fmt(SUPPORTED_JAX[0])} to {_fmt(SUPPORTED_JAX[1])}"
     ) from err
+
+# Exported modules' debug locations name the user's code as on stock JAX. JAX records the innermost
+# frame outside its own files (source_info_util); smtdims' wrappers (the export hint, `smtdims run`,
+# the pipeline) sit between the user's code and JAX's, so without this the locations (and the
+# serialized bytes) of every export named smtdims_jax/adapter.py. Each package's own folder, never
+# the folder above it (installed, that is site-packages: every library's frames would be hidden).
+for _file in (_host.__file__, __file__):  # smtdims' folder, this plugin's folder
+    _siu.register_exclusion(os.path.dirname(os.path.abspath(_file)) + os.sep)
 
 if _NEWER_THAN_TESTED:
     warnings.warn(
