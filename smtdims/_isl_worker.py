@@ -9,7 +9,8 @@ and exits at end of input.
 
 Requests: ``{"op": "conflict", "tup": "v0, v1", "facts": [condition text, ...]}`` (a point meeting
 every fact, or a minimal subset that no point meets: :meth:`smtdims.presburger.Engine.conflict`),
-or ``{"op": "bounds" | "sat" | "least", "key": int, "dom": text | null, "tup": "v0, v1",
+or ``{"op": "bounds" | "sat" | "least", "key": int, "dom": text | {"n": int, "parts": [[tree,
+">=" | "=="], ...]} | null (:func:`_domain`), "tup": "v0, v1",
 "tree": the expression (``presburger._tree``), "rel": "<" (sat),
 "known": [int, ...] (bounds), "least": bool (bounds: witnesses of the ends not in ``known`` with
 the least sum of the variables), "value": "int" (least: a point where the expression is ``value``
@@ -111,6 +112,30 @@ def _expression(isl: Any, ctx: Any, dom: Any, req: dict) -> Any:
     return _build(isl, ctx, isl.LocalSpace.from_space(dom.get_space()), req["tree"])
 
 
+def _domain(isl: Any, ctx: Any, dom: str | dict) -> Any:
+    """The constraints' integer set: ISL's text, or ``{"n": variables, "parts": [[tree, ">=" | "=="],
+    ...]}`` (each part ``tree >= 0`` or ``tree == 0``, every variable >= 1) built through ISL's API:
+    34 against 126 us a set on benchmark 4's, the same set (the exactness tests compare the rung's
+    bounds with ISL's on the text, tests/oracle.py: 32 of them fail if a part is built wrong)."""
+    if isinstance(dom, str):
+        return isl.Set.read_from_str(ctx, dom)
+    space = isl.Space.set_alloc(ctx, 0, int(dom["n"]))
+    out = isl.Set.universe(space)
+    one = isl.Val.int_from_si(ctx, 1)
+    for i in range(int(dom["n"])):
+        out = out.lower_bound_val(isl.dim_type.set, i, one)
+    ls = isl.LocalSpace.from_space(space)
+    for tree, kind in dom["parts"]:
+        f = _build(isl, ctx, ls, tree)
+        if kind == ">=":
+            out = out.intersect(f.nonneg_set())
+        elif kind == "==":
+            out = out.intersect(f.zero_set())
+        else:
+            raise ValueError(f"unknown constraint kind {kind!r}")
+    return out
+
+
 def _val(isl: Any, ctx: Any, text: str) -> Any:
     return isl.Val.read_from_str(ctx, text)
 
@@ -186,7 +211,7 @@ def handle(isl: Any, ctx: Any, domains: OrderedDict, req: dict) -> dict:
         return _conflict(isl, ctx, req)
     key = req["key"]
     if req.get("dom") is not None:
-        domains[key] = isl.Set.read_from_str(ctx, req["dom"])
+        domains[key] = _domain(isl, ctx, req["dom"])
         while len(domains) > DOMAINS:
             domains.popitem(last=False)
     dom = domains.get(key)

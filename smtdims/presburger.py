@@ -227,10 +227,9 @@ class Engine:
         index = {n: i for i, n in enumerate(names)}
         request = {**request, "key": key, "tup": tup, "tree": _tree(e, index), "dom": None}
 
-        def domain() -> str:
-            conds = [f"{alias[n]} >= 1" for n in names]
-            conds += [f"{_text(p.diff, alias)} {'>=' if p.kind == '>=' else '='} 0" for p in self.parts]
-            return "{ [" + tup + "] : " + " and ".join(conds) + " }"
+        def domain() -> dict:
+            # built through ISL's API from trees, as the expression is (a quarter of the text's parse)
+            return {"n": len(names), "parts": [[_tree(p.diff, index), p.kind] for p in self.parts]}
 
         for _ in range(2):  # tier 1; once more, with the domain, if this process's ISL no longer holds it
             local = {**request, "dom": None if names in self._local else domain()}
