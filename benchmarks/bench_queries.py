@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -174,28 +176,38 @@ def _build_and_compare(export, core, sp, constraints: tuple[str, ...], k: int) -
     return n
 
 
-def bench_building(quick: bool) -> dict:
+def _sides(reps: int, run: Callable[[], Any]) -> tuple[dict, dict, dict, list[dict]]:
+    """``run()`` timed stock and with smtdims, ``reps`` passes each, interleaved: wall and CPU times
+    (this process's, without the scheduler's waits) per side, each side's last output, and
+    smtdims' counters after each of its passes."""
     import smtdims
 
-    export, core, sp = jax_bits()
-    ks = (3, 5) if quick else (1, 2, 3, 5, 7, 8, 16, 64, 128)
-    reps = 2 if quick else 7
     totals: dict[str, list[int]] = {"stock": [], "smtdims": []}
-    cpu: dict[str, list[int]] = {"stock": [], "smtdims": []}  # this process's CPU time, without the scheduler's waits
-    solvers, questions = 0, 0
+    cpu: dict[str, list[int]] = {"stock": [], "smtdims": []}
+    outs: dict[str, Any] = {}
+    stats: list[dict] = []
     for rep in range(reps):
         for m in interleaved_order(rep):
             set_mode(m)
             smtdims.reset_stats()
             with no_gc():
                 t0, c0 = now(), time.process_time_ns()
-                q = sum(_build_and_compare(export, core, sp, c, k) for c in BUILD_CONSTRAINTS for k in ks)
+                outs[m] = run()
                 totals[m].append(now() - t0)
                 cpu[m].append(time.process_time_ns() - c0)
-            questions = q
             if m == "smtdims":
-                solvers = max(solvers, smtdims.stats()["solvers_created"])
+                stats.append(stats_snapshot())
     set_mode("stock")
+    return totals, cpu, outs, stats
+
+
+def bench_building(quick: bool) -> dict:
+    export, core, sp = jax_bits()
+    ks = (3, 5) if quick else (1, 2, 3, 5, 7, 8, 16, 64, 128)
+    reps = 2 if quick else 7
+    totals, cpu, outs, stats = _sides(reps, lambda: sum(
+        _build_and_compare(export, core, sp, c, k) for c in BUILD_CONSTRAINTS for k in ks))
+    questions, solvers = outs["smtdims"], max(s["solvers_created"] for s in stats)
     st, sm = median(totals["stock"]) / 1e6, median(totals["smtdims"]) / 1e6
     scopes = len(BUILD_CONSTRAINTS) * len(ks)
     cpu_st, cpu_sm = median(cpu["stock"]) / 1e6, median(cpu["smtdims"]) / 1e6
@@ -235,26 +247,10 @@ def _one_fresh(export, core, sp, i: int) -> tuple:
 
 
 def bench_fresh(quick: bool) -> dict:
-    import smtdims
-
     export, core, sp = jax_bits()
     n, reps = (80, 3) if quick else (400, 15)
-    totals: dict[str, list[int]] = {"stock": [], "smtdims": []}
-    cpu: dict[str, list[int]] = {"stock": [], "smtdims": []}
-    answers: dict[str, list] = {}
-    stats: dict = {}
-    for rep in range(reps):
-        for m in interleaved_order(rep):
-            set_mode(m)
-            smtdims.reset_stats()
-            with no_gc():
-                t0, c0 = now(), time.process_time_ns()
-                answers[m] = [_one_fresh(export, core, sp, i) for i in range(n)]
-                totals[m].append(now() - t0)
-                cpu[m].append(time.process_time_ns() - c0)
-            if m == "smtdims":
-                stats = stats_snapshot()
-    set_mode("stock")
+    totals, cpu, answers, per_pass = _sides(reps, lambda: [_one_fresh(export, core, sp, i) for i in range(n)])
+    stats = per_pass[-1]
     # smtdims may decide what stock leaves inconclusive (b*t >= b), never differ where stock decided
     differ = sum(1 for a, b in zip(answers["stock"], answers["smtdims"], strict=True)
                  if a[0] is not None and a != b)

@@ -216,8 +216,8 @@ def isl_text(e: Any) -> str:
     return " + ".join(parts) if parts else "0"
 
 
-def isl_bounds(expr: Any, constraints: Any) -> tuple:
-    """Exact (lo, hi) of a Presburger IR expression under a smtdims ConstraintSet, by islpy."""
+def _isl_graph(expr: Any, constraints: Any) -> tuple[Any, list[str]]:
+    """islpy's set of ``[variables..., y_]`` with the constraints and ``y_ = expr``, and the names."""
     import islpy as isl
 
     names = sorted(expr.variables() | constraints.variables())
@@ -225,8 +225,15 @@ def isl_bounds(expr: Any, constraints: Any) -> tuple:
     for c in constraints:
         conds.append(f"{isl_text(c.diff)} {'>=' if c.kind == '>=' else '='} 0")
     conds.append(f"y_ = {isl_text(expr)}")
-    s = isl.Set("{ [" + ", ".join([*names, "y_"]) + "] : " + " and ".join(conds) + " }")
-    s = s.project_out(isl.dim_type.set, 0, len(names))
+    return isl.Set("{ [" + ", ".join([*names, "y_"]) + "] : " + " and ".join(conds) + " }"), names
+
+
+def isl_bounds(expr: Any, constraints: Any) -> tuple:
+    """Exact (lo, hi) of a Presburger IR expression under a smtdims ConstraintSet, by islpy."""
+    import islpy as isl
+
+    full, names = _isl_graph(expr, constraints)
+    s = full.project_out(isl.dim_type.set, 0, len(names))
     return _val(s.dim_min_val(0)), _val(s.dim_max_val(0))
 
 
@@ -235,12 +242,7 @@ def isl_bounds_with_witnesses(expr: Any, constraints: Any) -> tuple:
     the same work as smtdims' answer, which carries a witness of each tight end."""
     import islpy as isl
 
-    names = sorted(expr.variables() | constraints.variables())
-    conds = [f"{n} >= 1" for n in names]
-    for c in constraints:
-        conds.append(f"{isl_text(c.diff)} {'>=' if c.kind == '>=' else '='} 0")
-    conds.append(f"y_ = {isl_text(expr)}")
-    full = isl.Set("{ [" + ", ".join([*names, "y_"]) + "] : " + " and ".join(conds) + " }")
+    full, names = _isl_graph(expr, constraints)
     values = full.project_out(isl.dim_type.set, 0, len(names))
     ends = _val(values.dim_min_val(0)), _val(values.dim_max_val(0))
     witnesses = []
