@@ -114,6 +114,11 @@ class ConstraintSet:
     _index_memo: dict[str, tuple[int, ...]] | None = field(default=None, compare=False, repr=False)
     _derived_memo: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
+    def __reduce__(self) -> tuple:
+        """Copies and pickles carry the constraints alone: the memos are rebuilt on use (the derived
+        facts hold locks and read-only views, which neither copy nor pickle)."""
+        return (ConstraintSet, (self.constraints,))
+
     def derived(self, key: str, make: Callable[[ConstraintSet], Any]) -> Any:
         """``make(self)``, once per set: facts that are pure functions of the constraints (the
         variables' ranges, the known satisfying points), shared by every session of this set (JAX's

@@ -299,3 +299,18 @@ def test_audit_json_uses_booleans_and_the_infinity_convention():
     answers = [r["answer"] for r in json.loads(report.to_json())]
     assert False in answers and "False" not in answers and "True" not in answers
     assert all(not isinstance(a, str) or a == "inconclusive" for a in answers), answers
+
+
+def test_a_constraint_set_copies_and_pickles_after_questions():
+    """A set asked about holds derived facts (ranges, points: locks, read-only views); copies and
+    pickles carry its constraints alone, equal and as usable as the original."""
+    import copy
+
+    from smtdims import ConstraintSet
+
+    cs = ConstraintSet.of(("a >= b + 2", "a <= 10"))
+    before = smtdims.bounds("a - b", cs)
+    assert (before.lo, before.hi) == (2, 9)
+    for twin in (pickle.loads(pickle.dumps(cs)), copy.deepcopy(cs), copy.copy(cs)):
+        assert twin == cs and hash(twin) == hash(cs) and str(twin) == str(cs)
+        assert (smtdims.bounds("a - b", twin).lo, smtdims.bounds("a - b", twin).hi) == (2, 9)
