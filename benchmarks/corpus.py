@@ -186,7 +186,7 @@ class NotPresburger(ValueError):
 
 def isl_text(e: Any) -> str:
     """ISL syntax for a smtdims IR expression in the Presburger fragment."""
-    from smtdims.expr import FLOORDIV, MAX, MOD, Op, Var
+    from smtdims.lang.expr import FLOORDIV, MAX, MOD, Op, Var
 
     parts = []
     for m, c in e.terms:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from . import host, options, plugins
+from .answers.diagnostics import ConstraintReport, check_constraints
+from .answers.explain import Explanation, Fix, explain
 from .api import bounds, decide, symbolic_dim_bounds
-from .constraints import Constraint, ConstraintSet
-from .diagnostics import ConstraintReport, check_constraints
 from .errors import (
     ParseError,
     PossibleDivisionByZeroError,
@@ -22,12 +22,12 @@ from .errors import (
     UnsatisfiableConstraintsError,
     UnsupportedJaxError,
 )
-from .explain import Explanation, Fix, explain
-from .expr import Expr
+from .lang.constraints import Constraint, ConstraintSet
+from .lang.expr import Expr
+from .lang.parser import parse_constraint, parse_expr
+from .lang.results import Bounds, Decision
 from .options import DEFAULT_DEADLINE
-from .parser import parse_constraint, parse_expr
 from .reasoner import DEFAULT_BUDGET, reset_stats, stats
-from .results import Bounds, Decision
 
 __version__ = "0.1.0"
 

@@ -1,6 +1,6 @@
 """Public query functions: :func:`bounds`, :func:`symbolic_dim_bounds`, :func:`decide`.
 
-Inputs may be strings in jax.export syntax, ints, :class:`~smtdims.expr.Expr`, or
+Inputs may be strings in jax.export syntax, ints, :class:`~smtdims.lang.expr.Expr`, or
 JAX symbolic dimensions (converted by the registered host, see :mod:`smtdims.host`;
 this module never imports JAX). ``budget`` (Z3 rlimit per check) and ``deadline``
 (seconds for the whole call) override the defaults for one call.
@@ -12,12 +12,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import host, options
-from .constraints import Constraint, ConstraintSet
 from .errors import ScopeMismatchError
-from .expr import Expr
-from .parser import COMPARISONS, parse_comparison, parse_expr
+from .lang.constraints import Constraint, ConstraintSet
+from .lang.expr import Expr
+from .lang.parser import COMPARISONS, parse_comparison, parse_expr
+from .lang.results import Bounds, Decision
 from .reasoner import COMPARISON_OPS, REGISTRY, Session
-from .results import Bounds, Decision
 
 ConstraintsLike = Iterable[str | Constraint] | ConstraintSet
 

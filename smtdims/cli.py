@@ -33,13 +33,13 @@ from typing import Any, NoReturn
 import z3
 
 from . import options, plugins
-from .constraints import ConstraintSet
+from .engines.smt import Encoder
 from .errors import ParseError, SmtdimsError, UnsatisfiableConstraintsError
-from .expr import OPERATIONS, Expr
-from .parser import COMPARISONS, _tokenize, parse_comparison, parse_expr
+from .lang.constraints import ConstraintSet
+from .lang.expr import OPERATIONS, Expr
+from .lang.parser import COMPARISONS, _tokenize, parse_comparison, parse_expr
+from .lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, json_dumps
 from .reasoner import CONFIG, NEGATED, REGISTRY, Session
-from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, json_dumps
-from .smt import Encoder
 
 # -- exit statuses --------------------------------------------------------------------------------------
 EXIT_TRUE = EXIT_OK = 0  # proven true / bounds proven tight / constraints satisfiable / success
@@ -517,7 +517,7 @@ def _warn(cs: ConstraintSet, exprs: Sequence[Expr]) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .explain import explain_bounds, explain_decision
+    from .answers.explain import explain_bounds, explain_decision
 
     session, cs = _session(args)
     text = _one_explain_query(args.comparison)
@@ -544,7 +544,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_check_constraints(args: argparse.Namespace) -> int:
-    from .diagnostics import check_constraints
+    from .answers.diagnostics import check_constraints
 
     cs = _constraints([*args.positional, *args.constraint])
     budget = _budget(args)

@@ -56,7 +56,7 @@ class Options:
 
     budget: int = DEFAULT_BUDGET
     deadline: float = DEFAULT_DEADLINE
-    presburger: bool = True  # the ISL rung (smtdims.presburger) where islpy is installed
+    presburger: bool = True  # the ISL rung (smtdims.engines.presburger) where islpy is installed
 
     def __post_init__(self) -> None:
         check_budget(self.budget)
@@ -107,7 +107,7 @@ def _overrides(budget: int | None, deadline: float | None, presburger: bool | No
 def set_defaults(*, budget: int | None = None, deadline: float | None = None, presburger: bool | None = None) -> Options:
     """Change the process-wide defaults (``install(budget=..., deadline=...)``).
 
-    ``presburger=False`` turns off the ISL rung (:mod:`smtdims.presburger`): every exact
+    ``presburger=False`` turns off the ISL rung (:mod:`smtdims.engines.presburger`): every exact
     bound then comes from Z3, e.g. to cross-check the two engines.
     """
     _DEFAULTS[0] = replace(_DEFAULTS[0], **_overrides(budget, deadline, presburger))

@@ -6,15 +6,15 @@ Every entry point (:meth:`Session.decide`, :meth:`Session.bounds`,
 and stops at the first one whose answer is as precise as the caller asked:
 
 1. ``constant``  -- constant folding;
-2. ``interval``  -- sound interval rules (:mod:`smtdims.heuristic`);
-3. ``points``    -- exact evaluation at known satisfying valuations (:mod:`smtdims.points`):
+2. ``interval``  -- sound interval rules (:mod:`smtdims.rungs.intervals`);
+3. ``points``    -- exact evaluation at known satisfying valuations (:mod:`smtdims.rungs.points`):
    two points of opposite sign prove "undetermined", one point refutes a claim;
 4. ``stock``     -- a host's own procedure where it is sound (JAX's, registered by the
    adapter; it only sees questions that carry the host's expression);
    ``presburger`` -- exact bounds of small Presburger questions by ISL where islpy is
-   installed (:mod:`smtdims.presburger`; witnesses re-checked exactly);
+   installed (:mod:`smtdims.engines.presburger`; witnesses re-checked exactly);
    ``cases``  -- exact bounds with a symbolic divisor, by cases on the few values its
-   quotient takes, each a Presburger question (:mod:`smtdims.cases`);
+   quotient takes, each a Presburger question (:mod:`smtdims.rungs.cases`);
 5. ``solver-linear``    -- Z3, incremental, on the Presburger fragment;
 6. ``solver-nonlinear`` -- Z3 in a fresh context for the question;
 7. ``search``    -- guess-then-verify and binary search for exact bounds (with exact ray
@@ -24,7 +24,7 @@ The ladder is data: a decision, a proof and JAX's sign questions are one kind of
 (which of its sides can hold: :class:`_SignQuestion`), each rung a function that answers
 the sides it can, and one driver (:meth:`Session._walk`) walks :data:`DECISION_LADDER` or
 :data:`SIGN_LADDER` until the caller has what it needs. Exact bounds walk constant,
-presburger, points, cases, then the search (:mod:`smtdims.search`).
+presburger, points, cases, then the search (:mod:`smtdims.rungs.search`).
 
 The gates are checked once, here: satisfiable constraints (a known point proves it
 without a solver) and divisors that may be 0. Each question runs under the budget and
@@ -45,17 +45,19 @@ from typing import Any, TypeVar
 
 import z3
 
-from . import cases, options, presburger, rays
-from .constraints import ConstraintSet
+from . import options
+from .engines import presburger
+from .engines.smt import COUNTERS, SAT, UNSAT, Z3_WORKERS, CheckResult, Encoder, SolverSession, thread_checks
+from .engines.smt import question as smt_question
 from .errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
-from .expr import CACHE_MAX_TERMS, Expr, Var, deep_recursion, nesting, symbolic_divisors
-from .heuristic import INF, Interval, IntervalEvaluator, combined_interval, is_inf, propagate_var_ranges
+from .lang.constraints import ConstraintSet
+from .lang.expr import CACHE_MAX_TERMS, Expr, Var, deep_recursion, nesting, symbolic_divisors
+from .lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
 from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE, REASON_DEADLINE
-from .points import Points, shrink
-from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
-from .search import End, EndSearch
-from .smt import COUNTERS, SAT, UNSAT, Z3_WORKERS, CheckResult, Encoder, SolverSession, thread_checks
-from .smt import question as smt_question
+from .rungs import cases, rays
+from .rungs.intervals import INF, Interval, IntervalEvaluator, combined_interval, is_inf, propagate_var_ranges
+from .rungs.points import Points, shrink
+from .rungs.search import End, EndSearch
 
 __all__ = [
     "CONFIG", "DEFAULT_BUDGET", "DEFAULT_DEADLINE", "NEED_BEST", "NEED_SIGN_LEQ", "NEED_SIGN_LT", "REGISTRY",
@@ -503,7 +505,7 @@ class Session:
         self._sat_proven = False
         self._sat_reason = ""  # why the gate's check said unknown (options.REASON_*)
         self._sat_model: dict[str, int] | None = None
-        # A rung's own sub-question (smtdims.cases): its unsatisfiable scope names no minimal conflict
+        # A rung's own sub-question (smtdims.rungs.cases): its unsatisfiable scope names no minimal conflict
         # (checks nobody reads) and its answers are not counted (the question that asked it is).
         self.internal = False
         self._focus: dict[frozenset[int], Session] = {}
@@ -513,7 +515,7 @@ class Session:
         self._constraint_nesting: int | None = None  # nesting() of the constraints, on the first question
         self._bounds_cache = _ScopeCache()  # Expr -> Bounds
         self._readable_cache = _ScopeCache()  # Expr -> Bounds: the same answers with the smallest witnesses
-        self.search = EndSearch(self)  # the bound search, in a room of its own (smtdims.search)
+        self.search = EndSearch(self)  # the bound search, in a room of its own (smtdims.rungs.search)
         self._presburger: presburger.Engine | None = None  # ISL's view, built on the first eligible bound
         self._decision_cache = _ScopeCache()  # (lhs, op, rhs) -> Decision
         self._proof_cache = _ScopeCache()  # (lhs, op, rhs) -> bool
@@ -828,7 +830,7 @@ class Session:
 
     def holds_everywhere(self, diff: Expr, op: str) -> tuple[bool, str]:
         """(whether ``diff op 0`` is proven at every valuation, the rung that settled it): the work of
-        :meth:`proves` for a rung's own sub-question (:mod:`smtdims.cases`), inside the caller's
+        :meth:`proves` for a rung's own sub-question (:mod:`smtdims.rungs.cases`), inside the caller's
         question: no lock, no answer counted, no satisfiability or divisor check (the caller's)."""
         fails = _Side(NEGATED[op])
         q = self._walk(_SignQuestion(diff, [fails], self._sign_interval_of(diff), _all_settled), DECISION_LADDER)
@@ -1154,7 +1156,7 @@ class Session:
             presburger.clock_stopped(self._presburger, self.constraints, e)
 
     def _presburger_bounds(self, e: Expr, proven: Interval, vals: list[tuple[int, dict[str, int]]]) -> tuple[End, End] | None:
-        """Both ends from ISL (:mod:`smtdims.presburger`), if they agree with everything known here."""
+        """Both ends from ISL (:mod:`smtdims.engines.presburger`), if they agree with everything known here."""
         eng = self._isl_engine(e)
         if eng is None:
             return None

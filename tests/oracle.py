@@ -451,9 +451,9 @@ class Outcome:
 def run_smtdims(case: Case, grid: Grid | None = None, *, budget: int | None = None,
                 exact: bool = True, jax: bool = False) -> Outcome:
     """Ask smtdims ``bounds`` and ``decide`` for the case (in a fresh session) and judge the answers."""
-    from smtdims.constraints import ConstraintSet
     from smtdims.errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
-    from smtdims.parser import parse_expr
+    from smtdims.lang.constraints import ConstraintSet
+    from smtdims.lang.parser import parse_expr
     from smtdims.reasoner import Session
 
     grid = grid or Grid.of(case)

@@ -221,7 +221,7 @@ def test_the_verification_process_ends_with_its_caller_and_leaves_no_directory(t
     import signal
     import time
 
-    from smtdims import tempdirs
+    from smtdims.engines import tempdirs
 
     code = ("import sys, os; sys.path[:0] = sys.argv[1:]\n"
             "from smtdims_jax.pipeline import fresh\n"

@@ -12,7 +12,7 @@ from jax import export, lax
 from jax._src.export import shape_poly as sp
 
 import smtdims
-from smtdims import presburger
+from smtdims.engines import presburger
 from smtdims.errors import ParseError, PossibleDivisionByZeroError, UnsatisfiableConstraintsError
 
 LOOSE = ("4*d == a - m", "m >= 0", "m <= 3")
@@ -197,7 +197,7 @@ def test_jax_dims_and_strings_share_scope_constraints():
 def test_variables_first_met_in_later_queries_keep_their_lower_bound():
     # Regression: v >= 1 for a variable first encoded by bounds() never reached the shared
     # incremental solver, so a later decision saw c <= 0 and came back "unknown".
-    from smtdims.constraints import ConstraintSet
+    from smtdims.lang.constraints import ConstraintSet
     from smtdims.reasoner import Session
 
     s = Session(ConstraintSet.of(["a <= 100"]))
@@ -222,8 +222,8 @@ def test_unknown_operation_is_named():
 def test_queries_assert_only_the_axioms_they_need():
     # Regression: one nonlinear query's definitions (x == y*q + r) used to be asserted in
     # every later query, making linear ones nonlinear (a 240-query JAX test went 0.3 s -> 8 min).
-    from smtdims.constraints import ConstraintSet
-    from smtdims.expr import Op
+    from smtdims.lang.constraints import ConstraintSet
+    from smtdims.lang.expr import Op
     from smtdims.reasoner import Session
 
     p = smtdims.parse_expr
@@ -287,7 +287,7 @@ def test_audit_json_uses_booleans_and_the_infinity_convention():
     and bounds as [lo, hi] with "inf"/"-inf", as every --json output writes them."""
     import json
 
-    from smtdims.results import json_answer
+    from smtdims.lang.results import json_answer
 
     assert json_answer("False") is False and json_answer("True") is True
     assert json_answer("[16, inf]") == [16, "inf"] and json_answer("[-inf, 3]") == ["-inf", 3]

@@ -31,7 +31,7 @@ from smtdims_jax.audit import (
 )
 
 import smtdims
-from smtdims.parser import parse_expr
+from smtdims.lang.parser import parse_expr
 
 HERE = os.path.basename(__file__)
 
@@ -386,8 +386,8 @@ def test_audit_lives_on_the_adapter_side():
     if os.path.exists(core_audit):  # at most a lazy re-export of smtdims_jax.audit
         text = open(core_audit).read()
         assert "def _analyse" not in text and "class AuditReport" not in text
-    code = ("import sys, smtdims, smtdims.reasoner, smtdims.explain, smtdims.render, smtdims.results, "
-            "smtdims.diagnostics, smtdims.api\n"
+    code = ("import sys, smtdims, smtdims.reasoner, smtdims.answers.explain, smtdims.lang.render, smtdims.lang.results, "
+            "smtdims.answers.diagnostics, smtdims.api\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'smtdims_jax'))\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True)

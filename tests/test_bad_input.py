@@ -25,15 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import smtdims
-from smtdims import (
-    ParseError,
-    PossibleDivisionByZeroError,
-    SmtdimsError,
-    UnsatisfiableConstraintsError,
-    bounds,
-    decide,
-)
-from smtdims.parser import parse_expr
+from smtdims import ParseError, PossibleDivisionByZeroError, SmtdimsError, UnsatisfiableConstraintsError, bounds, decide
+from smtdims.lang.parser import parse_expr
 
 
 def _assert_parse_error(fn, text: str):

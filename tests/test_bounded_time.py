@@ -194,9 +194,9 @@ def test_parse_memos_hold_a_bounded_size():
     fuzz questions 864,000 objects were alive, and each full garbage collection took 0.3-0.9 s inside
     whichever call triggered it (9 of 20,000 answers past deadline + 1 s). Now a memo keeps at most
     PARSE_CACHE_SIZE (Expr.size(): nested operands count) in all and no expression past CACHE_MAX_TERMS."""
-    from smtdims.constraints import CONSTRAINT_MEMO
-    from smtdims.expr import CACHE_MAX_TERMS, PARSE_CACHE_SIZE
-    from smtdims.parser import EXPR_MEMO
+    from smtdims.lang.constraints import CONSTRAINT_MEMO
+    from smtdims.lang.expr import CACHE_MAX_TERMS, PARSE_CACHE_SIZE
+    from smtdims.lang.parser import EXPR_MEMO
 
     big = "(a + b + c + 1)^30"  # 5,456 terms: parsed, answered, not kept
     assert smtdims.parse_expr(big) == smtdims.parse_expr(big) and len(smtdims.parse_expr(big).terms) > CACHE_MAX_TERMS
@@ -221,7 +221,7 @@ def deaf_z3(monkeypatch):
     """Z3 workers whose every check first sleeps IGNORED seconds, deaf to the interrupt: a check Z3
     does not stop at ``ctx.interrupt()`` (measured: 9 s in explain's core check of a 9,181-term
     power). Yields the number of checks killed so far; the workers are stopped before and after."""
-    from smtdims import smt
+    from smtdims.engines import smt
 
     smt.Z3_WORKERS.stop()
     monkeypatch.setenv("SMTDIMS_Z3_WORKER_STALL", str(IGNORED))
@@ -231,7 +231,7 @@ def deaf_z3(monkeypatch):
 
 def _nothing_runs() -> None:
     """No Z3 worker is left using the CPU (a killed one is gone; one that answered waits for input)."""
-    from smtdims import smt
+    from smtdims.engines import smt
 
     def cpu() -> float:
         return sum(w.cpu_seconds() for w in smt.Z3_WORKERS.workers())
@@ -242,7 +242,7 @@ def _nothing_runs() -> None:
 
 
 def test_explain_kills_an_unsat_core_check_past_the_deadline(deaf_z3):
-    from smtdims import smt
+    from smtdims.engines import smt
 
     t = time.monotonic()
     ex = smtdims.explain("a*b + c", ">=", "2", constraints=["c >= 1"], deadline=DEADLINE)
@@ -254,7 +254,7 @@ def test_explain_kills_an_unsat_core_check_past_the_deadline(deaf_z3):
 
 
 def test_check_constraints_kills_a_nonlinear_check_past_the_deadline(deaf_z3):
-    from smtdims import smt
+    from smtdims.engines import smt
 
     t = time.monotonic()
     report = smtdims.check_constraints(["a*b >= c + 1", "floordiv(a*c, b + 1) <= 17", "c >= 2"],
@@ -268,7 +268,7 @@ def test_a_check_past_its_deadline_is_killed_and_nothing_of_it_is_kept(deaf_z3, 
     """A check Z3 does not stop (before: a thread nobody could stop, and past four of them no check
     started at all, "busy") now runs in a worker process killed KILL_GRACE seconds past the
     deadline: the answer is the sound one without it, clock-shaped, and nothing is left running."""
-    from smtdims import smt
+    from smtdims.engines import smt
 
     q = ("a*a - 2*a*b + b*b", ">=", "0")  # (a - b)^2 >= 0: only the nonlinear solver proves it
     t = time.monotonic()

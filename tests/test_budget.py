@@ -16,8 +16,8 @@ import time
 import pytest
 
 import smtdims
-from smtdims.constraints import ConstraintSet
-from smtdims.parser import parse_expr
+from smtdims.lang.constraints import ConstraintSet
+from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import CONFIG, Session
 
 SMALL = 10_000
@@ -73,8 +73,8 @@ def test_same_answer_on_every_run_in_process():
 
 CHILD = textwrap.dedent("""
     import json, sys
-    from smtdims.constraints import ConstraintSet
-    from smtdims.parser import parse_expr
+    from smtdims.lang.constraints import ConstraintSet
+    from smtdims.lang.parser import parse_expr
     from smtdims.reasoner import Session
     queries, budget = json.loads(sys.argv[1]), int(sys.argv[2])
     out = []

@@ -1,4 +1,4 @@
-"""The ``cases`` rung (:mod:`smtdims.cases`): bounds of expressions of ``floordiv``/``mod`` by a
+"""The ``cases`` rung (:mod:`smtdims.rungs.cases`): bounds of expressions of ``floordiv``/``mod`` by a
 symbolic divisor, by cases on the quotient, against brute force and against Z3's search."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import random
 
 import pytest
 
-from smtdims import ConstraintSet, cases, options, parse_expr, presburger
+from smtdims import ConstraintSet, options, parse_expr
+from smtdims.engines import presburger
 from smtdims.reasoner import Session
+from smtdims.rungs import cases
 
 pytestmark = pytest.mark.skipif(not presburger.available(), reason="islpy is not installed (the rung needs ISL)")
 

@@ -380,7 +380,7 @@ def test_unknown_reason_mapping():
 
 
 def test_check_constraints_unknown_exits_4(capsys, monkeypatch):
-    import smtdims.diagnostics
+    import smtdims.answers.diagnostics
 
     class Report:
         satisfiable, reason = None, "canceled"
@@ -391,7 +391,7 @@ def test_check_constraints_unknown_exits_4(capsys, monkeypatch):
         def to_dict(self):
             return {"satisfiable": None, "reason": self.reason}
 
-    monkeypatch.setattr(smtdims.diagnostics, "check_constraints", lambda cs, budget=None: Report())
+    monkeypatch.setattr(smtdims.answers.diagnostics, "check_constraints", lambda cs, budget=None: Report())
     rc, out, _ = run(capsys, "check-constraints", "-c", "a*a >= b", "--deadline", "3")
     assert rc == 4 and "canceled" not in out and "deadline of 3 s passed" in out
 

@@ -73,7 +73,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import textwrap  # noqa: E402
 
-from smtdims import presburger  # noqa: E402
+from smtdims.engines import presburger  # noqa: E402
 
 L18 = "(min(-3*a, b - 2*c + a + 5) - max(-3*c - 2*b + 2, -2*b - c - 3*a - 1)) * (2*c + 1)"
 C18 = ("mod(a + b, 7) == 3", "a >= 32")
@@ -160,7 +160,7 @@ def _nonlinear_check_cost(junk_mb: int) -> tuple[str, int]:
     terms alive: its status and the rlimit units it used."""
     import z3
 
-    from smtdims import smt
+    from smtdims.engines import smt
 
     junk = []
     for _ in range(junk_mb // 16):  # a context with terms: about 16 MB each
@@ -190,7 +190,7 @@ def test_a_decision_shaped_by_a_clock_is_not_deterministic():
     """A clock that shaped the path to a decision (the fast solver's timeout, ISL's call limit, checks
     not started while given-up ones run) makes it clock-shaped, whatever its final reason says (the
     reason alone was read: such decisions were reported deterministic)."""
-    from smtdims.results import Decision
+    from smtdims.lang.results import Decision
 
     with options.scoped(deadline=5), options.question():
         options.mark_clocked(options.CLOCK_FAST_SOLVER)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import smtdims
-from smtdims.diagnostics import ConstraintReport, check_constraints
+from smtdims.answers.diagnostics import ConstraintReport, check_constraints
 from smtdims.errors import UnsatisfiableConstraintsError
 
 IMPLICIT = "(dimension variable)"

@@ -20,9 +20,9 @@ import strategies as S
 from hypothesis import HealthCheck, given, settings
 
 from smtdims import options
-from smtdims.constraints import ConstraintSet
 from smtdims.errors import UnsatisfiableConstraintsError
-from smtdims.parser import parse_expr
+from smtdims.lang.constraints import ConstraintSet
+from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
 SETTINGS = dict(

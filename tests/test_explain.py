@@ -14,9 +14,8 @@ import random
 import pytest
 
 import smtdims
-from smtdims.constraints import Constraint, ConstraintSet
-from smtdims.diagnostics import check_constraints
-from smtdims.explain import (  # private: _proves, the check behind every fix, asked about edge cases directly
+from smtdims.answers.diagnostics import check_constraints
+from smtdims.answers.explain import (  # private: _proves, the check behind every fix, asked about edge cases directly
     CONSTRAINT,
     SPEC,
     Explanation,
@@ -27,10 +26,11 @@ from smtdims.explain import (  # private: _proves, the check behind every fix, a
     explain_decision,
     suggest_fixes,
 )
-from smtdims.expr import Expr
-from smtdims.parser import parse_expr
+from smtdims.lang.constraints import Constraint, ConstraintSet
+from smtdims.lang.expr import Expr
+from smtdims.lang.parser import parse_expr
+from smtdims.lang.results import Decision
 from smtdims.reasoner import Session
-from smtdims.results import Decision
 
 IMPLICIT = "(dimension variable)"
 
@@ -334,9 +334,9 @@ def test_fixes_are_ranked_weakest_first():
     """Issue 26: the relation itself keeps every valuation where the comparison held; the bound
     ``b <= 2`` throws away 65 of the 144 grid points where it held. One policy for explain, the
     error message, the audit and ``smtdims run``."""
-    from smtdims.constraints import ConstraintSet
-    from smtdims.explain import fix_as_constraint, settling_fix, weakest_first
-    from smtdims.parser import parse_expr
+    from smtdims.answers.explain import fix_as_constraint, settling_fix, weakest_first
+    from smtdims.lang.constraints import ConstraintSet
+    from smtdims.lang.parser import parse_expr
     from smtdims.reasoner import Session
 
     ex = smtdims.explain("a + 1 >= b")
@@ -353,7 +353,7 @@ def test_fixes_are_ranked_weakest_first():
 def test_fix_ranking_box_stays_bounded_with_hundreds_of_variables():
     """The ranking grid is every valuation in 1..side only while that is small: 200 variables made it 3^200
     (explain ran out of memory in the large fuzz); past the bound a fixed-seed sample, the same every call."""
-    from smtdims.explain import BOX_VALUATIONS, box_valuations
+    from smtdims.answers.explain import BOX_VALUATIONS, box_valuations
 
     names = [f"v{i}" for i in range(200)]
     grid = box_valuations(names, 3)

@@ -24,8 +24,8 @@ from smtdims_jax.pipeline.fixes import FIXED, normalise_constraint, synthesize
 from smtdims_jax.pipeline.specs import build_specs
 
 from smtdims import cli
-from smtdims.constraints import ConstraintSet
-from smtdims.parser import parse_expr
+from smtdims.lang.constraints import ConstraintSet
+from smtdims.lang.parser import parse_expr
 
 HERE = os.path.dirname(__file__)
 NEEDS_FIXES = os.path.join(HERE, "fixtures_pipeline", "needs_fixes.py")

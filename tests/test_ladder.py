@@ -19,8 +19,8 @@ from jax._src.export import shape_poly as sp
 
 import smtdims
 from smtdims import options
-from smtdims.constraints import ConstraintSet
-from smtdims.parser import parse_expr
+from smtdims.lang.constraints import ConstraintSet
+from smtdims.lang.parser import parse_expr
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -151,7 +151,7 @@ def test_the_hang_answers_within_the_deadline(deadline):
 
 def test_an_interrupted_shared_context_is_retired():
     """Z3's interrupt can outlive its check: the shared context it hit is never used again."""
-    from smtdims import smt
+    from smtdims.engines import smt
 
     session = smtdims.reasoner.Session(ConstraintSet.of(("a >= b", "b >= 3")))
     first = session.decide(parse_expr("a - b"), ">=", parse_expr("mod(a - b, 3)"))
@@ -292,9 +292,9 @@ def test_power_encoding_is_the_power(k):
     ``v^k`` wherever ``a = v``: no other value is consistent with the axioms the check asserts."""
     import z3
 
-    from smtdims.expr import Var
-    from smtdims.parser import parse_expr
-    from smtdims.smt import Encoder, make_solver
+    from smtdims.engines.smt import Encoder, make_solver
+    from smtdims.lang.expr import Var
+    from smtdims.lang.parser import parse_expr
 
     enc = Encoder(z3.Context())
     e = parse_expr(f"3*a^{k} + a^{k + 1} - b^{k}")

@@ -23,8 +23,8 @@ from jax import export
 from smtdims_jax.pipeline import export_and_verify
 
 import smtdims
-from smtdims.constraints import ConstraintSet
-from smtdims.parser import parse_expr
+from smtdims.lang.constraints import ConstraintSet
+from smtdims.lang.parser import parse_expr
 
 nnx = pytest.importorskip("flax.nnx")
 nn = pytest.importorskip("flax.linen")

@@ -15,7 +15,8 @@ import weakref
 
 import pytest
 
-from smtdims import ConstraintSet, options, parse_expr, smt
+from smtdims import ConstraintSet, options, parse_expr
+from smtdims.engines import smt
 from smtdims.reasoner import Session
 
 
@@ -172,10 +173,11 @@ def test_a_scope_cache_holds_a_bounded_size_of_expressions(monkeypatch):
     """Bounded in entries only, the empty constraint set's interval cache held 75,000 objects after
     4,000 fuzz questions: its keys are the questions' expressions. It also keeps at most CACHE_SIZE
     units of Expr.size(), and the interval evaluator's atom memo at most MEMO_ENTRIES atoms."""
-    from smtdims import heuristic, reasoner
+    from smtdims import reasoner
+    from smtdims.rungs import intervals
 
     monkeypatch.setattr(reasoner, "CACHE_SIZE", 200)
-    monkeypatch.setattr(heuristic, "MEMO_ENTRIES", 16)
+    monkeypatch.setattr(intervals, "MEMO_ENTRIES", 16)
     s = Session(ConstraintSet.of(["a >= 2"]))
     exprs = [parse_expr(" + ".join(f"max(a, {i}*b + {j})" for j in range(5))) for i in range(1, 40)]
     first = [s.interval(e) for e in exprs]

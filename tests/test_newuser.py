@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 
 import smtdims
 from smtdims import cli
-from smtdims.constraints import ConstraintSet
-from smtdims.expr import int_text, readable_int, text_int
-from smtdims.parser import parse_expr
+from smtdims.lang.constraints import ConstraintSet
+from smtdims.lang.expr import int_text, readable_int, text_int
+from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import REGISTRY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,7 +101,7 @@ def test_bounds_and_explanations_of_huge_values_describe():
 
     assert pickle.loads(pickle.dumps(b)).hi_witness == {"a": 10**5000}
     ex = smtdims.decide("a <= 10**4500").explain()
-    assert "a <= 10^4500" in str(ex) and json.dumps(smtdims.results.json_safe(ex.to_dict()))
+    assert "a <= 10^4500" in str(ex) and json.dumps(smtdims.lang.results.json_safe(ex.to_dict()))
 
 
 # -- 2. smtdims run --json is a flag; --json-out never overwrites the program ---------------------------------

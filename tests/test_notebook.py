@@ -15,8 +15,17 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from smtdims.parser import parse_expr
-from smtdims.render import classify_region, comparison_latex, html_row, html_table, latex, plot_region, table_style, to_sympy
+from smtdims.lang.parser import parse_expr
+from smtdims.lang.render import (
+    classify_region,
+    comparison_latex,
+    html_row,
+    html_table,
+    latex,
+    plot_region,
+    table_style,
+    to_sympy,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "constraint_debugging.ipynb"
@@ -237,7 +246,7 @@ def test_the_introduction_counts_the_sections_and_uses_the_public_api():
 def test_the_notebooks_claims():
     """What the notebook's text says about each example, checked through the API."""
     import smtdims
-    from smtdims.explain import explain
+    from smtdims.answers.explain import explain
 
     d5 = smtdims.decide("a + 1", ">=", "b")
     assert d5.status == "undetermined"
@@ -344,7 +353,7 @@ def test_html_tables_are_left_aligned():
 def test_render_imports_sympy_lazily():
     import subprocess
 
-    code = "import sys, smtdims.render; assert 'sympy' not in sys.modules; smtdims.render.latex('a'); print('ok')"
+    code = "import sys, smtdims.lang.render; assert 'sympy' not in sys.modules; smtdims.lang.render.latex('a'); print('ok')"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "ok\n"
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import smtdims
 from smtdims import parse_expr
 from smtdims.errors import ParseError
-from smtdims.expr import Expr
+from smtdims.lang.expr import Expr
 
 a, b, c = Expr.var("a"), Expr.var("b"), Expr.var("c")
 EVAL_FUNCTIONS = {"floordiv": lambda x, y: x // y, "mod": lambda x, y: x % y, "max": max, "min": min}

@@ -27,8 +27,8 @@ from smtdims_jax.pipeline import (
     parse_arg_spec,
 )
 
-from smtdims.constraints import ConstraintSet
-from smtdims.parser import parse_expr
+from smtdims.lang.constraints import ConstraintSet
+from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
 HAS_GPU = any(d.platform == "gpu" for d in jax.devices())

@@ -13,10 +13,9 @@ import time
 import strategies as S
 
 from smtdims import options
-from smtdims.constraints import ConstraintSet
 from smtdims.errors import SmtdimsError
-from smtdims.parser import parse_expr
-from smtdims.points import DEADLINE_WORK
+from smtdims.lang.constraints import ConstraintSet
+from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import (  # private: the points rung and its question type, against the loop it replaced
     NEGATED,
     SAT,
@@ -29,6 +28,7 @@ from smtdims.reasoner import (  # private: the points rung and its question type
     _Side,
     _SignQuestion,
 )
+from smtdims.rungs.points import DEADLINE_WORK
 
 
 def _plain_by_points(session, q):

@@ -1,4 +1,4 @@
-"""The ISL rung (smtdims.presburger): exact where it answers, and never trusted blindly.
+"""The ISL rung (smtdims.engines.presburger): exact where it answers, and never trusted blindly.
 
 Its answers are checked like any other: witnesses re-evaluated exactly, ends compared with
 known satisfying points. These tests make ISL lie, answer late, die, or be missing, and check
@@ -14,7 +14,8 @@ import signal
 import pytest
 
 import smtdims
-from smtdims import ConstraintSet, options, parse_expr, presburger, reasoner, workers
+from smtdims import ConstraintSet, options, parse_expr, reasoner
+from smtdims.engines import presburger, workers
 from smtdims.reasoner import Session
 
 pytestmark = pytest.mark.skipif(not presburger.available(), reason="islpy is not installed")
@@ -302,7 +303,7 @@ def test_a_worker_that_lost_the_domain_gets_it_again(monkeypatch, worker_only):
 
     import islpy
 
-    from smtdims import _isl_worker  # private: the worker's request handler, called in process
+    from smtdims.engines import _isl_worker  # private: the worker's request handler, called in process
 
     ctx, domains = islpy.Context(), OrderedDict()
     assert _isl_worker.handle(islpy, ctx, domains, {"op": "sat", "key": 7, "dom": None, "tup": "v0",
@@ -326,7 +327,8 @@ def test_a_worker_that_lost_the_domain_gets_it_again(monkeypatch, worker_only):
 
 FORK_SCRIPT = """
 import os
-from smtdims import ConstraintSet, parse_expr, presburger
+from smtdims import ConstraintSet, parse_expr
+from smtdims.engines import presburger
 presburger.LOCAL = False  # the worker's tier: each process its own
 cs = ConstraintSet.of(["a <= 5"])
 assert presburger.Engine(cs).bounds(parse_expr("a"))[:2] == (1, 5)
@@ -366,7 +368,7 @@ def test_a_worker_that_cannot_start_turns_the_rung_off_for_its_back_off(monkeypa
 def _random_linear(rng, names, depth=0):
     """A random expression of the Presburger fragment: sums of variables and constants, and of
     floordiv / mod by nonzero constants (negative ones too), max and min, nested; big numbers too."""
-    from smtdims.expr import Expr
+    from smtdims.lang.expr import Expr
 
     def leaf():
         c = rng.choice([1, -1, 2, -3, 7, 10**30 + 1]) if rng.random() < 0.9 else 0
@@ -400,8 +402,8 @@ def test_the_worker_builds_expressions_as_isl_reads_their_text(monkeypatch):
 
     import islpy
 
-    from smtdims import _isl_worker  # private: the worker's expression builder, compared with ISL's reader
-    from smtdims.expr import Op
+    from smtdims.engines import _isl_worker  # private: the worker's expression builder, compared with ISL's reader
+    from smtdims.lang.expr import Op
 
     rng = random.Random("tree")
     names = ("a", "b", "c")
@@ -495,8 +497,8 @@ def test_isl_conflicts_are_minimal_and_its_points_hold(cons):
     dimension-variable facts included: a core naming ``a >= 1`` needs a valuation with ``a <= 0``)."""
     import z3
 
-    from smtdims.expr import Var
-    from smtdims.smt import Encoder
+    from smtdims.engines.smt import Encoder
+    from smtdims.lang.expr import Var
 
     cs = ConstraintSet.of(cons)
     got = presburger.Engine(cs).conflict()
@@ -539,7 +541,7 @@ def test_isl_conflicts_are_minimal_and_its_points_hold(cons):
 
 def test_an_unsatisfiable_linear_scope_is_refused_without_z3(monkeypatch):
     """Where ISL decides the scope, no Z3 check runs: the core comes from the worker in one call."""
-    from smtdims import smt
+    from smtdims.engines import smt
 
     def no_z3(*a, **k):
         raise AssertionError("Z3 was asked")

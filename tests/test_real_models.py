@@ -90,7 +90,7 @@ def _person_fix_found(fix, person) -> bool:
 
 def _args(specs, env):
     """Concrete inputs of the original specification's shapes at ``env``."""
-    from smtdims.parser import parse_expr
+    from smtdims.lang.parser import parse_expr
 
     out = []
     for spec in specs:
@@ -129,7 +129,7 @@ def test_vit_gets_the_nonlinear_condition():
     report = export_and_verify(vit, "float32[b, h, w, 3]", fix=True, samples=4)
     fix = report.fix
     assert fix is not None and fix.ok and len(fix.constraints) == 1
-    from smtdims.constraints import Constraint
+    from smtdims.lang.constraints import Constraint
 
     c = Constraint.parse(fix.constraints[0])
     for h in range(8, 80, 3):
@@ -176,7 +176,7 @@ def _assert_admits_exactly(report, runs_natively, names, values=range(1, 60)):
     admits exactly the multiples."""
     import itertools
 
-    from smtdims.constraints import ConstraintSet
+    from smtdims.lang.constraints import ConstraintSet
 
     fix = report.fix  # a failed export's whole fix, or an exported one's whose samples failed natively
     assert fix is not None and fix.ok, report.table() + "\n" + "\n".join(fix.lines() if fix else ())

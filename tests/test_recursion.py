@@ -11,8 +11,8 @@ import textwrap
 import pytest
 
 import smtdims
-from smtdims.expr import MAX, Expr, Op, nesting
-from smtdims.parser import parse_expr
+from smtdims.lang.expr import MAX, Expr, Op, nesting
+from smtdims.lang.parser import parse_expr
 
 CHILD = textwrap.dedent("""
     import sys

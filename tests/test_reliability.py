@@ -18,7 +18,7 @@ import z3
 from fuzz_tool import FUZZ
 
 import smtdims
-from smtdims import smt
+from smtdims.engines import smt
 from smtdims.errors import ParseError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ def test_ray_certificates_and_smtlib_scripts_with_word_names():
     assert (b.lo, b.hi) == (-math.inf, math.inf) and b.lo_tight and b.hi_tight
     from smtdims import cli
 
-    script = cli.decision_script(smtdims.ConstraintSet.of(["let >= 3"]), *smtdims.parser.parse_comparison("let*as >= 3"),
+    script = cli.decision_script(smtdims.ConstraintSet.of(["let >= 3"]), *smtdims.lang.parser.parse_comparison("let*as >= 3"),
                                   "true", 100_000)
     ctx = z3.Context()
     out = z3.Z3_eval_smtlib2_string(ctx.ref(), script)
@@ -183,7 +183,7 @@ def test_a_worker_holding_the_interpreter_ends_when_its_request_expires():
     so each request carries its expiry and the kernel's timer ends the process then."""
     script = textwrap.dedent(f"""
         import sys, time
-        sys.path.insert(0, {str(ROOT / "smtdims")!r})
+        sys.path.insert(0, {str(ROOT / "smtdims" / "engines")!r})
         import _lifeline
         _lifeline.watch()
         _lifeline.alarm(time.monotonic() + 0.3)
@@ -198,7 +198,7 @@ def test_a_worker_holding_the_interpreter_ends_when_its_request_expires():
 # -- 3. temporary directories: removed on SIGTERM, and after a SIGKILL by the next process -------------------
 MAKER = textwrap.dedent("""
     import signal, sys, time
-    from smtdims import tempdirs
+    from smtdims.engines import tempdirs
     if sys.argv[1] == "own-handler":
         signal.signal(signal.SIGTERM, lambda *a: sys.exit(3))  # the program's own: kept as it is
     a = tempdirs.mkdtemp("verify-worker")
@@ -232,7 +232,7 @@ def test_a_programs_own_sigterm_handler_is_kept_and_the_directories_go_at_its_ex
 
 
 def test_what_a_sigkilled_process_left_is_removed_by_the_next_one(tmp_path):
-    from smtdims import tempdirs
+    from smtdims.engines import tempdirs
 
     p, dirs = _make_dirs_then(signal.SIGKILL, tmp_path)
     assert p.returncode == -signal.SIGKILL and all(d.exists() for d in dirs)
@@ -249,13 +249,13 @@ def test_what_a_sigkilled_process_left_is_removed_by_the_next_one(tmp_path):
     # the next process that makes a directory sweeps by itself
     p, dirs = _make_dirs_then(signal.SIGKILL, tmp_path)
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    subprocess.run([sys.executable, "-c", "from smtdims import tempdirs; tempdirs.remove(tempdirs.mkdtemp())"],
+    subprocess.run([sys.executable, "-c", "from smtdims.engines import tempdirs; tempdirs.remove(tempdirs.mkdtemp())"],
                    env=env, cwd=ROOT, check=True)
     assert not any(d.exists() for d in dirs)
 
 
 def test_the_sigterm_handler_exists_only_while_a_directory_does():
-    from smtdims import tempdirs
+    from smtdims.engines import tempdirs
 
     fresh = sys.modules.get("smtdims_jax.pipeline.fresh")
     if fresh is not None:  # an earlier test's verification process keeps its directory: end it first
@@ -276,9 +276,9 @@ def test_a_parse_error_deep_down_has_a_short_traceback_and_says_the_limit(call):
         call(text)
     frames = traceback.extract_tb(info.value.__traceback__)
     assert len(frames) < 20, len(frames)  # was 2,008
-    assert info.value.position == smtdims.parser.MAX_NESTING - 1  # the first parenthesis past the limit
-    assert "3000 levels" in info.value.detail and f"MAX_NESTING = {smtdims.parser.MAX_NESTING}" in info.value.detail
-    ok = "(" * (smtdims.parser.MAX_NESTING - 1) + "x" + ")" * (smtdims.parser.MAX_NESTING - 1)
+    assert info.value.position == smtdims.lang.parser.MAX_NESTING - 1  # the first parenthesis past the limit
+    assert "3000 levels" in info.value.detail and f"MAX_NESTING = {smtdims.lang.parser.MAX_NESTING}" in info.value.detail
+    ok = "(" * (smtdims.lang.parser.MAX_NESTING - 1) + "x" + ")" * (smtdims.lang.parser.MAX_NESTING - 1)
     assert smtdims.parse_expr(ok) == smtdims.parse_expr("x")
     with pytest.raises(ParseError):
         smtdims.parse_expr("(" + ok + ")")

@@ -18,8 +18,9 @@ import strategies as S
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from smtdims import ConstraintSet, bounds, parse_expr, rays
-from smtdims.constraints import MAX_PARTS, Constraint
+from smtdims import ConstraintSet, bounds, parse_expr
+from smtdims.lang.constraints import MAX_PARTS, Constraint
+from smtdims.rungs import rays
 
 SETTINGS = dict(deadline=None, derandomize=True, database=None, max_examples=300,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

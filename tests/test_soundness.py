@@ -156,7 +156,7 @@ def test_jax_seam_random_batch_is_sound(small_budget_install, chunk):
 
 def test_oracle_catches_a_wrong_bound():
     """The checks can fail: a deliberately wrong answer is reported."""
-    from smtdims.results import Bounds, Decision
+    from smtdims.lang.results import Bounds, Decision
 
     case = S.Case(("a",), S.var("a"), ((S.var("a"), "<=", S.const(5)),), ">=", S.const(3))
     grid = O.Grid.of(case)
@@ -177,7 +177,7 @@ def test_propagated_ranges_hold_every_valuation(kind):
     import random
 
     from smtdims import ConstraintSet
-    from smtdims.heuristic import propagate_var_ranges
+    from smtdims.rungs.intervals import propagate_var_ranges
 
     checked = 0
     for i in range(60):

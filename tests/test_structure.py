@@ -93,8 +93,8 @@ def test_the_checker_sees_a_circle():
 
 def test_the_graph_reads_relative_and_lazy_imports():
     g = import_graph()
-    assert "smtdims.reasoner" in g["smtdims.explain"] and "smtdims_jax.frames" in g["smtdims_jax.audit"]
-    assert "smtdims.explain" in g["smtdims.cli"]  # cli imports explain inside a function: it counts
+    assert "smtdims.reasoner" in g["smtdims.answers.explain"] and "smtdims_jax.frames" in g["smtdims_jax.audit"]
+    assert "smtdims.answers.explain" in g["smtdims.cli"]  # cli imports explain inside a function: it counts
 
 
 def test_no_import_circles():
@@ -106,6 +106,48 @@ def test_jax_private_imports_live_in_the_plugin():
     for path in (ROOT / "smtdims").rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert "jax._src" not in text.replace("`jax._src`", ""), os.path.relpath(path, ROOT)
+
+
+# -- the floors (issue 43.5): the layout shows the architecture, and every import points down ---------------
+# A module's floor is that of the longest name here its own starts with. An import may point to its own
+# floor or below: the language knows nothing of the engines, the engines nothing of the rungs, the rungs
+# nothing of the walk that orders them, and only the interfaces see the whole.
+FLOORS = {
+    "smtdims.options": 0, "smtdims.host": 0, "smtdims.plugins": 0,  # the process's settings and registries
+    "smtdims.lang": 1, "smtdims.errors": 1,  # expressions, syntax, constraint sets, answer values, errors
+    "smtdims.engines": 2,  # Z3, ISL, the killable workers
+    "smtdims.rungs": 3,  # intervals, points, rays, cases, the bound search
+    "smtdims.reasoner": 4,  # the scope and the walk of the ladder
+    "smtdims.api": 5,  # bounds / decide / symbolic_dim_bounds
+    "smtdims.answers": 6,  # explain, diagnostics, equations: read answers, may ask again
+    "smtdims": 7, "smtdims.cli": 7, "smtdims.__main__": 7,  # the public face (the CLI reads the version)
+}
+
+
+def floor(module: str) -> int | None:
+    """The floor of one of smtdims' modules (None: a plugin's, above them all)."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in FLOORS:
+            return FLOORS[".".join(parts[:n])]
+    return None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} ({floor(m)}) -> {t} ({floor(t)})" for m, ts in graph.items() if floor(m) is not None
+                  for t in ts if floor(t) is None or floor(t) > floor(m))  # type: ignore[operator]
+
+
+def test_the_floor_check_sees_an_upward_import():
+    assert upward_imports({"smtdims.lang.expr": {"smtdims.engines.smt"}, "smtdims.rungs.points": {"smtdims.lang.expr"},
+                           "smtdims.api": {"smtdims_jax.adapter"}}) == [
+        "smtdims.api (5) -> smtdims_jax.adapter (None)", "smtdims.lang.expr (1) -> smtdims.engines.smt (2)"]
+
+
+def test_every_module_has_a_floor_and_every_import_points_down():
+    graph = import_graph()
+    assert [m for m in graph if m.split(".")[0] == "smtdims" and floor(m) is None] == []
+    assert upward_imports(graph) == []
 
 
 PLUGINS = ("smtdims_jax", "smtdims_pytest")

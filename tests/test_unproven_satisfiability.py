@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import smtdims
-from smtdims.constraints import ConstraintSet
 from smtdims.errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
+from smtdims.lang.constraints import ConstraintSet
+from smtdims.lang.parser import parse_expr
 from smtdims.options import REASON_SATISFIABILITY
-from smtdims.parser import parse_expr
 from smtdims.reasoner import Session
 
 FERMAT = ["a*a*a + b*b*b == c*c*c", "x <= 5"]

@@ -19,8 +19,8 @@ from fixtures_pipeline import loop_models as m
 from smtdims_jax.pipeline import export_and_verify
 from smtdims_jax.pipeline.fixes import FIXED, Attempt, FixPart, Spec, as_parts, exports_on_stock, refusal_key
 
-from smtdims.equations import exact_divisions
-from smtdims.parser import parse_expr
+from smtdims.answers.equations import exact_divisions
+from smtdims.lang.parser import parse_expr
 
 
 def _runs_natively(fn, *shapes):
@@ -86,8 +86,8 @@ def test_a_learned_table_of_grid_positions_gets_the_image_size_fixed():
 
 
 def test_the_fixed_size_is_the_smallest_on_the_diagonal_and_verified():
-    from smtdims.constraints import ConstraintSet
-    from smtdims.equations import fixed_size_fix
+    from smtdims.answers.equations import fixed_size_fix
+    from smtdims.lang.constraints import ConstraintSet
     from smtdims.reasoner import Session
 
     grid = parse_expr("(floordiv(h - 16, 16) + 1)*(floordiv(w - 16, 16) + 1) + 1")

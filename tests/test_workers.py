@@ -1,4 +1,4 @@
-"""The Z3 worker processes (smtdims.workers, smt.KillableSolver): the same answers as a check in the
+"""The Z3 worker processes (smtdims.engines.workers, smt.KillableSolver): the same answers as a check in the
 caller, cores and models that come back right, several threads at once, a dead worker replaced."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import time
 import z3
 
 import smtdims
-from smtdims import options, smt
+from smtdims import options
+from smtdims.engines import smt
 
 
 def _formulas(ctx: z3.Context, rng: random.Random) -> tuple[list[z3.BoolRef], list[z3.ArithRef]]:
@@ -98,7 +99,7 @@ def test_a_worker_that_cannot_start_answers_unknown_in_time_then_is_tried_again(
     interpreter answers) used to turn the worker off for the process's life, and its checks then
     ran in process, where Z3 may ignore the interrupt. Now: "unknown" (clock-shaped) at once, never
     in process, and the worker is tried again after its back-off."""
-    from smtdims import workers
+    from smtdims.engines import workers
 
     smt.Z3_WORKERS.stop()
     monkeypatch.setattr(workers.sys, "executable", "/bin/false")  # starts, says nothing, exits
@@ -122,7 +123,7 @@ def test_a_worker_that_cannot_start_answers_unknown_in_time_then_is_tried_again(
 def test_a_worker_backing_off_is_passed_over_while_the_pool_has_room(monkeypatch):
     """One failed start must not cost the other threads' questions: the pool starts another worker
     rather than hand out the one backing off."""
-    from smtdims import workers
+    from smtdims.engines import workers
 
     smt.Z3_WORKERS.stop()
     with monkeypatch.context() as m:
@@ -139,7 +140,7 @@ def test_a_worker_backing_off_is_passed_over_while_the_pool_has_room(monkeypatch
 
 
 def test_back_off_doubles_to_its_limit():
-    from smtdims import workers
+    from smtdims.engines import workers
 
     w = workers.Worker("_z3_worker.py")
     waits = []
@@ -204,7 +205,7 @@ def test_a_worker_lets_go_of_the_contexts_it_drops():
 def test_prestarted_workers_are_the_ones_the_first_questions_use():
     """``prestart_workers`` (pytest --smtdims, smtdims run) starts the ISL and Z3 processes without
     waiting; the first questions then use those processes rather than starting their own."""
-    from smtdims import presburger
+    from smtdims.engines import presburger
     from smtdims.reasoner import prestart_workers
 
     smt.Z3_WORKERS.stop()
@@ -234,7 +235,7 @@ def test_polling_stops_as_soon_as_every_core_is_taken():
     import sys
     import time
 
-    from smtdims import workers
+    from smtdims.engines import workers
 
     cores = os.cpu_count() or 1
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]

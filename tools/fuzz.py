@@ -51,7 +51,7 @@ Killed callers (issue 42)::
 
     python tools/fuzz.py --kill-callers N [--seed S]
 
-starts N caller processes that make temporary directories (``smtdims.tempdirs``) and ask a question
+starts N caller processes that make temporary directories (``smtdims.engines.tempdirs``) and ask a question
 that keeps a Z3 (and ISL) worker busy, kills each with SIGKILL or SIGTERM at a random moment, and
 counts workers still running 1 s later and directories left (after SIGKILL: once the next process
 has swept). Exit status 1 when either is nonzero.
@@ -272,8 +272,8 @@ def stock_jax_answers(case: S.Case) -> O.JaxAnswers:
 def audit_stock(case: S.Case, grid: O.Grid, counts: collections.Counter, examples: dict) -> None:
     """Classify stock JAX's answers on ``case`` against brute force and smtdims."""
     import smtdims
-    from smtdims.constraints import ConstraintSet
-    from smtdims.parser import parse_expr
+    from smtdims.lang.constraints import ConstraintSet
+    from smtdims.lang.parser import parse_expr
     from smtdims.reasoner import Session
 
     ja = stock_jax_answers(case)
@@ -661,8 +661,8 @@ def seam_big(n: int, seed: int, deadline: float) -> dict:
 
     import smtdims
     from smtdims import options
-    from smtdims.constraints import ConstraintSet
-    from smtdims.parser import parse_expr
+    from smtdims.lang.constraints import ConstraintSet
+    from smtdims.lang.parser import parse_expr
 
     options.set_defaults(deadline=deadline)
     smtdims.install()
@@ -837,8 +837,8 @@ def large_jax_questions(case: dict) -> list[tuple[str, object]]:
 
 
 def _points_of(case: dict, rng: random.Random, tries: int = 200) -> list[dict[str, int]]:
-    from smtdims.constraints import ConstraintSet
-    from smtdims.parser import parse_expr
+    from smtdims.lang.constraints import ConstraintSet
+    from smtdims.lang.parser import parse_expr
 
     cs = ConstraintSet.of(case["constraints"])
     names = sorted(set(cs.variables()) | parse_expr(case["expr"]).variables())
@@ -863,7 +863,7 @@ def large_run(n: int, seed: int, deadline: float, jax: bool, time_limit: float =
     """
     import smtdims
     from smtdims import options
-    from smtdims.parser import parse_expr
+    from smtdims.lang.parser import parse_expr
 
     options.set_defaults(deadline=deadline)
     if jax:
@@ -1076,7 +1076,7 @@ def _fvw_fork_answer(answer, q: dict) -> tuple[int, int, float]:
             while data:
                 data = data[os.write(w, data):]
             try:  # its ISL worker (if one started) goes with it
-                from smtdims import presburger
+                from smtdims.engines import presburger
 
                 presburger._WORKER._kill()
             except Exception:
@@ -1546,7 +1546,7 @@ def names_compare_failed(rep: dict) -> bool:
 # asks a question that keeps a worker busy, in the main thread or another; names may be SMT words.
 _KILL_CALLER = """
 import json, math, sys, threading
-from smtdims import tempdirs
+from smtdims.engines import tempdirs
 import smtdims
 kind, a, b, c = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 keep = tempdirs.mkdtemp("fuzz-kill")
@@ -1596,7 +1596,7 @@ def kill_callers(n: int, seed: int, *, time_limit: float = 0, settle: tuple[floa
     import subprocess
     import tempfile
 
-    from smtdims import tempdirs
+    from smtdims.engines import tempdirs
 
     rng = random.Random(seed)
     root = tempfile.mkdtemp(prefix="fuzz-kill-root-")

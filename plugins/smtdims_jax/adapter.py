@@ -33,16 +33,11 @@ import numpy as np
 
 from smtdims import host as _host
 from smtdims import options
-from smtdims.constraints import Constraint, ConstraintSet
-from smtdims.errors import (
-    SmtdimsError,
-    UnsatisfiableConstraintsError,
-    UnsupportedJaxError,
-    format_valuation,
-)
-from smtdims.expr import FLOORDIV, MAX, MIN, MOD, Expr
+from smtdims.errors import SmtdimsError, UnsatisfiableConstraintsError, UnsupportedJaxError, format_valuation
+from smtdims.lang.constraints import Constraint, ConstraintSet
+from smtdims.lang.expr import FLOORDIV, MAX, MIN, MOD, Expr
+from smtdims.lang.results import UNDETERMINED, UNKNOWN, unknown_advice
 from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, REGISTRY, STATS, Session, register_stock_rung
-from smtdims.results import UNDETERMINED, UNKNOWN, unknown_advice
 
 from . import exact_stock, frames
 
@@ -621,7 +616,7 @@ def _user_location() -> str:
 
 
 def _explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> Explanation:
-    from smtdims.explain import settling_fix
+    from smtdims.answers.explain import settling_fix
 
     scope = e1.scope if isinstance(e1, _DimExpr) else e2.scope
     m = _CMP_RE.search(question)
@@ -863,7 +858,7 @@ def add_broadcast_hint(err: BaseException, equations: tuple[tuple[Any, Any], ...
 def _broadcast_hint(equations: tuple[tuple[Any, Any], ...], fun: Any, args: tuple,
                     kwargs: dict) -> tuple[str, str, str] | None:
     """(the equation, a verified fix or "", the ``smtdims export ... --fix`` command)."""
-    from smtdims.equations import equation_fixes, fix_text
+    from smtdims.answers.equations import equation_fixes, fix_text
 
     from .frames import paste_target
 

@@ -49,10 +49,10 @@ from typing import Any
 
 from smtdims import options
 from smtdims.errors import format_valuation
-from smtdims.expr import Expr
+from smtdims.lang.expr import Expr
+from smtdims.lang.render import html_table
+from smtdims.lang.results import FALSE, TRUE, UNDETERMINED, _fmt_bound, json_answer
 from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, Session, sufficient
-from smtdims.render import html_table
-from smtdims.results import FALSE, TRUE, UNDETERMINED, _fmt_bound, json_answer
 
 from . import adapter, frames
 
@@ -346,7 +346,7 @@ def _analyse_compare(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], sessio
         session = session_of(e1, e2)
         l_ir, r_ir = ad.to_ir(e1), ad.to_ir(e2)
         d = session.decide(l_ir, ">=", r_ir)
-        from smtdims.explain import settling_fix
+        from smtdims.answers.explain import settling_fix
 
         fix = settling_fix(session, l_ir, r_ir, decision=d)
         w_true, w_false = (d.witness_false, d.witness_true) if inverted else (d.witness_true, d.witness_false)

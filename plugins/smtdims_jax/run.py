@@ -44,7 +44,7 @@ def _fix_for(lhs: Any, rhs: Any) -> str:
     are computed as ``not >=``), ranked by the valuations of a small box it admits (a relation
     beats a bound that excludes more), or ``""``. Without the function there are no native runs
     and no further rounds: ``smtdims export --fix`` gives the whole fix."""
-    from smtdims.explain import settling_fix
+    from smtdims.answers.explain import settling_fix
     from smtdims.reasoner import REGISTRY
 
     from . import scope_constraints, to_ir
@@ -379,8 +379,8 @@ def run_program(target: str, args: Sequence[str] = (), *, module: bool = False, 
     smtdims installed; print the summary to ``stream`` (stderr) and, with ``json_path``, write it
     there as JSON (``--json-out FILE``); ``json_stdout`` prints it as JSON on stdout after the
     program's own output (``--json``). Returns the program's exit status."""
+    from smtdims.lang.results import json_dumps
     from smtdims.reasoner import prestart_workers
-    from smtdims.results import json_dumps
 
     from . import enabled
 

@@ -31,9 +31,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from smtdims.constraints import ConstraintSet
 from smtdims.errors import format_valuation
-from smtdims.expr import Expr
+from smtdims.lang.constraints import ConstraintSet
+from smtdims.lang.expr import Expr
 
 from ._common import Ticker
 

@@ -26,7 +26,7 @@ import jax
 from jax import export
 
 from smtdims.errors import format_valuation
-from smtdims.expr import FLOORDIV, MOD, Expr, Op
+from smtdims.lang.expr import FLOORDIV, MOD, Expr, Op
 
 from .box import BoxCount, NativeBox
 from .fixes import FixPart, attempt, normalise_constraint, spec_of

@@ -9,11 +9,11 @@ from typing import Any
 import jax
 from jax import export
 
-from smtdims.constraints import ConstraintSet
+from smtdims.answers.explain import Fix, suggest_fixes
 from smtdims.errors import SmtdimsError
-from smtdims.explain import Fix, suggest_fixes
-from smtdims.expr import MOD, Expr, Op
-from smtdims.parser import parse_expr
+from smtdims.lang.constraints import ConstraintSet
+from smtdims.lang.expr import MOD, Expr, Op
+from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
 from .. import adapter, enabled

@@ -3,7 +3,7 @@
 Each round reads JAX's refusal the way :mod:`.failure` does (an inconclusive comparison,
 whose operands smtdims' hook reports; a reshape's "The remainder ... should be 0"; a
 broadcast of two different dimensions), asks smtdims for every verified fix of it
-(:func:`smtdims.explain.suggest_fixes`: constraints and spec rewrites, each re-decided
+(:func:`smtdims.answers.explain.suggest_fixes`: constraints and spec rewrites, each re-decided
 with the fix in place), and keeps the *weakest*: the one whose specification admits the
 most shapes of a box of small shapes where the native function runs (:mod:`.box`), then
 the fewest where it fails. It re-exports with that fix and goes on until the export
@@ -32,8 +32,7 @@ import jax
 import numpy as np
 from jax import export
 
-from smtdims.constraints import Constraint, ConstraintSet
-from smtdims.equations import (
+from smtdims.answers.equations import (
     cancel_common_factor,
     equation_fixes,
     exact_divisions,
@@ -43,10 +42,11 @@ from smtdims.equations import (
     normalise_constraint,
     render_constraint,
 )
+from smtdims.answers.explain import SPEC, _proves, settling_fix, suggest_fixes, weakest_first
 from smtdims.errors import SmtdimsError, format_valuation
-from smtdims.explain import SPEC, _proves, settling_fix, suggest_fixes, weakest_first
-from smtdims.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op
-from smtdims.parser import parse_expr
+from smtdims.lang.constraints import Constraint, ConstraintSet
+from smtdims.lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op
+from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
 from .. import adapter, enabled
@@ -615,7 +615,7 @@ def divisibility_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str
 
 # -- the first round alone (no function to run: smtdims run, pytest --smtdims) ---------------------------
 def first_round_fix(session: Session, lhs: Expr, rhs: Expr, side: int | None = None) -> Any:
-    """The weakest verified fix of an inconclusive ``lhs >= rhs``: :func:`smtdims.explain.settling_fix`
+    """The weakest verified fix of an inconclusive ``lhs >= rhs``: :func:`smtdims.answers.explain.settling_fix`
     (kept under this name for callers of the pipeline; ``side`` sets the ranking box)."""
     if side is None:
         return settling_fix(session, lhs, rhs)

@@ -35,7 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from smtdims import options, tempdirs
+from smtdims import options
+from smtdims.engines import tempdirs
 
 from .. import adapter
 from ._common import Progress

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import z3
 
-from smtdims.constraints import ConstraintSet
+from smtdims.engines.smt import SAT, UNSAT, Encoder
 from smtdims.errors import format_valuation
-from smtdims.expr import FLOORDIV, MOD, Expr, Op
+from smtdims.lang.constraints import ConstraintSet
+from smtdims.lang.expr import FLOORDIV, MOD, Expr, Op
 from smtdims.reasoner import Session
-from smtdims.smt import SAT, UNSAT, Encoder
 
 MAX_ELEMENTS = 1 << 22  # per sample, all inputs together: keeps "large" samples quick to run
 SAMPLE_BYTES = 4 << 20  # default memory budget of one sample (inputs and outputs): what "largest" fills

@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import export
 
-from smtdims.constraints import Constraint
 from smtdims.errors import SmtdimsError
-from smtdims.parser import parse_expr
+from smtdims.lang.constraints import Constraint
+from smtdims.lang.parser import parse_expr
 
 _SPEC_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[(.*)\]\s*$", re.S)
 
@@ -174,7 +174,7 @@ def jax_constraint(text: str, *, x64: bool = False) -> str:
     input dtype turns on), else JAX fails late with a bare ``OverflowError``; here it is a
     ``ValueError`` that names the limit and what to write.
     """
-    from smtdims.parser import _tokenize, parse_comparison
+    from smtdims.lang.parser import _tokenize, parse_comparison
 
     lhs, op, rhs = parse_comparison(text)  # ParseError (a ValueError) with the position of the mistake
     _check_dim_constants(text, (lhs, rhs, lhs - rhs), x64)
@@ -191,7 +191,7 @@ def _check_dim_constants(text: str, exprs: Sequence[Any], x64: bool) -> None:
     lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
     for c in _constants(exprs):
         if not lo <= c <= hi:
-            from smtdims.expr import readable_int
+            from smtdims.lang.expr import readable_int
 
             more = ("" if x64 else "; with a 64-bit input dtype (float64, int64) or JAX_ENABLE_X64=1 "
                     f"the limit is {2**63 - 1} (2^63 - 1)")

@@ -1,14 +1,14 @@
-"""The ISL worker process of :mod:`smtdims.presburger`: islpy runs here, never in the caller.
+"""The ISL worker process of :mod:`smtdims.engines.presburger`: islpy runs here, never in the caller.
 
 ISL cannot be interrupted while it runs (islpy holds the interpreter, and its operation quota
 does not count everything: single calls have taken seconds), so it runs in a process of its
 own that the caller kills when an answer is late. This file imports nothing from smtdims but
-:mod:`smtdims._lifeline` (from its directory: it ends with its caller). It is started as a
+:mod:`smtdims.engines._lifeline` (from its directory: it ends with its caller). It is started as a
 script, reads one JSON request per line on stdin and writes one JSON answer per line on stdout,
 and exits at end of input.
 
 Requests: ``{"op": "conflict", "tup": "v0, v1", "facts": [condition text, ...]}`` (a point meeting
-every fact, or a minimal subset that no point meets: :meth:`smtdims.presburger.Engine.conflict`),
+every fact, or a minimal subset that no point meets: :meth:`smtdims.engines.presburger.Engine.conflict`),
 or ``{"op": "bounds" | "sat" | "least", "key": int, "dom": text | {"n": int, "parts": [[tree,
 ">=" | "=="], ...]} | null (:func:`_domain`), "tup": "v0, v1",
 "tree": the expression (``presburger._tree``), "rel": "<" (sat),
@@ -38,7 +38,7 @@ _CORES = os.cpu_count() or 1
 
 
 def _idle_core() -> bool:
-    """Whether a core is idle (as :func:`smtdims.workers.idle_core`, which this file cannot import:
+    """Whether a core is idle (as :func:`smtdims.engines.workers.idle_core`, which this file cannot import:
     ``/proc/loadavg``'s processes running now, else the load average): with every core taken,
     polling only takes CPU from the caller."""
     try:
@@ -294,7 +294,7 @@ def main() -> None:
         try:
             req = json.loads(line)
             # ISL holds the interpreter: no thread here runs until it returns, so the kernel ends this
-            # process when the caller, if alive, would have killed it (smtdims._lifeline)
+            # process when the caller, if alive, would have killed it (smtdims.engines._lifeline)
             _lifeline.alarm(req.get("expires"))
             answer = handle(isl, ctx, domains, req)
         except isl.Error as err:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import options
+from .. import options
 from .expr import MAX, MIN, PARSE_CACHE_SIZE, Expr, Op, SizedMemo, all_variables, sized_memo
 from .parser import parse_constraint
 

@@ -3,7 +3,7 @@ points of its constraints, where no cheaper rung closed them).
 
 Each end is closed by guess-then-verify: a proven (sound) bound and an attained value (a
 witness) move towards each other with galloping and bisection over solver checks; exact ray
-certificates (:mod:`smtdims.rays`) prove an end infinite without a solver, and Z3's optimiser is
+certificates (:mod:`smtdims.rungs.rays`) prove an end infinite without a solver, and Z3's optimiser is
 the last resort for a linear end no probe bounded. Every answer is a proven bound; an end is
 "tight" only with a witness that attains it or a certificate that none exists.
 """
@@ -17,12 +17,13 @@ from typing import Protocol
 
 import z3
 
-from . import options, rays
-from .constraints import ConstraintSet
-from .expr import Expr
-from .heuristic import INF, is_inf
+from .. import options
+from ..engines.smt import SAT, UNSAT, CheckResult, Encoder, SolverSession, z3_int_or_inf
+from ..lang.constraints import ConstraintSet
+from ..lang.expr import Expr
+from . import rays
+from .intervals import INF, is_inf
 from .points import Points
-from .smt import SAT, UNSAT, CheckResult, Encoder, SolverSession, z3_int_or_inf
 
 
 class Session(Protocol):
@@ -69,7 +70,7 @@ class EndSearch:
 
         Work on ``f = sign*e`` (its lower end). With a proven bound: ask whether it is
         attained, then gallop up from it towards the attained value. Without one: an exact
-        ray certificate (:mod:`smtdims.rays`: fixed directions, then one proposed by the
+        ray certificate (:mod:`smtdims.rungs.rays`: fixed directions, then one proposed by the
         recession cone's LP), else verify the best attained value and probe geometrically
         further out; then binary search; Z3's optimiser is the last resort for a linear end
         that no probe bounded. A nonlinear end without a proven bound is only probed a few

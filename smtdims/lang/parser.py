@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import ParseError
+from ..errors import ParseError
 from .expr import FLOORDIV, MAX, MOD, OPERATIONS, PARSE_CACHE_SIZE, ExpansionTooLarge, Expr, SizedMemo, deep_recursion
 
 # Deep enough for any real shape, shallow enough for Python's stack.
@@ -317,7 +317,7 @@ EXPR_MEMO = SizedMemo(_parse_expr, 8192, PARSE_CACHE_SIZE, lambda e: e.size())
 
 def _too_deep(depth: int | None = None) -> str:
     found = "" if depth is None else f": {depth} levels of parentheses, at most {MAX_NESTING - 1} allowed"
-    return (f"expression nested too deep{found} (the limit is smtdims.parser.MAX_NESTING = {MAX_NESTING} levels: "
+    return (f"expression nested too deep{found} (the limit is smtdims.lang.parser.MAX_NESTING = {MAX_NESTING} levels: "
             "the expression is one, and each parenthesis or floordiv/mod/max/min(...) one more)")
 
 

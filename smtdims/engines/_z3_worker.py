@@ -1,18 +1,18 @@
-"""The Z3 worker process of :mod:`smtdims.smt`: checks that Z3 may not stop at its interrupt run here.
+"""The Z3 worker process of :mod:`smtdims.engines.smt`: checks that Z3 may not stop at its interrupt run here.
 
 Z3's nonlinear core can go on long past ``ctx.interrupt()`` (14 s at degree 346; for good on a
 108-factor monomial), and a thread cannot be killed. So every check under a deadline in a
 context of its own (nonlinear checks, unsat cores, ``check_constraints`` on a nonlinear set) runs
-in this process, which the caller kills when the answer is late (:mod:`smtdims.workers`).
+in this process, which the caller kills when the answer is late (:mod:`smtdims.engines.workers`).
 
-Started as a script; imports nothing of smtdims but :mod:`smtdims._z3_strategy` (by path), so the
-check has the caller's strategy and parameters, and :mod:`smtdims._lifeline`, so that it ends with
+Started as a script; imports nothing of smtdims but :mod:`smtdims.engines._z3_strategy` (by path), so the
+check has the caller's strategy and parameters, and :mod:`smtdims.engines._lifeline`, so that it ends with
 its caller. One JSON request per line on stdin, one JSON
 answer per line on stdout; exits at end of input.
 
 Request: ``{"ctx": int, "key": int, "reset": bool, "smt2": text, "budget": int, "fast": bool,
 "nonlinear": bool, "assume": [Bool constant names], "until": monotonic time | null, "expires": monotonic
-time | null}`` (``expires``: :func:`smtdims._lifeline.alarm`). The
+time | null}`` (``expires``: :func:`smtdims.engines._lifeline.alarm`). The
 solver of ``key`` is kept between requests (``reset`` starts it afresh, in the context that
 mirrors the caller's context ``ctx``: a new context per caller context, as in process); ``smt2``
 holds the declarations and assertions added since the last request for the key. A request for a

@@ -1,6 +1,6 @@
 """The solvers smtdims checks with, in one place for the caller and the Z3 worker process.
 
-This file imports nothing from smtdims (only z3): :mod:`smtdims._z3_worker` loads it by path, so
+This file imports nothing from smtdims (only z3): :mod:`smtdims.engines._z3_worker` loads it by path, so
 a check gets the same strategy and parameters whether it runs in the caller or in the worker.
 """
 

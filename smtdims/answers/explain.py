@@ -21,16 +21,16 @@ from typing import Any
 
 import z3
 
-from . import options
-from . import results as _results
-from .constraints import Constraint, ConstraintSet
-from .errors import SmtdimsError, UnsatisfiableConstraintsError, format_valuation
-from .expr import FLOORDIV, MOD, Expr, Op, readable_int
-from .heuristic import is_inf
-from .reasoner import NEGATED, REGISTRY, Session, _relation
-from .render import left_align
-from .results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, _fmt_bound, _json_bound, unknown_advice
-from .smt import SAT, UNSAT, Encoder, SolverSession
+from .. import options
+from ..engines.smt import SAT, UNSAT, Encoder, SolverSession
+from ..errors import SmtdimsError, UnsatisfiableConstraintsError, format_valuation
+from ..lang import results as _results
+from ..lang.constraints import Constraint, ConstraintSet
+from ..lang.expr import FLOORDIV, MOD, Expr, Op, readable_int
+from ..lang.render import left_align
+from ..lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, _fmt_bound, _json_bound, unknown_advice
+from ..reasoner import NEGATED, REGISTRY, Session, _relation
+from ..rungs.intervals import is_inf
 
 CONSTRAINT, SPEC = "constraint", "spec"
 
@@ -65,7 +65,7 @@ class Fix:
 
 @dataclass(frozen=True)
 class BoundEnd:
-    """One end of a :class:`~smtdims.results.Bounds`: value, witness, and what bounds it."""
+    """One end of a :class:`~smtdims.lang.results.Bounds`: value, witness, and what bounds it."""
 
     name: str  # "lo" | "hi"
     value: int | float
@@ -206,7 +206,7 @@ def _support_html(support: Sequence[str], minimal: bool) -> str:
 def explain(lhs: Any, op: str | None = None, rhs: Any = None, constraints: Any = (), scope: Any = None, *,
             budget: int | None = None, deadline: float | None = None) -> Explanation:
     """Decide ``lhs op rhs`` (as :func:`smtdims.decide` does) and explain the answer, within one deadline."""
-    from .api import decide
+    from ..api import decide
 
     with options.scoped(budget=budget, deadline=deadline), options.question():
         return explain_decision(decide(lhs, op, rhs, constraints, scope))
@@ -250,7 +250,7 @@ def _explain_bounds(bounds: Bounds) -> Explanation:
         constraints, budget, e = ctx
         session = _session_of(constraints, budget)
     else:
-        from .parser import parse_expr
+        from ..lang.parser import parse_expr
 
         session, e = REGISTRY.get(ConstraintSet.of(bounds.constraints)), parse_expr(bounds.expr)
     ends = []
@@ -279,7 +279,7 @@ def _decision_context(d: Decision) -> tuple[Session, Expr, str, Expr]:
     if ctx is not None:
         constraints, budget, lhs, op, rhs = ctx
         return _session_of(constraints, budget), lhs, op, rhs
-    from .parser import parse_expr
+    from ..lang.parser import parse_expr
 
     try:
         return REGISTRY.get(ConstraintSet.of(d.constraints)), parse_expr(d.lhs), d.op, parse_expr(d.rhs)
@@ -554,7 +554,7 @@ def fix_as_constraint(fix: Fix) -> Constraint:
 
 
 def _parse(text: str) -> Expr:
-    from .parser import parse_expr
+    from ..lang.parser import parse_expr
 
     return parse_expr(text)
 

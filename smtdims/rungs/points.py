@@ -22,10 +22,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 
-from . import options
-from .constraints import ConstraintSet
-from .expr import Expr
-from .heuristic import INF, Interval, is_inf
+from .. import options
+from ..lang.constraints import ConstraintSet
+from ..lang.expr import Expr
+from .intervals import INF, Interval, is_inf
 
 _MAX_REMEMBERED = 12
 _FREE_FILLS = (1, 2, 3, 8, 64, 1024)

@@ -31,13 +31,13 @@ operation quota does not count everything (random sets of 38 constraints with ne
    The quota is sized so that a call stays far from any deadline on a machine ten times slower
    (``tests/test_presburger.py`` measures the worst CPU time of a call under it on random eligible
    questions). Over the quota, the call is handed on.
-2. In a worker process (:mod:`smtdims._isl_worker`, started when first needed, in about 0.13 s)
+2. In a worker process (:mod:`smtdims.engines._isl_worker`, started when first needed, in about 0.13 s)
    under the full quota (``OPERATIONS`` there): a call that has not answered within
    ``CALL_LIMIT`` seconds, or by the question's deadline if that comes first, is abandoned: the
    worker is killed (a new one starts on the next call), ISL is not asked again in that scope,
    and the question goes to Z3 with what is left of its deadline.
 
-Both tiers run the same code (:func:`smtdims._isl_worker.handle`) and their answers are checked
+Both tiers run the same code (:func:`smtdims.engines._isl_worker.handle`) and their answers are checked
 alike. The rung takes only small questions (limits below).
 """
 
@@ -50,9 +50,10 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from . import options, workers
-from .constraints import ConstraintSet
-from .expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
+from .. import options
+from ..lang.constraints import ConstraintSet
+from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
+from . import workers
 
 MAX_VARS = 12
 MAX_PARTS = 16
@@ -313,7 +314,7 @@ class Engine:
 
     def conflict(self) -> tuple[dict[str, int] | None, list[str] | None] | None:
         """``(point, None)`` with a valuation meeting every constraint, or ``(None, core)`` with a
-        minimal conflicting subset, labelled as :meth:`smtdims.smt.SolverSession.unsat_core`
+        minimal conflicting subset, labelled as :meth:`smtdims.engines.smt.SolverSession.unsat_core`
         labels it (texts as written, ``'v >= 1 (dimension variable)'``); None when ISL could not
         answer. One round trip, the minimisation by deletion inside ISL's operation quota (an
         unsatisfiable scope's error message cost a fresh Z3 context and a check per fact: 12-16 ms

@@ -15,27 +15,17 @@ from typing import Any
 
 import z3
 
-from . import host, options
-from .constraints import ConstraintSet
-from .errors import UnsatisfiableConstraintsError, format_valuation
+from .. import host, options
+from ..engines.smt import COUNTERS, SAT, UNSAT, Encoder, KillableSolver, make_solver, minimise_by_deletion, run_check, symbol
+from ..errors import UnsatisfiableConstraintsError, format_valuation
+from ..lang.constraints import ConstraintSet
+from ..lang.expr import Expr, Var, symbolic_divisors
+from ..lang.render import left_align
+from ..lang.results import _fmt_bound, _json_bound, limits_in_force, unknown_advice
+from ..options import REASON_DEADLINE
+from ..reasoner import Session
+from ..rungs.intervals import INF, IntervalEvaluator, is_inf
 from .explain import minimal_support
-from .expr import Expr, Var, symbolic_divisors
-from .heuristic import INF, IntervalEvaluator, is_inf
-from .options import REASON_DEADLINE
-from .reasoner import Session
-from .render import left_align
-from .results import _fmt_bound, _json_bound, limits_in_force, unknown_advice
-from .smt import (
-    COUNTERS,
-    SAT,
-    UNSAT,
-    Encoder,
-    KillableSolver,
-    make_solver,
-    minimise_by_deletion,
-    run_check,
-    symbol,
-)
 
 
 @dataclass(frozen=True)
@@ -362,7 +352,7 @@ class _Implications:
     def _unless_stopped(self, check: Any) -> tuple[object, str]:
         """``check()``, unless the deadline stopped an earlier one: every later question of the set
         is then answered "unknown" without a check. (A nonlinear set's checks run in a worker killed
-        when late: :class:`~smtdims.smt.KillableSolver`.)"""
+        when late: :class:`~smtdims.engines.smt.KillableSolver`.)"""
         if self.stopped:
             return z3.unknown, REASON_DEADLINE
         r, reason = check()

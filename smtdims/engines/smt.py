@@ -43,11 +43,12 @@ from typing import TypeVar
 
 import z3
 
+from .. import options
+from ..lang.constraints import Constraint, ConstraintSet
+from ..lang.expr import CACHE_MAX_TERMS, FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, int_text, symbolic_divisors, text_int
+from ..options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED
 from . import _z3_strategy as _strategy
-from . import options, workers
-from .constraints import Constraint, ConstraintSet
-from .expr import CACHE_MAX_TERMS, FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, int_text, symbolic_divisors, text_int
-from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED
+from . import workers
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
 _T = TypeVar("_T")
@@ -438,7 +439,7 @@ def _after_fork_in_child() -> None:
     """A forked child gets a shared context of its own on first use: a thread of the parent may have
     been inside a check in the old one (a solver pushed, never popped), and sessions rebuild their
     solvers in a new context by themselves (see :func:`retire_shared`). (The parent's Z3 workers
-    are forgotten by :mod:`smtdims.workers`' own hook.)"""
+    are forgotten by :mod:`smtdims.engines.workers`' own hook.)"""
     _CONTEXT.clear()
 
 
@@ -507,7 +508,7 @@ FAST_TIMEOUT_MS = _strategy.FAST_TIMEOUT_MS
 
 def make_solver(ctx: z3.Context, budget: int, *, fast: bool = False, nonlinear: bool = False,
                 killable: bool = False) -> z3.Solver | KillableSolver:
-    """A solver with the budget and a fixed seed (:func:`smtdims._z3_strategy.solver`); ``killable``:
+    """A solver with the budget and a fixed seed (:func:`smtdims.engines._z3_strategy.solver`); ``killable``:
     its checks under a deadline run in a worker process killed when late (:class:`KillableSolver`)."""
     COUNTERS.bump("solvers_created")
     if killable:
@@ -517,7 +518,7 @@ def make_solver(ctx: z3.Context, budget: int, *, fast: bool = False, nonlinear: 
 
 
 def nonlinear_tactic(ctx: z3.Context) -> z3.Tactic:
-    """Z3's QF_NIA preamble and its SMT core (:func:`smtdims._z3_strategy.nonlinear_tactic`)."""
+    """Z3's QF_NIA preamble and its SMT core (:func:`smtdims.engines._z3_strategy.nonlinear_tactic`)."""
     with z3_work():
         return _strategy.nonlinear_tactic(ctx)
 
@@ -548,7 +549,7 @@ class KillableSolver:
     product, for good on a 108-factor monomial; no syntactic test tells which checks it stops),
     and a thread cannot be killed. The formulas are built here, in the caller's context, and sent
     as SMT-LIB text (declarations and assertions added since the worker last saw this solver); the
-    worker checks them with the same strategy and parameters (:mod:`smtdims._z3_strategy`) and a
+    worker checks them with the same strategy and parameters (:mod:`smtdims.engines._z3_strategy`) and a
     timer that interrupts at the deadline; ``KILL_GRACE`` seconds past it the worker is killed and
     the check is "unknown", reason deadline. Nothing runs on after a late answer. Without a
     deadline, or where no worker can start (not POSIX), the check runs here, as before.

@@ -1,6 +1,6 @@
 """A worker process's tie to its caller: the worker ends with the process that started it.
 
-Loaded by the worker scripts (:mod:`smtdims._z3_worker`, :mod:`smtdims._isl_worker`) from their
+Loaded by the worker scripts (:mod:`smtdims.engines._z3_worker`, :mod:`smtdims.engines._isl_worker`) from their
 own directory; imports nothing of smtdims. Issue 42.2: a caller killed (SIGKILL or SIGTERM) during
 a long question left its Z3 worker running (4 s later still; with ``deadline=math.inf``, for good).
 
@@ -31,8 +31,8 @@ import signal
 import threading
 import time
 
-ENV = "SMTDIMS_LIFELINE"  # the read end's descriptor number, set by smtdims.workers
-SLACK = 0.5  # seconds past the caller's own kill time that ``expires`` adds (smtdims.workers)
+ENV = "SMTDIMS_LIFELINE"  # the read end's descriptor number, set by smtdims.engines.workers
+SLACK = 0.5  # seconds past the caller's own kill time that ``expires`` adds (smtdims.engines.workers)
 
 
 def watch() -> None:

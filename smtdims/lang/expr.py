@@ -587,7 +587,7 @@ class SizedMemo:
     """
 
     def __init__(self, fn: Callable[[Any], Any], entries: int, total: int, size: Callable[[Any], int]):
-        from .options import fork_safe
+        from ..options import fork_safe
 
         self._fn, self._entries, self._total, self._size = fn, entries, total, size
         self._data: OrderedDict[Any, tuple[Any, int]] = OrderedDict()

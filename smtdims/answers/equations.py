@@ -3,7 +3,7 @@
 JAX-free: the export pipeline's fix loop (``smtdims_jax.pipeline.fixes``) and the hint on a failed
 broadcast inside ``jax.export`` (``smtdims_jax.adapter``) both read the equation a failed broadcast,
 concatenate, split or reshape asked at the seam, and ask here for the constraints and spec rewrites
-under which smtdims proves it. Every fix offered is re-decided (:func:`smtdims.explain._proves`).
+under which smtdims proves it. Every fix offered is re-decided (:func:`smtdims.answers.explain._proves`).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .constraints import Constraint, ConstraintSet
-from .errors import SmtdimsError
+from ..errors import SmtdimsError
+from ..lang.constraints import Constraint, ConstraintSet
+from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
+from ..reasoner import Session
 from .explain import SPEC, _proves, suggest_fixes
-from .expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
-from .reasoner import Session
 
 
 def fix_text(kind: str, text: str, variable: str | None = None) -> str:
@@ -111,7 +111,7 @@ def cancel_common_factor(e: Expr, d: Expr) -> tuple[Expr, Expr]:
 
 
 def fix_rank(f: Any) -> int:
-    """The tie-break rank of a :class:`smtdims.explain.Fix` among equal box scores (lower first): a plain
+    """The tie-break rank of a :class:`smtdims.answers.explain.Fix` among equal box scores (lower first): a plain
     relation (the comparison itself), a bound on one variable, a spec rewrite, and last a relation that
     still holds max/min/floordiv/mod (harder to read, the same shapes)."""
     if f.kind == SPEC:

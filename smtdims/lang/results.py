@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .errors import format_valuation
+from ..errors import format_valuation
 from .expr import int_text, readable_int, text_int
 from .render import left_align
 
@@ -17,7 +17,7 @@ TRUE, FALSE, UNDETERMINED, UNKNOWN = "true", "false", "undetermined", "unknown"
 def limits_in_force() -> tuple[int, float]:
     """``(budget, deadline)`` of the question being answered: the per-call or scoped limits,
     and the deadline of the outermost question when one is running (answers quote these)."""
-    from .options import active_deadline, current
+    from ..options import active_deadline, current
 
     d = active_deadline()
     return current().budget, d.seconds if d is not None else current().deadline
@@ -29,7 +29,7 @@ def unknown_advice(reason: str, budget: int | None = None, deadline: float | Non
     ``budget``/``deadline``: the limits in force for that answer (``Decision.budget``...);
     the current ones when not given.
     """
-    from .options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_SATISFIABILITY
+    from ..options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_SATISFIABILITY
 
     if reason.startswith(REASON_SATISFIABILITY):
         why = reason[len(REASON_SATISFIABILITY):].lstrip(": ")
@@ -55,7 +55,7 @@ def unknown_advice(reason: str, budget: int | None = None, deadline: float | Non
     return reason
 
 
-# Explanations live in smtdims.explain, which registers them here when imported (importing any
+# Explanations live in smtdims.answers.explain, which registers them here when imported (importing any
 # smtdims module runs the package's __init__, which imports it): results are values and do not
 # import the module that reasons about them.
 EXPLAINERS: dict[str, Any] = {}
@@ -66,7 +66,7 @@ def _explainer(kind: str) -> Any:
 
 
 def _fmt_bound(v: int | float) -> str:
-    """A bound for people: ``inf``, ``-inf`` or :func:`~smtdims.expr.readable_int` (``10^5000``)."""
+    """A bound for people: ``inf``, ``-inf`` or :func:`~smtdims.lang.expr.readable_int` (``10^5000``)."""
     if v == math.inf:
         return "inf"
     if v == -math.inf:
@@ -165,7 +165,7 @@ class Bounds(tuple):
         budget: int | None = None,
         deadline: float | None = None,
     ) -> Bounds:
-        from .options import CLOCK_INTERRUPTED, REASON_DEADLINE, REASON_INCOMPLETE, clocked
+        from ..options import CLOCK_INTERRUPTED, REASON_DEADLINE, REASON_INCOMPLETE, clocked
 
         self = super().__new__(cls, (lo, hi))
         # (ConstraintSet, budget, Expr): what explain() needs to find the session again; values only
@@ -305,7 +305,7 @@ class Decision:
     _clock: str | None = field(default=None, repr=False, compare=False)  # what shaped it, if a clock did
 
     def __post_init__(self) -> None:
-        from .options import clocked
+        from ..options import clocked
 
         budget, deadline = limits_in_force()
         if self.budget is None:
@@ -320,7 +320,7 @@ class Decision:
         """False when a clock (the deadline, Ctrl-C, ISL's call limit, the fast solver's timeout) shaped
         the answer: then it is not cached, and may differ. The final reason alone missed a clock that
         shaped the path to it."""
-        from .options import REASON_DEADLINE, REASON_INTERRUPTED
+        from ..options import REASON_DEADLINE, REASON_INTERRUPTED
 
         return self._clock is None and self.reason not in (REASON_DEADLINE, REASON_INTERRUPTED)
 

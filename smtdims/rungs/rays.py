@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from . import options
-from .constraints import Constraint, ConstraintSet
-from .expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, text_int
+from .. import options
+from ..lang.constraints import Constraint, ConstraintSet
+from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, text_int
 
 _MAX_SINGLE_DIRECTIONS = 16
 _MAX_DEGREE = 2048
@@ -389,8 +389,8 @@ _MAX_SLOPE_TEXT = 4000
 
 
 def _smt_name(name: str) -> str:
-    """``name``'s real in the LP's SMT-LIB text: :func:`smtdims.smt.symbol` of kind ``d``, quoted."""
-    from .smt import symbol
+    """``name``'s real in the LP's SMT-LIB text: :func:`smtdims.engines.smt.symbol` of kind ``d``, quoted."""
+    from ..engines.smt import symbol
 
     return f"|{symbol(name, 'd')}|"
 
@@ -409,7 +409,7 @@ class Recession:
     """
 
     def __init__(self, constraints: ConstraintSet, budget: int, family: int | None = None):
-        from . import smt
+        from ..engines import smt
 
         self.constraints = constraints
         self.budget = budget
@@ -429,7 +429,7 @@ class Recession:
         self._reals = {}
 
     def _start(self) -> None:
-        from . import smt
+        from ..engines import smt
 
         memo: dict[Op, str | None] = {}
         lines = [f"(declare-const {_smt_name(n)} Real)" for n in self._names]
@@ -456,7 +456,7 @@ class Recession:
         """An integer direction (every component >= 0) with ``slope(f) <= -1``, or None."""
         import z3
 
-        from . import smt
+        from ..engines import smt
 
         extra = sorted(v for v in f.variables() if v not in self.constraints.variables())
         s = _slope(f, {})

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from . import options
-from .constraints import ConstraintSet
-from .expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
+from .. import options
+from ..lang.constraints import ConstraintSet
+from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
 
 Bound = int | float  # int, or +-math.inf
 Interval = tuple[Bound, Bound]

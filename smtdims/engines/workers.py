@@ -16,7 +16,7 @@ KeyboardInterrupt in the caller as usual, and the worker, whose answer is now un
 A worker ends with its caller, however the caller ends (exit, SIGTERM, SIGKILL: nobody is left to
 kill it then): it holds the read end of a pipe whose write end only the caller holds (closed in a
 forked child), and each request says when the caller would kill it (``expires``); the worker's side
-is :mod:`smtdims._lifeline`.
+is :mod:`smtdims.engines._lifeline`.
 """
 
 from __future__ import annotations

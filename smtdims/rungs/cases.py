@@ -23,14 +23,15 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from . import options, presburger
-from .constraints import Constraint, ConstraintSet
-from .errors import UnsatisfiableConstraintsError
-from .expr import FLOORDIV, MOD, Expr, Op
-from .heuristic import Interval, is_inf
-from .results import Bounds
+from .. import options
+from ..engines import presburger
+from ..engines.smt import SolverSession
+from ..errors import UnsatisfiableConstraintsError
+from ..lang.constraints import Constraint, ConstraintSet
+from ..lang.expr import FLOORDIV, MOD, Expr, Op
+from ..lang.results import Bounds
+from .intervals import Interval, is_inf
 from .search import End
-from .smt import SolverSession
 
 
 class Session(Protocol):

@@ -1,0 +1,1 @@
+"""What reads answers: explanations, constraint diagnostics and the fixes of an equation."""
