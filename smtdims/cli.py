@@ -40,6 +40,7 @@ from .lang.expr import OPERATIONS, Expr
 from .lang.parser import COMPARISONS, _tokenize, parse_comparison, parse_expr
 from .lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, json_dumps
 from .reasoner import CONFIG, NEGATED, REGISTRY, Session
+from .rungs.question import relation
 
 # -- exit statuses --------------------------------------------------------------------------------------
 EXIT_TRUE = EXIT_OK = 0  # proven true / bounds proven tight / constraints satisfiable / success
@@ -308,11 +309,6 @@ def _unknown_info(reason: str, args: argparse.Namespace) -> dict[str, str]:
 Build = Callable[[Encoder], list[z3.BoolRef]]
 
 
-def _relation(op: str, d: z3.ArithRef) -> z3.BoolRef:
-    """``lhs op rhs`` as a relation on ``d = lhs - rhs``."""
-    return {">=": d >= 0, "<=": d <= 0, ">": d > 0, "<": d < 0, "==": d == 0, "!=": d != 0}[op]
-
-
 def smtlib_script(constraints: ConstraintSet, checks: Sequence[tuple[str, Build]], *, header: Sequence[str] = (),
                   variables: frozenset[str] = frozenset(), objectives: Sequence[tuple[str, str, Expr]] = (),
                   named: bool = False, after_constraints: Sequence[str] = (), budget: int | None = None) -> str:
@@ -371,9 +367,9 @@ def decision_script(cs: ConstraintSet, lhs: Expr, op: str, rhs: Expr, answer: st
     return smtlib_script(
         cs,
         [(f"check 1: can '{q}' fail? unsat means it holds for every valuation",
-          lambda enc: [_relation(NEGATED[op], enc.expr(d))]),
+          lambda enc: [relation(NEGATED[op], enc.expr(d))]),
          (f"check 2: can '{q}' hold? unsat means it fails for every valuation",
-          lambda enc: [_relation(op, enc.expr(d))])],
+          lambda enc: [relation(op, enc.expr(d))])],
         header=_header("decide", q, cs, answer) + [
             "true: unsat then sat; false: sat then unsat; undetermined: sat then sat"],
         variables=d.variables(), budget=budget,

@@ -20,11 +20,12 @@ and stops at the first one whose answer is as precise as the caller asked:
 7. ``search``    -- guess-then-verify and binary search for exact bounds (with exact ray
    certificates and Z3's optimiser for infinite linear ends).
 
-The ladder is data: a decision, a proof and JAX's sign questions are one kind of question
-(which of its sides can hold: :class:`_SignQuestion`), each rung a function that answers
-the sides it can, and one driver (:meth:`Session._walk`) walks :data:`DECISION_LADDER` or
-:data:`SIGN_LADDER` until the caller has what it needs. Exact bounds walk constant,
-presburger, points, cases, then the search (:mod:`smtdims.rungs.search`).
+The ladder is data (:mod:`smtdims.rungs.table`): one table lists every rung, cheapest first,
+and the kinds of question each answers (a decision or proof, a sign question, exact bounds:
+:mod:`smtdims.rungs.question`); each rung is a module whose ``answer(question, scope)`` asks only
+the scope's public surface (:class:`smtdims.rungs.scope.Scope`, which :class:`Session`
+implements), and one driver (:meth:`Session.walk`) walks a kind's ladder until the caller has
+what it needs.
 
 The gates are checked once, here: satisfiable constraints (a known point proves it
 without a solver) and divisors that may be 0. Each question runs under the budget and
@@ -33,13 +34,9 @@ deadline of :mod:`smtdims.options`; ``stats()`` counts which rung answered.
 
 from __future__ import annotations
 
-import contextvars
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from enum import IntEnum
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -51,54 +48,51 @@ from .engines.smt import COUNTERS, SAT, UNSAT, Z3_WORKERS, CheckResult, Encoder,
 from .engines.smt import question as smt_question
 from .errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
 from .lang.constraints import ConstraintSet
-from .lang.expr import CACHE_MAX_TERMS, Expr, Var, deep_recursion, nesting, symbolic_divisors
+from .lang.expr import CACHE_MAX_TERMS, Expr, deep_recursion, nesting, symbolic_divisors
 from .lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
 from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE, REASON_DEADLINE
-from .rungs import cases, rays
-from .rungs.intervals import INF, Interval, IntervalEvaluator, combined_interval, is_inf, propagate_var_ranges
+from .rungs import stock as stock_rung
+from .rungs.intervals import Interval, IntervalEvaluator, combined_interval, is_inf, propagate_var_ranges
 from .rungs.points import Points, shrink
-from .rungs.search import End, EndSearch
+from .rungs.presburger import READABLE_VALUE
+from .rungs.question import (
+    COMPARISON_OPS,
+    NEGATED,
+    BoundsQuestion,
+    End,
+    Precision,
+    Side,
+    SignQuestion,
+    all_settled,
+    holds,
+    one_refuted,
+    precision,
+    sign_interval,
+    sign_reduce,
+    sufficient,
+)
+from .rungs.search import EndSearch
+from .rungs.table import BOUNDS, DECISION, LADDERS, SIGN
 
 __all__ = [
     "CONFIG", "DEFAULT_BUDGET", "DEFAULT_DEADLINE", "NEED_BEST", "NEED_SIGN_LEQ", "NEED_SIGN_LT", "REGISTRY",
-    "Precision", "Session", "register_stock_rung", "reset_stats", "stats", "sufficient",
+    "NEGATED", "READABLE_VALUE", "Precision", "Session", "precision", "register_stock_rung", "reset_stats", "stats",
+    "sufficient",
 ]
 
 _A = TypeVar("_A")  # an answer: Decision, bool, Bounds, (Interval, deterministic)
+_Q = TypeVar("_Q", SignQuestion, BoundsQuestion)
 _SMALL_WITNESS_MAX_VARS = 32  # beyond this, an undetermined answer's witnesses are left as found
-READABLE_VALUE = 8  # a bound's witness with every value at most this is read at a glance: kept as it is
 _WITNESS_CHECKS = 12  # Z3 checks at most, per end, looking for a bound's smallest witness
-
-
-class Precision(IntEnum):
-    """What a caller needs from bounds, weakest first (JAX's ``BoundsPrecision``, ordered)."""
-
-    SIGN = 0  # enough once lo >= 0 or hi <= 0 (max/min)
-    STRICT_SIGN = 1  # enough once lo >= 0 or hi < 0 (comparisons)
-    BEST = 2  # as tight as can be proven
 
 
 NEED_SIGN_LEQ = Precision.SIGN
 NEED_SIGN_LT = Precision.STRICT_SIGN
 NEED_BEST = Precision.BEST
-_LEGACY = {"geq0_or_leq0": Precision.SIGN, "geq0_or_lt0": Precision.STRICT_SIGN, "best": Precision.BEST}
-
-COMPARISON_OPS = (">=", "<=", ">", "<", "==", "!=")
+# The names answers are counted under in stats() (always listed, 0 until one answers); a rung added to
+# the table with a name of its own is counted from its first answer.
 RUNGS = ("constant", "interval", "points", "stock", "presburger", "cases", "solver-linear", "solver-nonlinear", "search")
 SOLVER_RUNGS = ("solver-linear", "solver-nonlinear", "search")
-
-
-def precision(need: Any) -> Precision:
-    return need if isinstance(need, Precision) else _LEGACY.get(need, Precision(need))
-
-
-def sufficient(need: Any, lo: float, hi: float) -> bool:
-    need = precision(need)
-    if need == Precision.SIGN:
-        return lo >= 0 or hi <= 0
-    if need == Precision.STRICT_SIGN:
-        return lo >= 0 or hi < 0
-    return lo == hi
 
 
 # -- counters ------------------------------------------------------------------------------------------
@@ -128,7 +122,7 @@ class _Stats:
         # rung often closes both ends with rays and known points alone (issue 29)
         ran = rung in SOLVER_RUNGS and bool(starts) and thread_checks() > starts[-1]
         with self.lock:
-            self.by_rung[rung] += 1
+            self.by_rung[rung] = self.by_rung.get(rung, 0) + 1
             self.solver_answers += ran
 
     def question(self) -> _StatsQuestion:
@@ -257,224 +251,6 @@ def register_stock_rung(fn: StockRung | None) -> None:
     _STOCK[:] = [fn] if fn is not None else []
 
 
-# -- helpers ---------------------------------------------------------------------------------------------
-def _relation(op: str, d: z3.ArithRef) -> z3.BoolRef:
-    """``lhs op rhs`` as a relation on ``d = lhs - rhs``."""
-    return {">=": d >= 0, "<=": d <= 0, ">": d > 0, "<": d < 0, "==": d == 0, "!=": d != 0}[op]
-
-
-def _holds(op: str, v: int) -> bool:
-    return {">=": v >= 0, "<=": v <= 0, ">": v > 0, "<": v < 0, "==": v == 0, "!=": v != 0}[op]
-
-
-def _interval_decides(op: str, lo: float, hi: float) -> str | None:
-    if op == ">=":
-        return TRUE if lo >= 0 else FALSE if hi < 0 else None
-    if op == ">":
-        return TRUE if lo > 0 else FALSE if hi <= 0 else None
-    if op == "<=":
-        return TRUE if hi <= 0 else FALSE if lo > 0 else None
-    if op == "<":
-        return TRUE if hi < 0 else FALSE if lo >= 0 else None
-    if op == "==":
-        return TRUE if lo == hi == 0 else FALSE if (lo > 0 or hi < 0) else None
-    if op == "!=":
-        return FALSE if lo == hi == 0 else TRUE if (lo > 0 or hi < 0) else None
-    raise ValueError(f"unknown comparison {op!r}; use one of {', '.join(COMPARISON_OPS)}")
-
-
-def sign_reduce(e: Expr) -> Expr:
-    """``e`` divided by a positive common factor: the same sign at every valuation.
-
-    Every term of ``e`` shares the factor ``g * v1^k1 * ...`` (``g`` the gcd of the
-    coefficients, ``vi`` variables, each >= 1), so ``e = factor * e'`` with ``factor >= 1``
-    and ``sign(e) == sign(e')``. Reshapes compare ``b*4*n`` with ``b*32*floordiv(n, 8)``:
-    dividing by ``4*b`` makes the question linear.
-    """
-    if not e.terms or e.is_constant:
-        return e
-    g = math.gcd(*(c for _, c in e.terms))
-    common: dict[Var, int] | None = None
-    for m, _ in e.terms:
-        here = {a: k for a, k in m if isinstance(a, Var)}
-        common = here if common is None else {a: min(k, here[a]) for a, k in common.items() if a in here}
-        if not common and g == 1:
-            return e
-    common = common or {}
-    if not common and g == 1:
-        return e
-    acc: dict = {}
-    for m, c in e.terms:
-        mono = tuple((a, k - common.get(a, 0)) for a, k in m if k - common.get(a, 0) > 0)
-        acc[mono] = acc.get(mono, 0) + c // g
-    return Expr._from_dict(acc)
-
-
-def _sign_interval(lo, hi, rlo, rhi) -> Interval:
-    """Bounds of ``e`` tightened by the interval ``[rlo, rhi]`` of ``sign_reduce(e)`` (same sign as ``e``).
-
-    ``e = f * r`` with an integer ``f >= 1``: ``r >= 0`` gives ``e >= 0``; ``r <= -1`` gives ``e <= -1``;
-    ``r <= 0`` gives ``e <= 0``.
-    """
-    if rlo >= 0:
-        lo = max(lo, 0)
-    if rhi <= -1:
-        hi = min(hi, -1)
-    elif rhi <= 0:
-        hi = min(hi, 0)
-    return (lo, hi)
-
-
-# -- the ladder as data: sign questions -------------------------------------------------------------------
-NEGATED = {">=": "<", "<": ">=", "<=": ">", ">": "<=", "==": "!=", "!=": "=="}  # op -> its negation
-
-
-def _rel_range(rel: str, lo: float, hi: float) -> str | None:
-    """Whether ``v rel 0`` holds for every ``v`` in ``[lo, hi]`` ("all"), for none ("none"), or neither."""
-    verdict = _interval_decides(rel, lo, hi)
-    return "all" if verdict == TRUE else "none" if verdict == FALSE else None
-
-
-@dataclass
-class _Side:
-    """One side of a sign question: can ``e rel 0`` hold at some valuation of the constraints?"""
-
-    rel: str
-    status: str | None = None  # SAT | UNSAT | UNKNOWN; None: no rung has answered it yet
-    witness: dict[str, int] | None = None
-    reason: str = ""
-    source: Session | None = None  # the session whose constraints the witness satisfies (a focus's: partial)
-
-
-@dataclass
-class _SignQuestion:
-    """What every decision, proof and sign bound asks: which of its sides can hold.
-
-    ``decide`` asks two sides (the relation and its negation), ``proves`` one (the negation), JAX's
-    sign questions two (``e < 0`` and ``e >= 0`` or ``e > 0``). A rung answers the sides it can;
-    ``enough`` says when the caller has what it needs, and the walk stops there.
-    """
-
-    e: Expr
-    sides: list[_Side]
-    interval: Interval  # proven bounds of e; the stock rung tightens them
-    enough: Callable[[_SignQuestion], bool]
-    origin: Any = None  # the host's own expression: the stock rung's question
-    need: Precision = Precision.BEST
-    by: str = ""  # the rung whose answer settled the question
-    reasons: list[str] = field(default_factory=list)  # why solver checks came back unknown
-
-    def open(self) -> list[_Side]:
-        return [side for side in self.sides if side.status is None]
-
-
-def _all_settled(q: _SignQuestion) -> bool:
-    return all(side.status in (SAT, UNSAT) for side in q.sides)
-
-
-def _one_refuted(q: _SignQuestion) -> bool:
-    """A sign bound is proven once one side cannot hold; none is once both can."""
-    return any(side.status == UNSAT for side in q.sides) or _all_settled(q)
-
-
-def _by_constant(session: Session, q: _SignQuestion) -> str | None:
-    c = q.e.as_constant()
-    if c is None:
-        return None
-    for side in q.open():
-        side.status = SAT if _holds(side.rel, c) else UNSAT
-    return "constant"
-
-
-def _by_interval(session: Session, q: _SignQuestion) -> str | None:
-    """Sound interval rules. A side true on the whole interval holds somewhere: the gate has shown
-    that some valuation meets the constraints."""
-    for side in q.open():
-        r = _rel_range(side.rel, *q.interval)
-        if r is not None:
-            side.status = SAT if r == "all" else UNSAT
-    return "interval"
-
-
-def _by_points(session: Session, q: _SignQuestion) -> str | None:
-    """Known satisfying valuations: a point where a side holds is its witness (exact evaluation).
-
-    Whether the question has what it needs is asked after the first point and then after each
-    point that settled a side: ``q.enough`` reads only the sides and the interval, which a point
-    that settles nothing leaves as they were (when they were not enough)."""
-    first = True
-    for value, env in session.points.values(q.e):
-        changed = first
-        for side in q.open():
-            if _holds(side.rel, value):
-                side.status, side.witness, side.source = SAT, env, session
-                changed = True
-        if changed and (not q.open() or q.enough(q)):
-            break
-        first = False
-    return "points"
-
-
-def _by_stock(session: Session, q: _SignQuestion) -> str | None:
-    """The host's own procedure (JAX's), where it can settle a sign; skipped for linear questions in
-    a scope where it rarely does (:meth:`Session._stock_unprofitable`)."""
-    linear = session._linear(q.e)
-    if linear and session._stock_unprofitable():
-        return None
-    stock = session._stock(q.origin, q.need)
-    if stock is None:
-        return None
-    lo, hi = q.interval = (max(q.interval[0], stock[0]), min(q.interval[1], stock[1]))
-    won = sufficient(q.need, lo, hi)
-    if linear:
-        session._stock_record[0] += 1
-        session._stock_record[1] += won
-    if won:
-        for side in q.open():
-            if _rel_range(side.rel, lo, hi) == "none":
-                side.status = UNSAT
-    return "stock"
-
-
-def _by_presburger(session: Session, q: _SignQuestion) -> str | None:
-    """ISL on small Presburger questions: "no" is its proof, "yes" costs precision only if wrong."""
-    s = session.focus(q.e)
-    red = sign_reduce(q.e)
-    eng = s._isl_engine(red)
-    if eng is None:
-        return None
-    for side in q.open():
-        sat = eng.satisfiable(red, side.rel)
-        if sat is None:
-            return None
-        side.status = SAT if sat else UNSAT
-        if q.enough(q):
-            break
-    return "presburger"
-
-
-def _by_solver(session: Session, q: _SignQuestion) -> str | None:
-    """Z3 on the cone of influence, the expression divided by its positive common factor."""
-    s = session.focus(q.e)
-    red = sign_reduce(q.e)
-    for side in q.open():
-        res = s._check(lambda enc, rel=side.rel: [_relation(rel, enc.expr(red))], red, q.e)
-        side.status, side.witness, side.source, side.reason = res.status, res.model, s, res.reason
-        if res.reason:
-            q.reasons.append(res.reason)
-        if q.enough(q):
-            break
-    return "solver-linear" if s._linear(red) else "solver-nonlinear"
-
-
-# The ladders, cheapest rung first. A decision or proof is asked by a program or by JAX's ``==``
-# about two expressions (no host expression: no stock rung); ISL answers its sign questions
-# only, where a round trip to its worker pays off against the shared linear solver's ~0.2 ms.
-DECISION_LADDER = (_by_constant, _by_interval, _by_points, _by_solver)
-SIGN_LADDER = (_by_points, _by_stock, _by_presburger, _by_solver)
-
-
-
 # -- the session: one constraint set ----------------------------------------------------------------------
 def _frozen_ranges(constraints: ConstraintSet) -> tuple[Mapping[str, Interval], bool]:
     """:func:`propagate_var_ranges`, read-only: the sessions of one constraint set share it."""
@@ -510,7 +286,7 @@ class Session:
         self.internal = False
         self._focus: dict[frozenset[int], Session] = {}
         self._interval_cache = _ScopeCache()  # Expr -> Interval
-        self._stock_record = [0, 0]  # linear questions the stock rung was asked / settled
+        self._stock_record = [0, 0]  # linear questions the stock rung was asked / settled (record_stock)
         self._sign_cache = _ScopeCache()  # (Expr, Precision) -> (Interval, deterministic)
         self._constraint_nesting: int | None = None  # nesting() of the constraints, on the first question
         self._bounds_cache = _ScopeCache()  # Expr -> Bounds
@@ -561,7 +337,7 @@ class Session:
         if lo >= 0 or hi <= -1:
             return (lo, hi)
         red = sign_reduce(e)
-        return _sign_interval(lo, hi, *self.interval(red)) if red != e else (lo, hi)
+        return sign_interval(lo, hi, *self.interval(red)) if red != e else (lo, hi)
 
     def _question(self, *exprs: Expr) -> _SessionQuestion:
         """One question about ``exprs``: the session's lock, recursion room for their nesting, the
@@ -572,12 +348,14 @@ class Session:
         return _SessionQuestion((self.lock, deep_recursion(depth), options.question(), smt_question(), STATS.question()))
 
     # -- solver helpers -----------------------------------------------------------------------------------
-    def _linear(self, *exprs: Expr) -> bool:
+    def linear(self, *exprs: Expr) -> bool:
+        """Whether the constraints and ``exprs`` are all linear (the shared incremental solver's fragment)."""
         return self.solver.linear and all(e.is_linear() for e in exprs)
 
-    def _check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr) -> CheckResult:
+    def check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr) -> CheckResult:
+        """A solver check of the constraints and ``build``'s facts; a model is re-checked exactly."""
         res = self.solver.check(
-            build, linear=self._linear(*exprs), model_vars=frozenset().union(*(e.variables() for e in exprs))
+            build, linear=self.linear(*exprs), model_vars=frozenset().union(*(e.variables() for e in exprs))
         )
         if res.status == SAT:
             if res.model is None or not self.constraints.holds(res.model):
@@ -611,7 +389,7 @@ class Session:
         if env is None:
             return None
         if not all(v in env for v in self.constraints.variables()):
-            env = {**(base or self._any_point() or {}), **env}
+            env = {**(base or self.any_point() or {}), **env}
         elif self.sat_proven:
             return env
         return env if self.sat_proven or self._meets_all(env) else None
@@ -648,7 +426,8 @@ class Session:
     def _unproven_reason(self) -> str:
         return f"{options.REASON_SATISFIABILITY}: {self._sat_reason or options.REASON_INCOMPLETE}"
 
-    def _any_point(self) -> dict[str, int] | None:
+    def any_point(self) -> dict[str, int] | None:
+        """A valuation known to meet every constraint, if one is."""
         pts = self.points.base
         return pts[0] if pts else self._sat_model
 
@@ -663,7 +442,7 @@ class Session:
         if not self.constraints.constraints or self.points.satisfiable():
             self._satisfiable_checked = self._sat_proven = True
             return
-        isl = self._isl_engine(Expr.const(0))
+        isl = self.isl_engine(Expr.const(0))
         got = isl.conflict() if isl is not None else None
         if got is not None:
             point, core = got
@@ -671,7 +450,7 @@ class Session:
                 raise UnsatisfiableConstraintsError.from_conflict(core)
             self._sat_model, self._satisfiable_checked, self._sat_proven = point, True, True
             return
-        res = self._check(lambda enc: [])
+        res = self.check(lambda enc: [])
         if res.status == UNSAT:
             core = (None if self.internal else self.solver.unsat_core()) or [c.text for c in self.constraints]
             raise UnsatisfiableConstraintsError.from_conflict(core)
@@ -694,7 +473,7 @@ class Session:
                 for value, env in self.points.values(d):
                     if value == 0:
                         return str(d), self._complete(env)
-                res = self._check(lambda enc, d=d: [enc.expr(d) == 0], d)
+                res = self.check(lambda enc, d=d: [enc.expr(d) == 0], d)
                 if res.status == SAT:
                     return str(d), self._complete(res.model)
                 if res.status != UNSAT:
@@ -734,6 +513,18 @@ class Session:
             sub = Session(ConstraintSet(tuple(cs[i] for i in sorted(keep))), self.budget, parent=self)
             self._focus[key] = sub
         return sub
+
+    def subscope(self, constraints: ConstraintSet) -> Session:
+        """A scope of a rung's own (a case of :mod:`smtdims.rungs.cases`), same budget: its unsatisfiable
+        constraints name no minimal conflict (checks nobody reads) and its answers are not counted
+        (the question that asked it is)."""
+        sub = Session(constraints, self.budget)
+        sub.internal = True
+        return sub
+
+    def count(self, event: str) -> None:
+        """Count an event of a rung in ``smtdims.stats()`` (``presburger_declined``)."""
+        STATS.bump(event)
 
     # -- decisions ------------------------------------------------------------------------------------------
     def decide(self, lhs: Expr, op: str, rhs: Expr) -> Decision:
@@ -781,12 +572,13 @@ class Session:
             _context=(self.constraints, self.budget, lhs, op, rhs), **kw,
         )
 
-    def _walk(self, q: _SignQuestion, ladder: tuple[Callable[[Session, _SignQuestion], str | None], ...]
-              ) -> _SignQuestion:
-        """The one driver: each rung answers what it can, the walk stops once ``q.enough``."""
+    def walk(self, q: _Q, kind: str) -> _Q:
+        """The one driver, for every kind of question (``decision``, ``sign``, ``bounds``): each rung
+        of the kind's ladder answers what it can; the walk stops at the first that leaves ``q`` done."""
+        ladder = LADDERS[kind]
         for rung in ladder:
-            by = rung(self, q)
-            if by is not None and (q.enough(q) or rung is ladder[-1]):
+            by = rung.answer(q, self)
+            if by is not None and (q.done() or rung is ladder[-1]):
                 q.by = by
                 break
         return q
@@ -795,24 +587,24 @@ class Session:
         self.ensure_satisfiable()
         self.check_divisors(lhs, rhs)
         diff = lhs - rhs
-        holds, fails = _Side(op), _Side(NEGATED[op])
-        q = self._walk(_SignQuestion(diff, [holds, fails], self._sign_interval_of(diff), _all_settled), DECISION_LADDER)
+        yes, fails = Side(op), Side(NEGATED[op])
+        q = self.walk(SignQuestion(diff, [yes, fails], self._sign_interval_of(diff), all_settled), DECISION)
 
-        def readable(side: _Side, want: bool) -> dict[str, int] | None:
+        def readable(side: Side, want: bool) -> dict[str, int] | None:
             if side.witness is None or side.source is None:
                 return side.witness
-            return side.source._readable(side.witness, lambda env: _holds(op, diff.evaluate(env)) == want)
+            return side.source._readable(side.witness, lambda env: holds(op, diff.evaluate(env)) == want)
 
-        if holds.status == UNSAT and fails.status != UNSAT:
+        if yes.status == UNSAT and fails.status != UNSAT:
             return self._decision(lhs, op, rhs, FALSE, q.by, witness_false=fails.witness)
-        if fails.status == UNSAT and holds.status != UNSAT:
-            return self._decision(lhs, op, rhs, TRUE, q.by, witness_true=holds.witness)
-        if holds.status == SAT and fails.status == SAT:
+        if fails.status == UNSAT and yes.status != UNSAT:
+            return self._decision(lhs, op, rhs, TRUE, q.by, witness_true=yes.witness)
+        if yes.status == SAT and fails.status == SAT:
             return self._decision(lhs, op, rhs, UNDETERMINED, q.by,
-                                  witness_true=readable(holds, True), witness_false=readable(fails, False))
-        reason = holds.reason or fails.reason or options.REASON_INCOMPLETE
+                                  witness_true=readable(yes, True), witness_false=readable(fails, False))
+        reason = yes.reason or fails.reason or options.REASON_INCOMPLETE
         return self._decision(lhs, op, rhs, UNKNOWN, q.by, reason=reason,
-                              witness_true=holds.witness, witness_false=fails.witness)
+                              witness_true=yes.witness, witness_false=fails.witness)
 
     def proves(self, lhs: Expr, op: str, rhs: Expr) -> bool:
         """Whether ``lhs op rhs`` is proven for every valuation: at most one solver check, no witnesses.
@@ -832,8 +624,8 @@ class Session:
         """(whether ``diff op 0`` is proven at every valuation, the rung that settled it): the work of
         :meth:`proves` for a rung's own sub-question (:mod:`smtdims.rungs.cases`), inside the caller's
         question: no lock, no answer counted, no satisfiability or divisor check (the caller's)."""
-        fails = _Side(NEGATED[op])
-        q = self._walk(_SignQuestion(diff, [fails], self._sign_interval_of(diff), _all_settled), DECISION_LADDER)
+        fails = Side(NEGATED[op])
+        q = self.walk(SignQuestion(diff, [fails], self._sign_interval_of(diff), all_settled), DECISION)
         return fails.status == UNSAT, q.by
 
     # -- bounds for JAX-style callers ---------------------------------------------------------------------
@@ -855,7 +647,7 @@ class Session:
         if not sufficient(need, lo, hi) and need != Precision.BEST:
             red = sign_reduce(e)
             if red is not e and red != e:
-                lo, hi = _sign_interval(lo, hi, *self.interval(red))
+                lo, hi = sign_interval(lo, hi, *self.interval(red))
         if sufficient(need, lo, hi) and not self._infeasible_hint:
             if not self._satisfiable_checked:
                 # The gate, once per session, before any rung answers (a known point proves it
@@ -870,7 +662,7 @@ class Session:
                               deterministic=lambda r: r[1])
         return answer[0]
 
-    def _stock_unprofitable(self) -> bool:
+    def stock_unprofitable(self) -> bool:
         """After 4 linear questions in this scope where stock settled fewer than 1 in 4, skip it.
 
         Only for linear questions: there the solver rungs are complete, so skipping stock
@@ -880,7 +672,13 @@ class Session:
         tries, wins = self._stock_record
         return tries >= 4 and 4 * wins < tries
 
-    def _stock(self, origin: Any, need: Precision) -> Interval | None:
+    def record_stock(self, settled: bool) -> None:
+        """One more linear question asked of the host's procedure, and whether it settled it."""
+        self._stock_record[0] += 1
+        self._stock_record[1] += settled
+
+    def stock(self, origin: Any, need: Precision) -> Interval | None:
+        """The host's own procedure's bounds of its expression ``origin``, where it is sound."""
         if origin is None or not _STOCK:
             return None
         try:
@@ -900,16 +698,16 @@ class Session:
             STATS.answered("interval")
             return (lo, hi), True  # sound over the valuations where e is defined
         if need == Precision.BEST:
-            q = _SignQuestion(e, [], (lo, hi), lambda q: sufficient(need, *q.interval), origin, need)
-            by = _by_stock(self, q)
-            if by is not None and q.enough(q):
+            q = SignQuestion(e, [], (lo, hi), lambda q: sufficient(need, *q.interval), origin, need)
+            by = stock_rung.answer(q, self)
+            if by is not None and q.done():
                 STATS.answered(by)
                 return q.interval, True
             b = self._bounds(e, proven=q.interval)
             return (b.lo, b.hi), b.deterministic
         strict = need == Precision.STRICT_SIGN
-        below, above = _Side("<"), _Side(">=" if strict else ">")
-        q = self._walk(_SignQuestion(e, [below, above], (lo, hi), _one_refuted, origin, need), SIGN_LADDER)
+        below, above = Side("<"), Side(">=" if strict else ">")
+        q = self.walk(SignQuestion(e, [below, above], (lo, hi), one_refuted, origin, need), SIGN)
         STATS.answered(q.by)
         lo, hi = q.interval
         if below.status == UNSAT:
@@ -928,11 +726,7 @@ class Session:
         def exact() -> Bounds:
             self.ensure_satisfiable()
             self.check_divisors(e)
-            token = _READABLE.set(readable)
-            try:
-                return self._bounds(e)
-            finally:
-                _READABLE.reset(token)
+            return self._bounds(e, readable=readable)
 
         def deterministic(b: Bounds) -> bool:
             return b.deterministic
@@ -1009,7 +803,7 @@ class Session:
             except ZeroDivisionError:
                 return False
 
-        eng = self.focus(e)._isl_engine(e) if isinstance(value, int) else None
+        eng = self.focus(e).isl_engine(e) if isinstance(value, int) else None
         given = eng.given_least(e, value) if eng is not None else None
         if given is not None and all(env.get(v) == x for v, x in given.items()):
             # The cone of influence's part is ISL's least-sum point for this end: no valuation of
@@ -1048,7 +842,7 @@ class Session:
                 xs = [enc.var(v) for v in names]
                 return [enc.expr(e) == enc.const(value), sum(xs[1:], xs[0]) <= enc.const(m)]
 
-            res = self._check(build, e)
+            res = self.check(build, e)
             if res.status == UNSAT:
                 lo, step = m, step * 2
             elif res.status == SAT and res.model is not None and all(v in res.model for v in names):
@@ -1060,89 +854,16 @@ class Session:
                 break
         return env
 
-    def _bounds(self, e: Expr, proven: Interval | None = None) -> Bounds:
+    def _bounds(self, e: Expr, proven: Interval | None = None, readable: bool = False) -> Bounds:
+        """The bounds ladder (:data:`smtdims.rungs.table.LADDERS`): constant, points, ISL, cases, search."""
         self.ensure_satisfiable()
-        c = e.as_constant()
-        if c is not None:
-            w = self._any_point() if self.constraints.constraints else {}
-            # attained only if some valuation meets the constraints: tight where the gate proved one
-            # exists (then a point is known); _mk_bounds drops the claim otherwise
-            return self._mk_bounds(e, End(c, True, w), End(c, True, w), "constant")
-        vals = list(self.points.values(e))
-        s = self.focus(e)
-        # ISL where it applies: exact, and for people's bounds first (its least-sum witnesses come in
-        # the same call); JAX's bounds first see whether the interval rules and known points close them
-        narrowed: Interval | None = None
-        if not _READABLE.get():
-            # Where the interval rules and the known points (or a quick exact ray, for an end with no
-            # proven bound) close both ends, ISL's round trip is not needed: the same exact ends. On
-            # a busy machine each round trip waits for the scheduler (JAX's DimExprTest: 240 of its
-            # 264 ISL bounds closed so). People's bounds (readable) keep ISL's least-sum witnesses.
-            narrowed = self._interval_within(e, proven)
-            closed = self._closed_by_points(s, e, *narrowed, vals)
-            if closed is not None:
-                return closed
-        exact = s._presburger_bounds(e, proven or (-INF, INF), vals)
-        if exact is not None:
-            return self._mk_bounds(e, *exact, "presburger")
-        lo0, hi0 = narrowed or self._interval_within(e, proven)
-        if vals:
-            (vmin, wmin), (vmax, wmax) = min(vals, key=lambda x: x[0]), max(vals, key=lambda x: x[0])
-            if vmin == lo0 and vmax == hi0:
-                return self._mk_bounds(e, End(vmin, True, wmin), End(vmax, True, wmax), "points")
-        split = cases.quotient_cases(s, e, vals)
-        if split is not None:  # an end past a proven bound (never attained, then) is that bound, not tight
-            lo, hi = split
-            lo = lo if lo.value >= lo0 else End(lo0, False, None)
-            hi = hi if hi.value <= hi0 else End(hi0, False, None)
-            return self._mk_bounds(e, lo, hi, "cases")
-        if not vals:
-            start = s._check(lambda enc: [], e)
-            if start.status != SAT or start.model is None:
-                return self._mk_bounds(e, End(lo0, False, None), End(hi0, False, None), "interval",
-                                       deterministic=start.reason != REASON_DEADLINE)
-            try:
-                v0 = e.evaluate(start.model)
-            except ZeroDivisionError:
-                return self._mk_bounds(e, End(lo0, False, None), End(hi0, False, None), "interval")
-            (vmin, wmin), (vmax, wmax) = (v0, start.model), (v0, start.model)
-        # exact ray certificates for both infinite ends first: they need no solver, and a
-        # nonlinear check on one end must not spend the deadline the other end's ray needs
-        # (a small allowance for both first: one end with no ray must not spend the deadline
-        # the other end's cheap ray needs)
-        ends = ((lo0, 1, wmin), (hi0, -1, wmax))
-        rlo, rhi = (is_inf(p) and s.search.ray(e * sign, [wv], rays.RAY_WORK // 8) for p, sign, wv in ends)
-        rlo, rhi = (r or (is_inf(p) and s.search.ray(e * sign, [wv])) for r, (p, sign, wv) in zip((rlo, rhi), ends, strict=True))
-        lo = End(-INF, True, None) if rlo else s.search.end(e, lo0, vmin, wmin, lower=True, ray_tried=True)
-        hi = End(INF, True, None) if rhi else s.search.end(e, hi0, vmax, wmax, lower=False, ray_tried=True)
-        return self._mk_bounds(e, lo, hi, "search", deterministic=not options.deadline_passed())
+        q = self.walk(BoundsQuestion(self, e, proven, readable), BOUNDS)
+        assert q.ends is not None  # the search, last, always answers
+        return self._mk_bounds(e, *q.ends, q.by, deterministic=q.deterministic)
 
-    def _interval_within(self, e: Expr, proven: Interval | None) -> Interval:
-        """The interval rules' bounds of ``e``, narrowed by the caller's proven bounds."""
-        lo, hi = self.interval(e)
-        return (lo, hi) if proven is None else (max(lo, proven[0]), min(hi, proven[1]))
-
-    def _closed_by_points(self, s: Session, e: Expr, lo0: int | float, hi0: int | float,
-                          vals: list[tuple[int, dict[str, int]]]) -> Bounds | None:
-        """Bounds whose every end is a proven bound some known point attains, or infinite with an
-        exact ray certificate found within a small allowance of work; else None (no solver)."""
-        if not vals:
-            return None
-        (vmin, wmin), (vmax, wmax) = min(vals, key=lambda x: x[0]), max(vals, key=lambda x: x[0])
-        ends: list[End] = []
-        for bound, v, w, sign in ((lo0, vmin, wmin, 1), (hi0, vmax, wmax, -1)):
-            if v == bound:
-                ends.append(End(v, True, w))
-            elif is_inf(bound) and s.search.ray(e * sign, [w], _QUICK_RAY_WORK):
-                ends.append(End(bound, True, None))
-            else:
-                return None
-        by = "points" if all(end.witness is not None for end in ends) else "search"
-        return self._mk_bounds(e, ends[0], ends[1], by)
-
-    def _isl_engine(self, e: Expr) -> presburger.Engine | None:
+    def isl_engine(self, e: Expr) -> presburger.Engine | None:
         """This scope's ISL engine when the rung is on, islpy is installed and ``e`` is linear."""
-        if not options.current().presburger or not self._linear(e) or options.deadline_passed():
+        if not options.current().presburger or not self.linear(e) or options.deadline_passed():
             return None
         if self._presburger is None:
             if not presburger.available():
@@ -1152,29 +873,8 @@ class Session:
 
     def _isl_clock_stopped(self, e: Expr) -> bool:
         """Whether ISL would have answered ``e`` exactly here but a clock stopped it (:func:`presburger.clock_stopped`)."""
-        return options.current().presburger and self._linear(e) and \
+        return options.current().presburger and self.linear(e) and \
             presburger.clock_stopped(self._presburger, self.constraints, e)
-
-    def _presburger_bounds(self, e: Expr, proven: Interval, vals: list[tuple[int, dict[str, int]]]) -> tuple[End, End] | None:
-        """Both ends from ISL (:mod:`smtdims.engines.presburger`), if they agree with everything known here."""
-        eng = self._isl_engine(e)
-        if eng is None:
-            return None
-        known = {v: env for v, env in vals}
-        got = eng.bounds(e, known, least=_READABLE.get(), small=READABLE_VALUE)
-        if got is None:
-            return None
-        lo, hi, w_lo, w_hi = got
-        if not (proven[0] <= lo <= hi <= proven[1]) or (known and not lo <= min(known) <= max(known) <= hi):
-            STATS.bump("presburger_declined")  # disagrees with a proven bound or a known point
-            return None
-        return End(lo, True, w_lo), End(hi, True, w_hi)
-
-_QUICK_RAY_WORK = 2_000  # coefficient products (about 1 ms at most) for a ray tried before ISL's round trip
-
-# Whether the bound being computed is for people (``smtdims.bounds``): ISL then gives the least-sum
-# witnesses with the ends, in the same call (see _small_witness).
-_READABLE: contextvars.ContextVar[bool] = contextvars.ContextVar("smtdims_readable", default=False)
 
 # Per-scope caches are bounded by entries and by the size of the expressions they keep (Expr.size(),
 # as the parse memos count); a full cache forgets its oldest entries (insertion order) for the new

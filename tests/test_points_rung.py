@@ -1,6 +1,6 @@
 """The points rung's bookkeeping (issue 44): the same answers as the plain loop, the deadline still read.
 
-``_by_points`` asks whether the question has what it needs only after the first point and after a
+The points rung (``points.answer``) asks whether the question has what it needs only after the first point and after a
 point that settled a side; ``Points.values`` reads the deadline at the first valuation and then after
 each ``DEADLINE_WORK`` of evaluation. Both must leave every answer as the plain loop gave it.
 """
@@ -16,26 +16,26 @@ from smtdims import options
 from smtdims.errors import SmtdimsError
 from smtdims.lang.constraints import ConstraintSet
 from smtdims.lang.parser import parse_expr
-from smtdims.reasoner import (  # private: the points rung and its question type, against the loop it replaced
+from smtdims.reasoner import Session
+from smtdims.rungs import points
+from smtdims.rungs.points import DEADLINE_WORK
+from smtdims.rungs.question import (
     NEGATED,
     SAT,
     Precision,
-    Session,
-    _all_settled,
-    _by_points,
-    _holds,
-    _one_refuted,
-    _Side,
-    _SignQuestion,
+    Side,
+    SignQuestion,
+    all_settled,
+    holds,
+    one_refuted,
 )
-from smtdims.rungs.points import DEADLINE_WORK
 
 
 def _plain_by_points(session, q):
     """The loop before issue 44: ``q.enough`` asked after every point."""
     for value, env in session.points.values(q.e):
         for side in q.open():
-            if _holds(side.rel, value):
+            if holds(side.rel, value):
                 side.status, side.witness, side.source = SAT, env, session
         if not q.open() or q.enough(q):
             break
@@ -44,9 +44,9 @@ def _plain_by_points(session, q):
 
 def _question(e, kind):
     if kind == "sign":
-        return _SignQuestion(e, [_Side("<"), _Side(">=")], (-float("inf"), float("inf")), _one_refuted,
-                             need=Precision.STRICT_SIGN)
-    return _SignQuestion(e, [_Side(">="), _Side(NEGATED[">="])], (-float("inf"), float("inf")), _all_settled)
+        return SignQuestion(e, [Side("<"), Side(">=")], (-float("inf"), float("inf")), one_refuted,
+                            need=Precision.STRICT_SIGN)
+    return SignQuestion(e, [Side(">="), Side(NEGATED[">="])], (-float("inf"), float("inf")), all_settled)
 
 
 def test_same_sides_and_witnesses_as_the_plain_loop():
@@ -62,7 +62,7 @@ def test_same_sides_and_witnesses_as_the_plain_loop():
         s = Session(cs)
         for kind in ("sign", "decision"):
             a, b = _question(e, kind), _question(e, kind)
-            _by_points(s, a)
+            points.answer(a, s)
             _plain_by_points(s, b)
             assert [(x.status, x.witness) for x in a.sides] == [(x.status, x.witness) for x in b.sides], case.describe()
             compared += 1

@@ -29,8 +29,9 @@ from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import FLOORDIV, MOD, Expr, Op, readable_int
 from ..lang.render import left_align
 from ..lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, _fmt_bound, _json_bound, unknown_advice
-from ..reasoner import NEGATED, REGISTRY, Session, _relation
+from ..reasoner import NEGATED, REGISTRY, Session
 from ..rungs.intervals import is_inf
+from ..rungs.question import relation
 
 CONSTRAINT, SPEC = "constraint", "spec"
 
@@ -232,7 +233,7 @@ def _explain_decision(decision: Decision) -> Explanation:
     if d.status in (TRUE, FALSE):
         # true: constraints AND not(rel) is unsat; false: constraints AND rel is unsat.
         rel_op = op if d.status == FALSE else NEGATED[op]
-        support, minimal = minimal_support(session, lambda enc: [_relation(rel_op, enc.expr(diff))], diff)
+        support, minimal = minimal_support(session, lambda enc: [relation(rel_op, enc.expr(diff))], diff)
         return Explanation(**base, support=support, minimal=minimal)
     fixes = best_fixes(session, lhs, op, rhs, decision=d)
     return Explanation(**base, witness_true=d.witness_true, witness_false=d.witness_false, fixes=tuple(fixes))

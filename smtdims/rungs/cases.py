@@ -21,33 +21,16 @@ is re-checked here with exact arithmetic on ``e`` itself before it is returned.
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from .. import options
 from ..engines import presburger
-from ..engines.smt import SolverSession
 from ..errors import UnsatisfiableConstraintsError
 from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import FLOORDIV, MOD, Expr, Op
-from ..lang.results import Bounds
-from .intervals import Interval, is_inf
-from .search import End
+from .intervals import is_inf
+from .question import BoundsQuestion, End
+from .scope import Scope
 
-
-class Session(Protocol):
-    """What the rung needs of a session (:class:`smtdims.reasoner.Session`); each case is a new
-    session of the same class, over the scope's constraints and the case's two."""
-
-    constraints: ConstraintSet
-    budget: int
-    solver: SolverSession
-    internal: bool
-
-    def __init__(self, constraints: ConstraintSet, budget: int | None = None) -> None: ...
-    def interval(self, e: Expr) -> Interval: ...
-    def holds_everywhere(self, diff: Expr, op: str) -> tuple[bool, str]: ...
-    def bounds(self, e: Expr) -> Bounds: ...
-
+NAME = "cases"
 MAX_QUOTIENTS = 16  # cases at most: each a linear question for ISL (0.3-0.5 ms), where Z3's search took 10-40 ms
 
 
@@ -78,7 +61,7 @@ def _split(e: Expr) -> tuple[Expr, Expr, list[tuple[Op, int]]] | None:
     return pair[0], pair[1], found
 
 
-def quotient_cases(s: Session, e: Expr, vals: list[tuple[int, dict[str, int]]]) -> tuple[End, End] | None:
+def quotient_cases(s: Scope, e: Expr, vals: list[tuple[int, dict[str, int]]]) -> tuple[End, End] | None:
     """Both ends of ``e`` in ``s``'s scope by cases on the quotient (module docstring), or None
     where the rung does not apply. Only with ISL: without it each case would be a linear search by
     Z3, and an empty case a Z3 check, not clearly cheaper than the nonlinear search itself."""
@@ -120,8 +103,7 @@ def quotient_cases(s: Session, e: Expr, vals: list[tuple[int, dict[str, int]]]) 
         f = rest
         for a, c in atoms:
             f = f + (Expr.const(q) if a.op == FLOORDIV else r) * c
-        sub = type(s)(case, s.budget)
-        sub.internal = True  # an empty case is skipped (no minimal conflict wanted); e's answer is counted
+        sub = s.subscope(case)  # an empty case is skipped (no minimal conflict wanted); e's answer is counted
         try:
             b = sub.bounds(f)
         except UnsatisfiableConstraintsError:
@@ -135,7 +117,7 @@ def quotient_cases(s: Session, e: Expr, vals: list[tuple[int, dict[str, int]]]) 
     return lo, hi
 
 
-def _checked(s: Session, e: Expr, value: int | float, tight: bool, w: dict[str, int] | None) -> End:
+def _checked(s: Scope, e: Expr, value: int | float, tight: bool, w: dict[str, int] | None) -> End:
     """A case's end as an end of ``e``: tight only with a witness that meets ``s``'s constraints and
     where ``e`` evaluates to the end (exact arithmetic); else the same value, not tight (sound)."""
     if tight and not is_inf(value):
@@ -150,7 +132,7 @@ def _checked(s: Session, e: Expr, value: int | float, tight: bool, w: dict[str, 
     return End(value, tight and is_inf(value), None)
 
 
-def _quotients(s: Session, x: Expr, d: Expr, sign: int, p: int, q: int) -> tuple[int, int] | None:
+def _quotients(s: Scope, x: Expr, d: Expr, sign: int, p: int, q: int) -> tuple[int, int] | None:
     """``[P, Q]`` holding ``floordiv(x, d)`` at every valuation, proven, at most ``MAX_QUOTIENTS``
     wide; first the known points' own range, then the widest allowed. None when neither is proven."""
 
@@ -168,3 +150,17 @@ def _quotients(s: Session, x: Expr, d: Expr, sign: int, p: int, q: int) -> tuple
     lo = p if at_least(p) else hi - MAX_QUOTIENTS + 1 if at_least(hi - MAX_QUOTIENTS + 1) else None
     return None if lo is None else (lo, hi)
 
+
+
+def answer(q: BoundsQuestion, scope: Scope) -> str | None:
+    """The rung: both ends by cases where :func:`quotient_cases` applies. An end past a proven bound
+    (never attained, then) is that bound, not tight."""
+    split = quotient_cases(q.focus, q.e, q.values)
+    if split is None:
+        return None
+    lo0, hi0 = q.interval
+    lo, hi = split
+    lo = lo if lo.value >= lo0 else End(lo0, False, None)
+    hi = hi if hi.value <= hi0 else End(hi0, False, None)
+    q.answer(lo, hi)
+    return NAME

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from .. import options
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
+from .question import SAT, UNSAT, SignQuestion, rel_range
+from .scope import Scope
 
 Bound = int | float  # int, or +-math.inf
 Interval = tuple[Bound, Bound]
@@ -510,3 +512,17 @@ def combined_interval(ev: IntervalEvaluator, e: Expr, constraints: ConstraintSet
             if upper and rhi != INF:
                 hi = min(hi, int(rhi) // p)
     return (lo, hi)
+
+
+# -- the rung ------------------------------------------------------------------------------------------------
+NAME = "interval"
+
+
+def answer(q: SignQuestion, scope: Scope) -> str | None:
+    """Sides the interval rules settle (``q.interval``: the scope's interval of ``e``). A side true on
+    the whole interval holds somewhere: the gate has shown that some valuation meets the constraints."""
+    for side in q.open():
+        r = rel_range(side.rel, *q.interval)
+        if r is not None:
+            side.status = SAT if r == "all" else UNSAT
+    return NAME

@@ -11,31 +11,17 @@ the last resort for a linear end no probe bounded. Every answer is a proven boun
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
-
-import z3
 
 from .. import options
-from ..engines.smt import SAT, UNSAT, CheckResult, Encoder, SolverSession, z3_int_or_inf
-from ..lang.constraints import ConstraintSet
+from ..engines.smt import SAT, UNSAT, CheckResult, z3_int_or_inf
 from ..lang.expr import Expr
+from ..options import REASON_DEADLINE
 from . import rays
 from .intervals import INF, is_inf
-from .points import Points
+from .question import BoundsQuestion, End
+from .scope import Scope
 
-
-class Session(Protocol):
-    """What the search needs of a session (:class:`smtdims.reasoner.Session`), which owns it."""
-
-    constraints: ConstraintSet
-    budget: int
-    solver: SolverSession
-    points: Points
-
-    def _linear(self, *exprs: Expr) -> bool: ...
-    def _check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr) -> CheckResult: ...
+NAME = "search"
 
 UNKNOWN = "unknown"
 _SEARCH_STEPS = 40  # checks per end of a nonlinear bound
@@ -44,19 +30,10 @@ _MAX_PROBE_BITS = 20_000  # about 6,000 decimal digits: Z3 parses such a constan
 _UNBOUNDED_PROBES = 6  # probes towards an end with no proven bound before calling it "not found"
 
 
-@dataclass(frozen=True)
-class End:
-    """One end of a bound: its value, whether it is exact (``tight``), and a valuation attaining it."""
-
-    value: int | float
-    tight: bool
-    witness: dict[str, int] | None
-
-
 class EndSearch:
     """The search for the ends of expressions in one session (its checks, points and constraints)."""
 
-    def __init__(self, session: Session):
+    def __init__(self, session: Scope):
         self.session = weakref.proxy(session)  # the session owns this object: no reference cycle
         self._recession: rays.Recession | None = None  # built when an end with no proven bound needs it
 
@@ -80,7 +57,7 @@ class EndSearch:
         f = e * sign
         p: int | float = proven * sign if not is_inf(proven) else -INF
         a, w = attained * sign, witness
-        linear = self.session._linear(e)
+        linear = self.session.linear(e)
         far: list[dict[str, int]] = []
 
         def below(m: int) -> CheckResult:
@@ -89,7 +66,7 @@ class EndSearch:
                 # 30,000-digit probe of a^100000 took 9 s): such a probe is not asked, and the
                 # end stays the proven (sound, looser) bound.
                 return CheckResult(UNKNOWN, reason=options.REASON_INCOMPLETE)
-            return self.session._check(lambda enc: [enc.expr(f) < enc.const(m)], e)
+            return self.session.check(lambda enc: [enc.expr(f) < enc.const(m)], e)
 
         if p == a:
             return End(a * sign, True, w)
@@ -195,3 +172,35 @@ class EndSearch:
         if res.model is None or not self.session.constraints.holds(res.model) or e.evaluate(res.model) != val:
             return None  # never trust an optimum we cannot re-evaluate exactly
         return End(val, True, res.model)
+
+
+def answer(q: BoundsQuestion, scope: Scope) -> str | None:
+    """The last bounds rung: both ends by search where no cheaper rung closed them; always answers.
+
+    Exact ray certificates for both infinite ends first: they need no solver, and a nonlinear check
+    on one end must not spend the deadline the other end's ray needs (a small allowance for both
+    first: one end with no ray must not spend the deadline the other end's cheap ray needs).
+    """
+    e, s = q.e, q.focus
+    lo0, hi0 = q.interval
+    extremes = q.extremes()
+    if extremes is None:
+        start = s.check(lambda enc: [], e)
+        if start.status != SAT or start.model is None:
+            q.answer(End(lo0, False, None), End(hi0, False, None), deterministic=start.reason != REASON_DEADLINE)
+            return "interval"
+        try:
+            v0 = e.evaluate(start.model)
+        except ZeroDivisionError:
+            q.answer(End(lo0, False, None), End(hi0, False, None))
+            return "interval"
+        (vmin, wmin), (vmax, wmax) = (v0, start.model), (v0, start.model)
+    else:
+        (vmin, wmin), (vmax, wmax) = extremes
+    ends = ((lo0, 1, wmin), (hi0, -1, wmax))
+    rlo, rhi = (is_inf(p) and s.search.ray(e * sign, [wv], rays.RAY_WORK // 8) for p, sign, wv in ends)
+    rlo, rhi = (r or (is_inf(p) and s.search.ray(e * sign, [wv])) for r, (p, sign, wv) in zip((rlo, rhi), ends, strict=True))
+    lo = End(-INF, True, None) if rlo else s.search.end(e, lo0, vmin, wmin, lower=True, ray_tried=True)
+    hi = End(INF, True, None) if rhi else s.search.end(e, hi0, vmax, wmax, lower=False, ray_tried=True)
+    q.answer(lo, hi, deterministic=not options.deadline_passed())
+    return NAME

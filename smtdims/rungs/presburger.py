@@ -1,0 +1,50 @@
+"""Rung 4b, ``presburger``: ISL on small Presburger questions (:mod:`smtdims.engines.presburger`).
+
+Signs: "no" is ISL's proof, "yes" costs precision only if wrong. Bounds: both ends with witnesses
+(least-sum ones for people), kept only where they agree with everything known here (the caller's
+proven bounds, the values at the known points); the engine re-checks its witnesses exactly.
+"""
+
+from __future__ import annotations
+
+from .question import SAT, UNSAT, BoundsQuestion, End, SignQuestion, sign_reduce
+from .scope import Scope
+
+NAME = "presburger"
+READABLE_VALUE = 8  # a bound's witness with every value at most this is read at a glance: kept as it is
+
+
+def answer(q: SignQuestion | BoundsQuestion, scope: Scope) -> str | None:
+    if isinstance(q, BoundsQuestion):
+        return _bounds(q)
+    s = scope.focus(q.e)
+    red = sign_reduce(q.e)
+    eng = s.isl_engine(red)
+    if eng is None:
+        return None
+    for side in q.open():
+        sat = eng.satisfiable(red, side.rel)
+        if sat is None:
+            return None
+        side.status = SAT if sat else UNSAT
+        if q.done():
+            break
+    return NAME
+
+
+def _bounds(q: BoundsQuestion) -> str | None:
+    s, e = q.focus, q.e
+    eng = s.isl_engine(e)
+    if eng is None:
+        return None
+    known = {v: env for v, env in q.values}
+    got = eng.bounds(e, known, least=q.readable, small=READABLE_VALUE)
+    if got is None:
+        return None
+    lo, hi, w_lo, w_hi = got
+    proven = q.proven_or_all()
+    if not (proven[0] <= lo <= hi <= proven[1]) or (known and not lo <= min(known) <= max(known) <= hi):
+        s.count("presburger_declined")  # disagrees with a proven bound or a known point
+        return None
+    q.answer(End(lo, True, w_lo), End(hi, True, w_hi))
+    return NAME

@@ -1,0 +1,86 @@
+"""What a rung may ask of the scope it answers in: the whole public surface between rungs and scope.
+
+A scope is all reasoning about one constraint set (:class:`smtdims.reasoner.Session` implements
+this). A rung reads facts (known points, interval bounds), narrows to the cone of influence, asks
+the engines (a checked solver call, ISL, the host's own procedure) and asks sub-questions; it never
+reaches into the scope's caches, locks or statistics. Why a Protocol here rather than the class: the
+rungs stand below the walk that orders them (the floors of ``tests/test_structure.py``), as TVM's
+sub-analyzers stand below its ``Analyzer``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import z3
+
+from ..engines import presburger
+from ..engines.smt import CheckResult, Encoder, SolverSession
+from ..lang.constraints import ConstraintSet
+from ..lang.expr import Expr
+from ..lang.results import Bounds
+from .question import Interval, Precision
+
+
+class KnownPoints(Protocol):
+    """What a rung reads of the known points (:class:`smtdims.rungs.points.Points`)."""
+
+    @property
+    def base(self) -> list[dict[str, int]]:
+        """Valuations of the constrained variables that meet every constraint."""
+
+    def values(self, e: Expr) -> Iterator[tuple[int, dict[str, int]]]:
+        """``e``'s value at each known point (its free variables filled), with the point."""
+
+
+class Scope(Protocol):
+    constraints: ConstraintSet
+    budget: int
+    solver: SolverSession
+    # The search for exact ends in this scope (an EndSearch of smtdims.rungs.search, which stands on
+    # this Protocol: named here by its role, not its type, so that neither module imports the other).
+    search: Any
+
+    @property
+    def points(self) -> KnownPoints:
+        """Known valuations that meet every constraint (from the constraints alone)."""
+
+    def interval(self, e: Expr) -> Interval:
+        """Sound (possibly loose) bounds of ``e`` by the interval rules; no solver."""
+
+    def focus(self, *exprs: Expr) -> Scope:
+        """The cone of influence: the scope of the constraints connected to ``exprs``' variables."""
+
+    def linear(self, *exprs: Expr) -> bool:
+        """Whether the constraints and ``exprs`` are all linear (the shared incremental solver's fragment)."""
+
+    def check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr) -> CheckResult:
+        """A solver check of the constraints and ``build``'s facts; a model is re-checked exactly."""
+
+    def isl_engine(self, e: Expr) -> presburger.Engine | None:
+        """This scope's ISL engine where the rung is on, islpy is installed and ``e`` is linear."""
+
+    def stock(self, origin: Any, need: Precision) -> Interval | None:
+        """The host's own procedure's bounds of its expression ``origin``, where it is sound."""
+
+    def stock_unprofitable(self) -> bool:
+        """Whether the host's procedure rarely settles linear questions in this scope."""
+
+    def record_stock(self, settled: bool) -> None:
+        """One more linear question asked of the host's procedure, and whether it settled it."""
+
+    def any_point(self) -> dict[str, int] | None:
+        """A valuation known to meet every constraint, if one is."""
+
+    def holds_everywhere(self, diff: Expr, op: str) -> tuple[bool, str]:
+        """A rung's own sub-question: whether ``diff op 0`` is proven, and the rung that settled it."""
+
+    def subscope(self, constraints: ConstraintSet) -> Scope:
+        """A scope of the rung's own (a case), same budget; its answers are not counted."""
+
+    def bounds(self, e: Expr) -> Bounds:
+        """Exact bounds of ``e`` in this scope (the whole ladder)."""
+
+    def count(self, event: str) -> None:
+        """Count an event in ``smtdims.stats()`` (``presburger_declined``, ``stock_errors``)."""
