@@ -9,22 +9,20 @@ from typing import Any
 import jax
 from jax import export
 
-from smtdims.answers.explain import Fix, suggest_fixes
-from smtdims.errors import SmtdimsError
+from smtdims.answers.explain import Fix
 from smtdims.lang.constraints import ConstraintSet
-from smtdims.lang.expr import MOD, Expr, Op
 from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
 from .. import adapter, enabled
 from ._common import _raised_by_smtdims
+from .refusals import REMAINDER_RE, Indivisible
 from .report import ExportFailure, _first_line
 from .specs import _aval_text, _is_sym
 
 # -- a failed export -----------------------------------------------------------------------------------
 _UNDETERMINED_RE = re.compile(r"undetermined: (.*?) makes (.*) false; (.*?) makes it true\.")
 _VALUATION_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*) = (-?\d+)")
-_REMAINDER_RE = re.compile(r"The remainder (.+?) should be 0")
 
 
 def _valuation(text: str) -> dict[str, int]:
@@ -68,7 +66,7 @@ def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tup
     m = re.match(r"write '(.+?)' in the shape specification in place of '(\w+)'", fix)
     if m:
         kind, new, variable = "spec", m.group(1), m.group(2)
-    rem = _REMAINDER_RE.search(message)
+    rem = REMAINDER_RE.search(message)
     if not fix and rem:
         found = _remainder_fix(session, rem.group(1))
         if found is not None:
@@ -107,22 +105,8 @@ def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tup
 
 def _remainder_fix(session: Session, remainder: str) -> Fix | None:
     """``mod(E, k)`` must be 0: the first verified spec rewrite (``v -> m*v``) that makes it so."""
-    try:
-        e = parse_expr(remainder)
-    except SmtdimsError:
-        return None
-    atoms = [a for a in e.atoms() if isinstance(a, Op) and a.op == MOD]
-    if len(atoms) != 1 or e != Expr.atom(atoms[0]):
-        return None
-    k = atoms[0].rhs.as_constant()
-    if k is None or abs(k) < 2:
-        return None
-    target = atoms[0].lhs.mod(abs(k))  # mod(E, -k) == 0 exactly when mod(E, k) == 0
-    try:
-        fixes = suggest_fixes(session, target, "==", Expr.const(0))
-    except SmtdimsError:
-        return None
-    return next((f for f in fixes if f.kind == "spec"), None)
+    refusal = Indivisible.parse(remainder)
+    return next((f for f in refusal.rewrites(session) if f.kind == "spec"), None) if refusal is not None else None
 
 
 def _respec(leaves: Sequence[Any], cs: ConstraintSet, variable: str | None, new: str | None,

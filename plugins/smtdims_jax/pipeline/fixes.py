@@ -1,8 +1,9 @@
 """The whole fix of a failed export: fix, re-export, repeat; minimise; verify end to end.
 
-Each round reads JAX's refusal the way :mod:`.failure` does (an inconclusive comparison,
-whose operands smtdims' hook reports; a reshape's "The remainder ... should be 0"; a
-broadcast of two different dimensions), asks smtdims for every verified fix of it
+Each round reads JAX's refusal into its kinds (:mod:`.refusals`: an inconclusive comparison,
+whose operands smtdims' hook reports; an equation JAX's shape checks could not prove; a
+reshape's "The remainder ... should be 0"; a broadcast of two different dimensions), asks the
+first kind that offers any for every verified fix of it
 (:func:`smtdims.answers.explain.suggest_fixes`: constraints and spec rewrites, each re-decided
 with the fix in place), and keeps the *weakest*: the one whose specification admits the
 most shapes of a box of small shapes where the native function runs (:mod:`.box`), then
@@ -21,8 +22,8 @@ proof. A fix that excludes shapes that run natively is said so plainly.
 from __future__ import annotations
 
 import collections
+import functools
 import math
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,30 +37,37 @@ from smtdims.answers.equations import (
     cancel_common_factor,
     equation_fixes,
     exact_divisions,
-    fix_rank,
-    fix_text,
-    fixed_size_fix,
     normalise_constraint,
     render_constraint,
 )
-from smtdims.answers.explain import SPEC, _proves, settling_fix, suggest_fixes, weakest_first
+from smtdims.answers.explain import SPEC, settling_fix, suggest_fixes, weakest_first
 from smtdims.errors import SmtdimsError, format_valuation
 from smtdims.lang.constraints import Constraint, ConstraintSet
-from smtdims.lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op
+from smtdims.lang.expr import Expr
 from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
 from .. import adapter, enabled
 from ._common import Progress, Ticker, _raised_by_smtdims, paste_target
 from .box import BoxCount, Dims, NativeBox, shapes_at
+from .refusals import (
+    Candidate,
+    ConstantNeeded,
+    FixPart,
+    Refusal,
+    candidates_of,
+    divisibility_fixes,
+    divisibility_rewrite,
+    last_resort_of,
+    message_key,
+    refusals_of,
+)
 from .report import _first_line
 
 NOT_NEEDED, FIXED, NO_FIX, ROUND_LIMIT, DEADLINE = "not needed", "fixed", "no fix found", "round limit", "deadline"
 NOT_VERIFIED = "found, not verified"  # the export succeeds with the fix, but its end-to-end verification did not pass
 DEFAULT_ROUNDS = 8
 DEFAULT_DEADLINE = 120.0  # seconds for the rounds and the minimisation (the final verification runs after)
-_REMAINDER_RE = re.compile(r"The remainder (.+?) should be 0")
-_BROADCAST_RE = re.compile(r"incompatible shapes for broadcasting: (\(.*?\)), (\(.*?\))")
 
 
 @dataclass(frozen=True)
@@ -72,22 +80,6 @@ class FixOptions:
 
 
 # -- value objects --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class FixPart:
-    """One part of a fix: a constraint (``text``) or a spec rewrite (write ``text`` for ``variable``)."""
-
-    kind: str  # "constraint" | "spec"
-    text: str
-    variable: str | None = None
-    note: str = ""
-
-    def __str__(self) -> str:
-        return fix_text(self.kind, self.text, self.variable)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "text": self.text, "variable": self.variable, "note": self.note}
-
-
 @dataclass(frozen=True)
 class FixRound:
     """One round: the error, the verified candidates with their box scores, the one chosen."""
@@ -282,6 +274,14 @@ class Attempt:
         return f"{kind}: " + "\n".join(
             ln for ln in text.splitlines() if not ln.strip().startswith("smtdims:")).strip()
 
+    @functools.cached_property
+    def refusals(self) -> tuple[Refusal, ...]:
+        """What the export refused, read once (:mod:`.refusals`), in the order the loop takes them."""
+        if self.ok:
+            return ()
+        message = "\n".join(str(e) for e in error_chain(self.error)) if self.error is not None else ""
+        return refusals_of(self.question, self.equations, message)
+
 
 _EQUATIONS_KEPT = 4
 
@@ -402,109 +402,11 @@ def _raised_in_jax(err: BaseException) -> bool:
 
 
 # -- candidates ------------------------------------------------------------------------------------
-Candidate = tuple[tuple[FixPart, ...], int]  # the parts applied together, and a tie-break rank
-
-
 def candidates(att: Attempt, session: Session) -> list[Candidate]:
     """Verified fixes for the refusal, each a group of parts applied together (most are one part; the
     divisibilities that settle an equation may be several) with a tie-break rank (lower first among
-    equal box scores)."""
-    out: list[Candidate] = []
-    seen: set[tuple[tuple[str, str, str | None], ...]] = set()
-
-    def add_group(parts: Sequence[FixPart], rank: int) -> None:
-        key = tuple((p.kind, p.text, p.variable if p.kind == SPEC else None) for p in parts)
-        if key not in seen:
-            seen.add(key)
-            out.append((tuple(parts), rank))
-
-    def add(kind: str, text: str, variable: str | None, note: str, rank: int) -> None:
-        add_group([FixPart(kind, text, variable, note)], rank)
-
-    if att.question is not None:
-        lhs, rhs = att.question
-        for op in (">=", "<"):  # settling either direction settles the comparison JAX asked
-            try:
-                fixes = suggest_fixes(session, lhs, op, rhs)
-            except SmtdimsError:
-                fixes = []
-            for f in fixes:
-                add(f.kind, f.text if f.kind == SPEC else normalise_constraint(f.text), f.variable, f.note, fix_rank(f))
-        return out
-    for lhs, rhs in reversed(att.equations[-2:]):  # the last equation JAX asked; the one before if it has none
-        for kind, text, variable, note, rank in equation_fixes(session, lhs, rhs):
-            add(kind, text, variable, note, rank)
-        for texts in divisibility_fixes(session, lhs, rhs):
-            # after the equation's own fixes at equal box scores: they name fewer atoms; the divisibilities
-            # of variables as the rewrites a person writes (7*h for h) first, which JAX takes where it may
-            # refuse the mod constraint or fail to use it in a reshape
-            rewrites = _as_rewrites(texts)
-            if rewrites is not None:
-                add_group(rewrites, 2)
-            add_group([FixPart("constraint", t, None, "a floor division in the equation is exact") for t in texts], 3)
-        if out:
-            return out
-    message = "\n".join(str(e) for e in error_chain(att.error)) if att.error is not None else ""
-    rem = _REMAINDER_RE.search(message)
-    if rem:
-        try:
-            e = parse_expr(rem.group(1))
-        except SmtdimsError:
-            return out
-        atoms = [a for a in e.atoms() if isinstance(a, Op) and a.op == MOD]
-        if len(atoms) != 1 or e != Expr.atom(atoms[0]) or atoms[0].rhs.as_constant() in (None, 0, 1, -1):
-            return out
-        k = abs(atoms[0].rhs.as_constant() or 0)
-        dividend = atoms[0].lhs
-        target = dividend.mod(k)
-        try:
-            for f in suggest_fixes(session, target, "==", Expr.const(0)):
-                add(f.kind, f.text, f.variable, f.note, 0 if f.kind == SPEC else 1)  # divisibility: a rewrite first
-        except SmtdimsError:
-            pass
-        trials = []
-        for a in sorted(dividend.atoms(), key=lambda a: a.sort_key()):
-            if isinstance(a, Op) and a.op in (MIN, MAX):  # settle min/max on one side: min(a + b, 16) -> a + b >= 16
-                trials += [Constraint.make(a.lhs, ">=", a.rhs), Constraint.make(a.lhs, "<=", a.rhs)]
-        if not any(isinstance(a, Op) and a.op in (MIN, MAX) for a in dividend.atoms()):
-            trials.append(Constraint.make(dividend.mod(k), "==", Expr.const(0)))
-        for c in trials:
-            text = render_constraint(c.diff, c.kind) if c.diff.is_linear() else c.text
-            try:
-                if _proves(session, target, "==", Expr.const(0), [Constraint.parse(text)]):
-                    add("constraint", text, None, f"makes {dividend} a multiple of {k}", 1)
-            except SmtdimsError:
-                continue
-        return out
-    pair = _broadcast_pair(message)
-    if pair is not None:
-        x, y = pair
-        for v, other in ((x.as_var(), y), (y.as_var(), x)):
-            if v is not None and v not in other.variables():
-                add(SPEC, str(other), v, f"so that {v} equals {other}", 0)
-        add("constraint", render_constraint(x - y, "=="), None, "the two sizes are equal", 1)
-    return out
-
-
-def _broadcast_pair(message: str) -> tuple[Expr, Expr] | None:
-    """The two sizes a failed broadcast could not match (the rightmost pair that differs, neither 1:
-    numpy broadcasting aligns on the right), read from JAX's message; None where there is none."""
-    bc = _BROADCAST_RE.search(message)
-    if not bc:
-        return None
-    try:
-        a = [parse_expr(x) for x in bc.group(1).strip("()").split(",") if x.strip()]
-        b = [parse_expr(x) for x in bc.group(2).strip("()").split(",") if x.strip()]
-    except SmtdimsError:
-        return None
-    for x, y in zip(reversed(a), reversed(b), strict=False):
-        if x != y and x.as_constant() != 1 and y.as_constant() != 1:
-            return x, y
-    return None
-
-
-# JAX's words when a program uses a dimension as a number: int(n), math.sqrt(n), range(n), np.arange(n)
-_CONSTANT_NEEDED = ("_DimExpr", "requires a constant", "'dim_as_value'")
+    equal box scores): the fixes of the first of its refusals (:mod:`.refusals`) that offers any."""
+    return candidates_of(att.refusals, session)
 
 
 def specialisations(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, ...] | None,
@@ -513,8 +415,7 @@ def specialisations(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tup
     or rewrite makes a symbolic dimension a Python number, a constant does. For each variable of the
     specification, the value at which the most box shapes run natively (the largest among equals), kept
     only when the export then gets past this refusal (tried: one export per variable)."""
-    message = "\n".join(str(e) for e in error_chain(att.error)) if att.error is not None else ""
-    if att.question is not None or att.equations or not any(m in message for m in _CONSTANT_NEEDED):
+    if not any(isinstance(r, ConstantNeeded) for r in att.refusals):
         return []
     key = refusal_key(att)
     names = sorted(frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf)) & set(box.variables))
@@ -561,56 +462,7 @@ def last_resort(att: Attempt, session: Session) -> list[Candidate]:
     """The size a person fixes (a ViT's 224) when no candidate of :func:`candidates` survives: nothing
     weaker settles the equation, or JAX refuses each as written (an equation of sums as a constraint).
     Only then: it admits one size, so among candidates it would always admit the fewest failing shapes."""
-    pairs = list(att.equations[-1:])
-    if not pairs and att.error is not None:
-        pair = _broadcast_pair("\n".join(str(e) for e in error_chain(att.error)))
-        pairs = [pair] if pair is not None else []
-    for lhs, rhs in pairs:
-        parts = fixed_size_fix(session, lhs, rhs)
-        if parts:
-            return [(tuple(FixPart(*p) for p in parts), 3)]
-    return []
-
-
-_DIVISIBILITY_ATOMS = 8  # floordiv/mod atoms at most: each is one more proof in the minimisation
-
-
-def divisibility_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, ...]]:
-    """The fewest exact-division constraints under which smtdims proves ``lhs == rhs``, as one group.
-
-    A reshape after a strided conv, a pool or a patchify asks ``P*Q == 16*floordiv(P, 4)*floordiv(Q, 4)``:
-    true exactly when each ``floordiv(X, k)`` in it divides exactly, ``mod(X, k) == 0`` (then
-    ``k*floordiv(X, k) == X``). Every ``floordiv``/``mod`` by a constant in the equation, nested ones
-    included, gives one such constraint; if all of them together prove the equation, each is dropped in
-    turn (innermost first, so ``mod(P, 4) == 0`` stays and ``mod(h - 3, 2) == 0`` goes) while the rest
-    still prove it. Each group is re-decided with :func:`_proves`, as every fix is.
-    """
-    found: list[tuple[int, Expr, int]] = []  # (depth, dividend, divisor)
-
-    def walk(e: Expr, depth: int) -> None:
-        for a in e.atoms():
-            if isinstance(a, Op):
-                k = a.rhs.as_constant() if a.op in (FLOORDIV, MOD) else None
-                if k is not None and abs(k) >= 2 and (a.lhs, abs(k)) not in [(x, y) for _, x, y in found]:
-                    found.append((depth, a.lhs, abs(k)))
-                walk(a.lhs, depth + 1)
-                walk(a.rhs, depth + 1)
-
-    walk(lhs - rhs, 0)
-    if not found or len(found) > _DIVISIBILITY_ATOMS:
-        return []
-    found.sort(key=lambda x: x[0])  # outermost first
-    # k divides X exactly when it divides -X: the side with fewer negative terms reads better (mod(h, 2), not mod(-h, 2))
-    conds = [Constraint.make((-x if sum(c < 0 for _, c in x.terms) > sum(c > 0 for _, c in x.terms) else x).mod(k),
-                             "==", Expr.const(0)) for _, x, k in found]
-    if not _proves(session, lhs, "==", rhs, conds):
-        return []
-    kept = list(conds)
-    for c in reversed(conds):  # innermost first
-        trial = [x for x in kept if x is not c]
-        if trial and _proves(session, lhs, "==", rhs, trial):
-            kept = trial
-    return [tuple(normalise_constraint(c.text) for c in kept)]
+    return last_resort_of(att.refusals, session)
 
 
 # -- the first round alone (no function to run: smtdims run, pytest --smtdims) ---------------------------
@@ -806,12 +658,7 @@ def refusal_key(att: Attempt) -> tuple[str, str]:
     """What a refusal is, for "the same refusal came back": the comparison or the equation JAX asked
     (a framework's wrapper repeats its message for a different equation: an encoder's ``t`` table, then
     a decoder's ``u``), else the first line of the message."""
-    if att.question is not None:
-        return ("comparison", f"{att.question[0]} >= {att.question[1]}")
-    if att.equations:
-        lhs, rhs = att.equations[-1]
-        return ("equation", f"{lhs} == {rhs}")
-    return ("message", _first_line(att.message, 300))
+    return next((k for r in att.refusals if (k := r.key()) is not None), None) or message_key(att.message)
 
 
 def as_parts(constraints: Sequence[str], spec: Spec) -> list[FixPart]:
@@ -824,21 +671,16 @@ def as_parts(constraints: Sequence[str], spec: Spec) -> list[FixPart]:
     names = frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf))
     out: list[FixPart] = []
     for text in constraints:
+        part = divisibility_rewrite(text)
+        if part is not None and part.variable in names:
+            out.append(part)
+            continue
         try:
-            c = Constraint.parse(text)
+            Constraint.parse(text)
         except SmtdimsError:
             out.append(FixPart("constraint", text))
             continue
-        atom = None
-        if len(c.diff.terms) == 1 and abs(c.diff.terms[0][1]) == 1 and len(c.diff.terms[0][0]) == 1:
-            a, power = c.diff.terms[0][0][0]
-            atom = a if power == 1 else None
-        k = atom.rhs.as_constant() if isinstance(atom, Op) and atom.op == MOD else None
-        v = atom.lhs.as_var() if k is not None else None
-        if c.kind == "==" and v is not None and v in names and k is not None and abs(k) >= 2:
-            out.append(FixPart(SPEC, f"{abs(k)}*{v}", v, f"so that {v} is a multiple of {abs(k)}"))
-        else:
-            out.append(FixPart("constraint", normalise_constraint(text)))
+        out.append(FixPart("constraint", normalise_constraint(text)))
     return out
 
 
@@ -854,20 +696,6 @@ def _divisibility_form(spec: Spec, group: Sequence[FixPart]) -> Spec | None:
             return None
         out.append(FixPart("constraint", f"mod({v}, {int(k)}) == 0"))
     return _apply_all(spec, out)
-
-
-def _as_rewrites(texts: Sequence[str]) -> list[FixPart] | None:
-    """``mod(v, k) == 0`` for variables ``v`` as the rewrites ``k*v`` (see :func:`as_parts`); None unless
-    every one is of that form."""
-    names: set[str] = set()
-    for t in texts:
-        try:
-            names |= Constraint.parse(t).diff.variables()
-        except SmtdimsError:
-            return None
-    dims = (tuple(Expr.var(v) for v in sorted(names)),)
-    parts = as_parts(texts, Spec(dims, (np.float32,), ()))
-    return parts if all(p.kind == SPEC for p in parts) else None
 
 
 def exclusion(d: Any, spec: Spec, fn: Callable[..., Any], in_tree: Any, plats: tuple[str, ...] | None,
