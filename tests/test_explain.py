@@ -15,15 +15,15 @@ import pytest
 
 import smtdims
 from smtdims.answers.diagnostics import check_constraints
-from smtdims.answers.explain import (  # private: _proves, the check behind every fix, asked about edge cases directly
+from smtdims.answers.explain import (
     CONSTRAINT,
     SPEC,
     Explanation,
     Fix,
-    _proves,
     comparison_as_constraint,
     explain,
     explain_decision,
+    proves_with,
     suggest_fixes,
 )
 from smtdims.lang.constraints import Constraint, ConstraintSet
@@ -233,9 +233,9 @@ def test_suggest_fixes_is_the_adapter_entry_point():
 def test_verification_rejects_non_fixes():
     s = Session(ConstraintSet.of(["b <= 10"]))
     a, b = Expr.var("a"), Expr.var("b")
-    assert not _proves(s, b, ">=", Expr.const(16), [Constraint.parse("b >= 15")])
-    assert not _proves(s, a, "<", b, [Constraint.parse("b >= 11")])  # vacuous: contradicts b <= 10
-    assert _proves(s, a, "<", b, [Constraint.parse("a <= b - 1")])
+    assert not proves_with(s, b, ">=", Expr.const(16), [Constraint.parse("b >= 15")])
+    assert not proves_with(s, a, "<", b, [Constraint.parse("b >= 11")])  # vacuous: contradicts b <= 10
+    assert proves_with(s, a, "<", b, [Constraint.parse("a <= b - 1")])
 
 
 def test_comparison_as_constraint_syntax():

@@ -3,7 +3,7 @@
 JAX-free: the export pipeline's fix loop (``smtdims_jax.pipeline.fixes``) and the hint on a failed
 broadcast inside ``jax.export`` (``smtdims_jax.adapter``) both read the equation a failed broadcast,
 concatenate, split or reshape asked at the seam, and ask here for the constraints and spec rewrites
-under which smtdims proves it. Every fix offered is re-decided (:func:`smtdims.answers.explain._proves`).
+under which smtdims proves it. Every fix offered is re-decided (:func:`smtdims.answers.explain.proves_with`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ..errors import SmtdimsError
 from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
 from ..reasoner import Session
-from .explain import SPEC, _proves, suggest_fixes
+from .explain import SPEC, proves_with, suggest_fixes
 
 
 def fix_text(kind: str, text: str, variable: str | None = None) -> str:
@@ -161,7 +161,7 @@ def equation_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, st
                 for c in (Constraint.make(a.lhs, ">=", a.rhs), Constraint.make(a.lhs, "<=", a.rhs)):
                     text = render_constraint(c.diff, c.kind)
                     try:
-                        if _proves(session, glhs, "==", grhs, [Constraint.parse(text)]):
+                        if proves_with(session, glhs, "==", grhs, [Constraint.parse(text)]):
                             out.append(("constraint", text, None, f"settles {a}", 0 if plain_constraint(text) else 1))
                     except SmtdimsError:
                         continue
@@ -195,7 +195,7 @@ def fixed_size_fix(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, st
 
     The smallest size at which the equation holds with every one of its variables equal (a square
     image, the diagonal), each variable then written as that size in the spec; verified like every
-    fix (:func:`_proves`: the equation, the constraints rewritten alike, satisfiable). One fix of
+    fix (:func:`proves_with`: the equation, the constraints rewritten alike, satisfiable). One fix of
     several parts, (SPEC, size, variable, note) each, applied together; empty when there is none.
     """
     names = sorted(lhs.variables() | rhs.variables())
@@ -215,7 +215,7 @@ def fixed_size_fix(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, st
     env = {n: Expr.const(size) for n in names}
     cs = ConstraintSet(tuple(Constraint(c.diff.substitute(env), c.kind, c.text) for c in session.constraints))
     try:
-        if not _proves(session, lhs.substitute(env), "==", rhs.substitute(env), replace=cs):
+        if not proves_with(session, lhs.substitute(env), "==", rhs.substitute(env), replace=cs):
             return []
     except SmtdimsError:
         return []

@@ -362,7 +362,7 @@ def comparison_as_constraint(lhs: Expr, op: str, rhs: Expr) -> str | None:
     return None
 
 
-def _proves(session: Session, lhs: Expr, op: str, rhs: Expr, extra: Sequence[Constraint] = (),
+def proves_with(session: Session, lhs: Expr, op: str, rhs: Expr, extra: Sequence[Constraint] = (),
             replace: ConstraintSet | None = None) -> bool:
     """Re-decide ``lhs op rhs`` under the session's constraints plus ``extra`` (or ``replace``).
 
@@ -493,7 +493,7 @@ def suggest_fixes(session: Session, lhs: Expr, op: str, rhs: Expr, *, limit: int
     for v, cop, k in candidates:
         # made, not parsed: Python's str() refuses a bound past 4,300 digits (issue 29)
         c = Constraint.make(Expr.var(v), cop, Expr.const(k), f"{v} {cop} {readable_int(k)}")
-        if _proves(session, lhs, op, rhs, [c]):
+        if proves_with(session, lhs, op, rhs, [c]):
             if cop == ">=":
                 lower.append((v, k))
             side = "smallest" if cop == ">=" else "largest"
@@ -504,7 +504,7 @@ def suggest_fixes(session: Session, lhs: Expr, op: str, rhs: Expr, *, limit: int
         # built from the IR, not re-parsed from its text (16,000 expanded terms: 3 s to parse)
         rel = {">": (">=", rhs + 1), "<": ("<=", rhs - 1)}.get(op, (op, rhs))
         c = Constraint.make(lhs, rel[0], rel[1], text)
-        if _proves(session, lhs, op, rhs, [c]):
+        if proves_with(session, lhs, op, rhs, [c]):
             if offer(Fix(CONSTRAINT, c.text, None, "the comparison itself")):
                 return out
     if not spec:
@@ -633,7 +633,7 @@ def _spec_rewrite_proves(session: Session, lhs: Expr, op: str, rhs: Expr, v: str
     cs = ConstraintSet(tuple(
         Constraint(c.diff.substitute(env), c.kind, f"{c.text} [with {v} := {new}]") for c in session.constraints
     ))
-    return _proves(session, lhs.substitute(env), op, rhs.substitute(env), replace=cs)
+    return proves_with(session, lhs.substitute(env), op, rhs.substitute(env), replace=cs)
 
 
 _results.EXPLAINERS.update(decision=explain_decision, bounds=explain_bounds)

@@ -32,7 +32,7 @@ from smtdims.answers.equations import (
     normalise_constraint,
     render_constraint,
 )
-from smtdims.answers.explain import SPEC, Fix, _proves, suggest_fixes
+from smtdims.answers.explain import SPEC, Fix, proves_with, suggest_fixes
 from smtdims.errors import SmtdimsError
 from smtdims.lang.constraints import Constraint
 from smtdims.lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op
@@ -201,7 +201,7 @@ class Indivisible(Refusal):
         for c in trials:
             text = render_constraint(c.diff, c.kind) if c.diff.is_linear() else c.text
             try:
-                if _proves(session, self.target, "==", Expr.const(0), [Constraint.parse(text)]):
+                if proves_with(session, self.target, "==", Expr.const(0), [Constraint.parse(text)]):
                     out.add("constraint", text, None, f"makes {self.dividend} a multiple of {self.k}", 1)
             except SmtdimsError:
                 continue
@@ -341,7 +341,7 @@ def divisibility_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str
     ``k*floordiv(X, k) == X``). Every ``floordiv``/``mod`` by a constant in the equation, nested ones
     included, gives one such constraint; if all of them together prove the equation, each is dropped in
     turn (innermost first, so ``mod(P, 4) == 0`` stays and ``mod(h - 3, 2) == 0`` goes) while the rest
-    still prove it. Each group is re-decided with :func:`_proves`, as every fix is.
+    still prove it. Each group is re-decided with :func:`proves_with`, as every fix is.
     """
     found: list[tuple[int, Expr, int]] = []  # (depth, dividend, divisor)
 
@@ -361,12 +361,12 @@ def divisibility_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str
     # k divides X exactly when it divides -X: the side with fewer negative terms reads better (mod(h, 2), not mod(-h, 2))
     conds = [Constraint.make((-x if sum(c < 0 for _, c in x.terms) > sum(c > 0 for _, c in x.terms) else x).mod(k),
                              "==", Expr.const(0)) for _, x, k in found]
-    if not _proves(session, lhs, "==", rhs, conds):
+    if not proves_with(session, lhs, "==", rhs, conds):
         return []
     kept = list(conds)
     for c in reversed(conds):  # innermost first
         trial = [x for x in kept if x is not c]
-        if trial and _proves(session, lhs, "==", rhs, trial):
+        if trial and proves_with(session, lhs, "==", rhs, trial):
             kept = trial
     return [tuple(normalise_constraint(c.text) for c in kept)]
 
