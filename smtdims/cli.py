@@ -37,7 +37,7 @@ from .engines.smt import Encoder
 from .errors import ParseError, SmtdimsError, UnsatisfiableConstraintsError
 from .lang.constraints import ConstraintSet
 from .lang.expr import OPERATIONS, Expr
-from .lang.parser import COMPARISONS, _tokenize, parse_comparison, parse_expr
+from .lang.parser import COMPARISONS, parse_comparison, parse_expr, tokenize
 from .lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, json_dumps
 from .reasoner import CONFIG, NEGATED, REGISTRY, Session
 from .rungs.question import relation
@@ -199,7 +199,7 @@ def _comparison_text(parts: Sequence[str]) -> str:
 
 def _has_comparison(text: str) -> bool:
     try:
-        return any(t.kind == "op" and t.text in COMPARISONS for t in _tokenize(text))
+        return any(t.kind == "op" and t.text in COMPARISONS for t in tokenize(text))
     except ParseError:
         return any(op in text for op in COMPARISONS) or "=" in text
 
@@ -237,7 +237,7 @@ def _found_token(err: ParseError) -> ParseError:
         return err
     pos = err.position + len(rest) - len(rest.lstrip())
     try:
-        found = _tokenize(err.text[pos:])[0].text
+        found = tokenize(err.text[pos:])[0].text
     except ParseError:
         found = err.text[pos]
     return ParseError(err.text, pos, err.detail.replace("found end of input", f"found {found!r}"))

@@ -51,7 +51,7 @@ from smtdims import options
 from smtdims.errors import format_valuation
 from smtdims.lang.expr import Expr
 from smtdims.lang.render import html_table
-from smtdims.lang.results import FALSE, TRUE, UNDETERMINED, _fmt_bound, json_answer
+from smtdims.lang.results import FALSE, TRUE, UNDETERMINED, format_bound, json_answer
 from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, Session, sufficient
 
 from . import adapter, frames
@@ -296,7 +296,7 @@ def _analyse(raw: _Raw, sessions: dict[int, Session]) -> AuditRecord:
 
 def _fmt_interval(iv: Any) -> str:
     lo, hi = iv
-    return f"[{_fmt_bound(lo)}, {_fmt_bound(hi)}]"
+    return f"[{format_bound(lo)}, {format_bound(hi)}]"
 
 
 def _analyse_bounds(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], session_of: Callable) -> AuditRecord:

@@ -21,7 +21,7 @@ from ..errors import UnsatisfiableConstraintsError, format_valuation
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import Expr, Var, symbolic_divisors
 from ..lang.render import left_align
-from ..lang.results import _fmt_bound, _json_bound, limits_in_force, unknown_advice
+from ..lang.results import _json_bound, format_bound, limits_in_force, unknown_advice
 from ..options import REASON_DEADLINE
 from ..reasoner import Session
 from ..rungs.intervals import INF, IntervalEvaluator, is_inf
@@ -91,7 +91,7 @@ class ConstraintReport:
             lines.append("  fixed variables: " + ", ".join(f"{v} = {k}" for v, k in sorted(self.fixed.items())))
         if self.ranges:
             lines.append("  ranges: " + ", ".join(
-                f"{v} in [{_fmt_bound(lo)}, {_fmt_bound(hi)}]" for v, (lo, hi) in sorted(self.ranges.items())))
+                f"{v} in [{format_bound(lo)}, {format_bound(hi)}]" for v, (lo, hi) in sorted(self.ranges.items())))
         if self.self_guarded:
             lines.append("  divisors only their own constraints keep nonzero: " + ", ".join(self.self_guarded)
                          + " (those constraints exclude the valuations where it is 0; JAX's shape check evaluates "
@@ -114,7 +114,7 @@ class ConstraintReport:
         red = "".join(f"<li><code>{esc(r.text)}</code> implied by {esc('; '.join(r.implied_by))}</li>"
                       for r in self.redundant) or "<li>none</li>"
         fixed = esc(", ".join(f"{v} = {k}" for v, k in sorted(self.fixed.items()))) or "none"
-        rng = "".join(f"<tr><td>{esc(v)}</td><td>{esc(_fmt_bound(lo))}</td><td>{esc(_fmt_bound(hi))}</td></tr>"
+        rng = "".join(f"<tr><td>{esc(v)}</td><td>{esc(format_bound(lo))}</td><td>{esc(format_bound(hi))}</td></tr>"
                       for v, (lo, hi) in sorted(self.ranges.items()))
         return left_align(f"<div><b>constraints</b> <code>{esc(', '.join(self.constraints)) or 'none'}</code>: {sat}"
                 f"<br><b>redundant</b><ul>{red}</ul><b>fixed</b>: {fixed}"

@@ -28,7 +28,7 @@ from ..lang import results as _results
 from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import FLOORDIV, MOD, Expr, Op, readable_int
 from ..lang.render import left_align
-from ..lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, _fmt_bound, _json_bound, unknown_advice
+from ..lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, _json_bound, format_bound, unknown_advice
 from ..reasoner import NEGATED, REGISTRY, Session
 from ..rungs.intervals import is_inf
 from ..rungs.question import relation
@@ -78,10 +78,11 @@ class BoundEnd:
     def describe(self) -> str:
         if is_inf(self.value):
             state = "unbounded (proven)" if self.tight else "no finite bound found"
-            return f"{self.name} = {_fmt_bound(self.value)}: {state}"
+            return f"{self.name} = {format_bound(self.value)}: {state}"
         side = "below" if self.name == "lo" else "above"
         where = f"attained at {format_valuation(self.witness)}" if self.tight else "sound, maybe not tight"
-        return f"{self.name} = {_fmt_bound(self.value)}, {where}; bounded {side} by: {_support_text(self.support, self.minimal)}"
+        support = _support_text(self.support, self.minimal)
+        return f"{self.name} = {format_bound(self.value)}, {where}; bounded {side} by: {support}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "value": _json_bound(self.value), "tight": self.tight, "witness": self.witness,
@@ -118,7 +119,7 @@ class Explanation:
     def __str__(self) -> str:
         where = f" under {', '.join(self.constraints)}" if self.constraints else ""
         if self.kind == "bounds":
-            span = ", ".join(_fmt_bound(end.value) for end in self.ends)
+            span = ", ".join(format_bound(end.value) for end in self.ends)
             lines = [f"{self.question}{where}: [{span}] ({self.status})"]
             lines += [f"  {end.describe()}" for end in self.ends]
             if self.reason:
@@ -156,7 +157,7 @@ class Explanation:
         color = {TRUE: "#1a7f37", FALSE: "#cf222e", UNDETERMINED: "#9a6700"}.get(self.status, "#57606a")
         cons = esc(", ".join(self.constraints)) or "none"
         if self.kind == "bounds":
-            span = ", ".join(_fmt_bound(end.value) for end in self.ends)
+            span = ", ".join(format_bound(end.value) for end in self.ends)
             head = (f"<div><code>{esc(self.question)}</code>: <b>[{esc(span)}]</b> ({esc(self.status)}) "
                     f"<small>(constraints: {cons})</small>")
         else:
@@ -167,7 +168,7 @@ class Explanation:
             rows.append("<tr><th>end</th><th>value</th><th>witness</th><th>bounded by</th></tr>")
             for end in self.ends:
                 w = esc(format_valuation(end.witness)) if end.witness else ("unbounded" if end.tight else "")
-                rows.append(f"<tr><td>{end.name}</td><td>{esc(_fmt_bound(end.value))}</td><td>{w}</td>"
+                rows.append(f"<tr><td>{end.name}</td><td>{esc(format_bound(end.value))}</td><td>{w}</td>"
                             f"<td>{_support_html(end.support, end.minimal)}</td></tr>")
         elif self.status in (TRUE, FALSE):
             rows.append(f"<tr><td>because</td><td>{_support_html(self.support, self.minimal)}</td></tr>")

@@ -58,7 +58,7 @@ _POWER = ("^", "**")
 
 
 @dataclass(frozen=True)
-class _Tok:
+class Token:
     kind: str  # "num" | "name" | "op" | "end"
     text: str
     pos: int
@@ -85,18 +85,20 @@ def _scan_name(text: str, pos: int) -> str:
     return name
 
 
-def _tokenize(text: str) -> list[_Tok]:
-    toks: list[_Tok] = []
+def tokenize(text: str) -> list[Token]:
+    """The tokens of ``text`` in the jax.export syntax, ending with an ``end`` token; a character no
+    token starts with is a :class:`ParseError` naming its position (readers of specifications use it)."""
+    toks: list[Token] = []
     pos = 0
     while True:
         while pos < len(text) and text[pos].isspace():
             pos += 1
         if pos >= len(text):
-            toks.append(_Tok("end", "", pos))
+            toks.append(Token("end", "", pos))
             return toks
         if text[pos].isidentifier():  # a character that may start an identifier (never a digit)
             name = _scan_name(text, pos)
-            toks.append(_Tok("name", name, pos))
+            toks.append(Token("name", name, pos))
             pos += len(name)
             continue
         m = _TOKEN.match(text, pos)
@@ -109,11 +111,11 @@ def _tokenize(text: str) -> list[_Tok]:
         tok = m.group(kind)
         if kind == "num" and not tok.isdigit():
             raise ParseError(text, start, f"dimension constants must be integers, got {tok!r}")
-        toks.append(_Tok(kind, tok, start))
+        toks.append(Token(kind, tok, start))
         pos = m.end()
 
 
-def _integer(text: str, tok: _Tok) -> int:
+def _integer(text: str, tok: Token) -> int:
     """The exact value of an integer literal, or a ParseError past Python's int/str limit."""
     limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
     if not limit or len(tok.text) <= limit:
@@ -135,18 +137,18 @@ class _Parser:
         if not isinstance(text, str):
             raise TypeError(f"expected a string expression, got {type(text).__name__}: {text!r}")
         self.text = text
-        self.toks = _tokenize(text)
+        self.toks = tokenize(text)
         self.i = 0
         self.nesting = 0
 
     @property
-    def tok(self) -> _Tok:
+    def tok(self) -> Token:
         return self.toks[self.i]
 
-    def error(self, msg: str, tok: _Tok | None = None) -> ParseError:
+    def error(self, msg: str, tok: Token | None = None) -> ParseError:
         return ParseError(self.text, (tok or self.tok).pos, msg)
 
-    def advance(self) -> _Tok:
+    def advance(self) -> Token:
         t = self.tok
         self.i += 1
         return t
@@ -192,7 +194,7 @@ class _Parser:
     # factor := ('+'|'-') factor | power: signs bind looser than powers, tighter than '*'
     def factor(self) -> Expr:
         negate = False
-        last_sign: _Tok | None = None
+        last_sign: Token | None = None
         while self.at_op("+", "-"):
             last_sign = self.advance()
             negate ^= last_sign.text == "-"
@@ -219,7 +221,7 @@ class _Parser:
             return self._expand(lambda: base**n, op_tok)
         return base
 
-    def _expand(self, product: Callable[[], Expr], tok: _Tok) -> Expr:
+    def _expand(self, product: Callable[[], Expr], tok: Token) -> Expr:
         """A product or power, or a ParseError at its operator when the expansion is too large."""
         try:
             return product()
@@ -228,7 +230,7 @@ class _Parser:
 
     # exponent := INT [('^'|'**') exponent], right-associative: a^2^3 == a^(2^3)
     def exponent(self) -> int:
-        literals: list[_Tok] = []
+        literals: list[Token] = []
         while self.at_op(*_POWER):
             op_tok = self.advance()
             t = self.tok
@@ -280,7 +282,7 @@ class _Parser:
         found = "end of input" if t.kind == "end" else repr(t.text)
         raise self.error(f"expected a number, a name or '(', found {found}")
 
-    def _divide(self, op: str, lhs: Expr, rhs: Expr, tok: _Tok) -> Expr:
+    def _divide(self, op: str, lhs: Expr, rhs: Expr, tok: Token) -> Expr:
         if rhs.as_constant() == 0:
             raise self.error(f"{op} by zero", tok)
         return lhs.floordiv(rhs) if op == FLOORDIV else lhs.mod(rhs)
@@ -321,7 +323,7 @@ def _too_deep(depth: int | None = None) -> str:
             "the expression is one, and each parenthesis or floordiv/mod/max/min(...) one more)")
 
 
-def _paren_depth(toks: list[_Tok]) -> tuple[int, int]:
+def _paren_depth(toks: list[Token]) -> tuple[int, int]:
     """The deepest parenthesis nesting of the tokens (each call or group is one level of recursion:
     the parser's nesting is this plus one), and the position of the first ``(`` past the limit."""
     depth = best = 0
@@ -342,7 +344,7 @@ def _paren_depth(toks: list[_Tok]) -> tuple[int, int]:
 
 def _split_comparison(text: str, allowed: tuple[str, ...]) -> tuple[str, str, str, int]:
     # Tokenize once to find the single top-level comparison operator.
-    toks = _tokenize(text)
+    toks = tokenize(text)
     found = [t for t in toks if t.kind == "op" and t.text in COMPARISONS]
     if not found:
         raise ParseError(text, len(text), f"expected a comparison, one of {', '.join(allowed)}")

@@ -65,7 +65,7 @@ def _explainer(kind: str) -> Any:
     return EXPLAINERS[kind]
 
 
-def _fmt_bound(v: int | float) -> str:
+def format_bound(v: int | float) -> str:
     """A bound for people: ``inf``, ``-inf`` or :func:`~smtdims.lang.expr.readable_int` (``10^5000``)."""
     if v == math.inf:
         return "inf"
@@ -79,7 +79,7 @@ def _json_bound(v: int | float) -> int | str:
     (``json.dumps`` refuses ints past Python's 4,300-digit limit; text also survives readers
     whose numbers are doubles)."""
     if isinstance(v, float):
-        return _fmt_bound(v)
+        return format_bound(v)
     return v if -_JSON_INT < v < _JSON_INT else int_text(v)
 
 
@@ -226,19 +226,19 @@ class Bounds(tuple):
         return unknown_advice(self.reason, self.budget, self.deadline) if self.reason else ""
 
     def __repr__(self) -> str:
-        return f"Bounds({_fmt_bound(self.lo)}, {_fmt_bound(self.hi)})"
+        return f"Bounds({format_bound(self.lo)}, {format_bound(self.hi)})"
 
     def describe(self) -> str:
         def end(name: str, v: int | float, tight: bool, w: dict[str, int] | None) -> str:
             if v in (math.inf, -math.inf):
                 state = "unbounded (proven)" if tight else "no finite bound found"
-                return f"{name} = {_fmt_bound(v)}: {state}"
+                return f"{name} = {format_bound(v)}: {state}"
             state = f"tight, attained at {format_valuation(w)}" if tight else "sound, maybe not tight"
-            return f"{name} = {_fmt_bound(v)}: {state}"
+            return f"{name} = {format_bound(v)}: {state}"
 
         where = f" under {', '.join(self.constraints)}" if self.constraints else ""
         return (
-            f"bounds of {self.expr}{where}: [{_fmt_bound(self.lo)}, {_fmt_bound(self.hi)}]\n"
+            f"bounds of {self.expr}{where}: [{format_bound(self.lo)}, {format_bound(self.hi)}]\n"
             f"  {end('lo', self.lo, self.lo_tight, self.lo_witness)}\n"
             f"  {end('hi', self.hi, self.hi_tight, self.hi_witness)}"
         )
@@ -250,7 +250,7 @@ class Bounds(tuple):
             ("hi", self.hi, self.hi_tight, self.hi_witness),
         ):
             rows.append(
-                f"<tr><td>{name}</td><td>{html.escape(_fmt_bound(v))}</td>"
+                f"<tr><td>{name}</td><td>{html.escape(format_bound(v))}</td>"
                 f"<td>{'tight' if tight else 'sound'}</td>"
                 f"<td>{html.escape(format_valuation(w)) if w else ''}</td></tr>"
             )

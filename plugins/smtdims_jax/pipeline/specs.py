@@ -174,11 +174,11 @@ def jax_constraint(text: str, *, x64: bool = False) -> str:
     input dtype turns on), else JAX fails late with a bare ``OverflowError``; here it is a
     ``ValueError`` that names the limit and what to write.
     """
-    from smtdims.lang.parser import _tokenize, parse_comparison
+    from smtdims.lang.parser import parse_comparison, tokenize
 
     lhs, op, rhs = parse_comparison(text)  # ParseError (a ValueError) with the position of the mistake
     _check_dim_constants(text, (lhs, rhs, lhs - rhs), x64)
-    toks = _tokenize(text)
+    toks = tokenize(text)
     grouping = any(t.text == "(" and (i == 0 or toks[i - 1].kind != "name") for i, t in enumerate(toks) if t.kind == "op")
     if grouping or any(t.kind == "op" and t.text in _JAX_LACKS for t in toks):
         return f"{lhs} {op} {rhs}"
