@@ -351,3 +351,16 @@ def test_tests_reach_few_private_names_each_with_its_reason():
                 silent.append(refs[-1])
     assert len(refs) <= PRIVATE_LIMIT, "\n".join(refs)
     assert silent == [], "\n".join(silent)
+
+
+def test_the_plugins_import_only_public_names_of_the_core():
+    """The plugins stand on smtdims' public surface (issue 43): ``from smtdims... import _name`` would
+    tie them to what the core may change without notice (``_proves``, ``_fmt_bound`` and ``_tokenize``
+    were imported so)."""
+    found = []
+    for path in sorted((ROOT / "plugins").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "smtdims":
+                found += [f"{path.relative_to(ROOT)}:{node.lineno}: {a.name}" for a in node.names if _private(a.name)
+                          or any(_private(p) for p in (node.module or "").split("."))]
+    assert found == [], found
