@@ -106,3 +106,26 @@ def test_a_sign_question_stops_at_the_first_rung_that_has_enough(monkeypatch):
     s = Session(ConstraintSet.of(["a <= 9"]))
     q = s.walk(SignQuestion(parse_expr("a - 5"), [Side("<"), Side(">=")], (-4, 4), all_settled), table.SIGN)
     assert q.by == "points" and [side.status for side in q.sides] == ["sat", "sat"] and later == []
+
+
+def test_the_session_is_a_scope():
+    """Every member of the rungs' Scope protocol exists on Session with its parameters: the
+    protocol is the whole surface the rungs see, so a member it lacks would fail only when a rung
+    first needed it."""
+    import inspect
+
+    from smtdims.rungs.scope import KnownPoints, Scope
+
+    s = Session(ConstraintSet.of(["a >= 2"]))
+    members = {n for n in vars(Scope) if not n.startswith("_")} | set(Scope.__annotations__)
+    assert {"check", "focus", "isl_engine", "subscope", "points", "search"} <= members
+    for name in members:
+        assert hasattr(s, name), name
+        proto = vars(Scope).get(name)
+        if inspect.isfunction(proto):  # the protocol's parameters, then only ones with defaults
+            want = list(inspect.signature(proto).parameters)[1:]
+            have = list(inspect.signature(getattr(s, name)).parameters.values())
+            assert [p.name for p in have[:len(want)]] == want, name
+            assert all(p.default is not inspect.Parameter.empty for p in have[len(want):]), name
+    for name in ("base", "values"):
+        assert name in vars(KnownPoints) and hasattr(s.points, name)
