@@ -204,34 +204,92 @@ class Deadline:
         self.clocked = self.clocked or why
 
 
-_ACTIVE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar("smtdims_deadline", default=None)
+class Question:
+    """The state of the question this thread is answering: the one place smtdims keeps it.
+
+    A public call (or JAX's seam, which can pass nothing) opens one; every sub-question on the
+    same thread shares it. It holds the clock (``deadline``, shared with a question asked from
+    another thread that inherited this context: same end, same sticky expiry), and what is the
+    asking thread's alone: how many Z3 checks ran (``checks``; ``starts`` marks where each nested
+    session question began, so a rung's answer counts as a solver answer only if Z3 ran in it),
+    whether formula building watches the clock (``watch``), and the fresh Z3 contexts the checks
+    of the outermost session question share (``contexts``, ``keep``; ``depth`` counts the nested
+    session questions, and the contexts are dropped when it returns to 0, so the next question
+    starts from nothing: issue 18.3's determinism), and the rung that answered last (``rung``: audit
+    mode reads who answered JAX's question before the question ends).
+    """
+
+    __slots__ = ("deadline", "thread", "checks", "starts", "watch", "depth", "contexts", "keep", "rung")
+
+    def __init__(self, deadline: Deadline):
+        self.deadline = deadline
+        self.thread = threading.get_ident()
+        self.checks = 0
+        self.starts: list[int] = []
+        self.watch = False
+        self.depth = 0
+        self.contexts: dict[int, Any] = {}
+        self.keep: list[Any] = []
+        self.rung: str | None = None
 
 
-def question() -> _Question:
-    """The deadline of the question being answered; nested calls share the outermost one."""
-    return _Question()
+# The question being answered (see :class:`Question`): a context variable, not a thread-local, so
+# that an asyncio task or a copied context carries its own.
+_ACTIVE: contextvars.ContextVar[Question | None] = contextvars.ContextVar("smtdims_question", default=None)
 
 
-class _Question:
+def question() -> _Open:
+    """Open a question (nested calls share the outermost one); the block's value is its deadline."""
+    return _Open()
+
+
+def session_question() -> _Open:
+    """One session question inside the current question (opened if none): the block marks where
+    its checks start and counts its depth, for :func:`this_question`'s fresh contexts."""
+    return _Open(True)
+
+
+def this_question() -> Question | None:
+    """This thread's open question, or None (also when the context came from another thread)."""
+    q = _ACTIVE.get()
+    return q if q is not None and q.thread == threading.get_ident() else None
+
+
+class _Open:
     """:func:`question`'s block: a class, not a generator, as every question enters it (a generator
     context manager cost about 2 us to enter and leave; five of them were 15 us of each question)."""
 
-    __slots__ = ("_token",)
+    __slots__ = ("_session", "_token", "_q", "_own")
+
+    def __init__(self, session: bool = False):
+        self._session = session
 
     def __enter__(self) -> Deadline:
-        d = _ACTIVE.get()
-        if d is not None:
+        q = _ACTIVE.get()
+        self._own = q is None  # this block sets the clock: its end is the end of the question
+        if q is None or q.thread != threading.get_ident():
+            q = Question(Deadline(current().deadline) if q is None else q.deadline)
+            self._token = _ACTIVE.set(q)
+        else:
             self._token = None
-            return d
-        d = Deadline(current().deadline)
-        self._token = _ACTIVE.set(d)
-        return d
+        if self._session:
+            q.depth += 1
+            q.starts.append(q.checks)
+        self._q = q
+        return q.deadline
 
     def __exit__(self, *exc: object) -> None:
+        q = self._q
+        if self._session:
+            q.starts.pop()
+            q.depth -= 1
+            if not q.depth:
+                q.contexts, q.keep = {}, []
         if self._token is not None:
             _ACTIVE.reset(self._token)
-            for hook in AFTER_QUESTION:
-                hook()
+            if self._own:
+                for hook in AFTER_QUESTION:
+                    hook()
 
 
 # Called when an outermost question ends, answered or not (smt's heap trim): housekeeping that must
@@ -240,26 +298,27 @@ AFTER_QUESTION: list[Callable[[], None]] = []
 
 
 def active_deadline() -> Deadline | None:
-    return _ACTIVE.get()
+    q = _ACTIVE.get()
+    return None if q is None else q.deadline
 
 
 def deadline_passed() -> bool:
     """Whether the current question's deadline has passed (False outside a question)."""
-    d = _ACTIVE.get()
-    return d is not None and d.expired
+    q = _ACTIVE.get()
+    return q is not None and q.deadline.expired
 
 
 def mark_clocked(why: str) -> None:
     """Record that a clock (``CLOCK_*``) shaped the current question's answer."""
-    d = _ACTIVE.get()
-    if d is not None and d.clocked is None:
-        d.clocked = why
+    q = _ACTIVE.get()
+    if q is not None and q.deadline.clocked is None:
+        q.deadline.clocked = why
 
 
 def clocked() -> str | None:
     """The clock that shaped the current question's answer so far, or None (also outside a question)."""
-    d = _ACTIVE.get()
-    return None if d is None else d.clocked
+    q = _ACTIVE.get()
+    return None if q is None else q.deadline.clocked
 
 
 class Watchdog:

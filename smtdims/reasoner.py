@@ -35,7 +35,6 @@ deadline of :mod:`smtdims.options`; ``stats()`` counts which rung answered.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -44,11 +43,10 @@ import z3
 
 from . import options
 from .engines import presburger
-from .engines.smt import COUNTERS, SAT, UNSAT, Z3_WORKERS, CheckResult, Encoder, SolverSession, thread_checks
-from .engines.smt import question as smt_question
+from .engines.smt import COUNTERS, COUNTS_LOCK, SAT, UNSAT, Z3_WORKERS, CheckResult, Encoder, SolverSession
 from .errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
 from .lang.constraints import ConstraintSet
-from .lang.expr import CACHE_MAX_TERMS, Expr, deep_recursion, nesting, symbolic_divisors
+from .lang.expr import CACHE_MAX_TERMS, Expr, SizedMemo, deep_recursion, nesting, symbolic_divisors
 from .lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
 from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE, REASON_DEADLINE
 from .rungs import stock as stock_rung
@@ -98,16 +96,10 @@ SOLVER_RUNGS = ("solver-linear", "solver-nonlinear", "search")
 # -- counters ------------------------------------------------------------------------------------------
 class _Stats:
     def __init__(self) -> None:
-        self.lock = options.fork_safe(threading.Lock())
-        self._last = threading.local()
         self.reset()
 
-    def last_rung(self) -> str | None:
-        """The rung that answered this thread's latest question (for audit mode)."""
-        return getattr(self._last, "rung", None)
-
     def reset(self) -> None:
-        with self.lock:
+        with COUNTS_LOCK:
             self.by_rung = dict.fromkeys(RUNGS, 0)
             self.solver_answers = 0
             self.cache_hits = 0
@@ -116,43 +108,25 @@ class _Stats:
             self.deadline_answers = 0
 
     def answered(self, rung: str) -> None:
-        self._last.rung = rung
-        starts = getattr(self._last, "starts", None)
+        q = options.this_question()
+        if q is not None:
+            q.rung = rung
         # a solver rung counts as a solver answer only if Z3 ran in this question: the search
         # rung often closes both ends with rays and known points alone (issue 29)
-        ran = rung in SOLVER_RUNGS and bool(starts) and thread_checks() > starts[-1]
-        with self.lock:
+        ran = rung in SOLVER_RUNGS and q is not None and bool(q.starts) and q.checks > q.starts[-1]
+        with COUNTS_LOCK:
             self.by_rung[rung] = self.by_rung.get(rung, 0) + 1
             self.solver_answers += ran
 
-    def question(self) -> _StatsQuestion:
-        """Marks where this thread's question began, for :meth:`answered`."""
-        return _StatsQuestion(self._last.__dict__.setdefault("starts", []))
-
     def bump(self, name: str) -> None:
-        with self.lock:
+        with COUNTS_LOCK:
             setattr(self, name, getattr(self, name) + 1)
-
-
-class _StatsQuestion:
-    """:meth:`_Stats.question`'s block (a class: entered by every question, see ``options._Question``)."""
-
-    __slots__ = ("_starts",)
-
-    def __init__(self, starts: list[int]):
-        self._starts = starts
-
-    def __enter__(self) -> None:
-        self._starts.append(thread_checks())
-
-    def __exit__(self, *exc: object) -> None:
-        self._starts.pop()
 
 
 class _SessionQuestion:
     """:meth:`Session._question`'s block: its blocks entered in order, left in reverse.
 
-    A class, not a generator around a ``with`` of five blocks: every question enters it (4.1 us
+    A class, not a generator around a ``with`` of three blocks: every question enters it (4.1 us
     a question before). None of the blocks handles exceptions (each only restores its state),
     so each is left with no exception passed, whether the question raised or not.
     """
@@ -345,7 +319,7 @@ class Session:
         if self._constraint_nesting is None:
             self._constraint_nesting = nesting(*(c.diff for c in self.constraints.constraints))
         depth = max(self._constraint_nesting, nesting(*exprs))
-        return _SessionQuestion((self.lock, deep_recursion(depth), options.question(), smt_question(), STATS.question()))
+        return _SessionQuestion((self.lock, deep_recursion(depth), options.session_question()))
 
     # -- solver helpers -----------------------------------------------------------------------------------
     def linear(self, *exprs: Expr) -> bool:
@@ -931,30 +905,20 @@ class SessionRegistry:
     A session keeps its answers (about 0.4 MB after a few large questions); 32 recent constraint
     sets cover a notebook's or a script's working set (JAX's scopes keep their own sessions, not
     these), and a session asked again after eviction answers the same, only not from its cache.
+    The least-recently-used memo of the parse caches keeps them (its lock is the registry's): a
+    session is cheap to make (its state is built on first use), so two threads that race on a new
+    set may both make one, and both get the one kept.
     """
 
     def __init__(self, capacity: int = 32):
         self.capacity = capacity
-        self._lock = options.fork_safe(threading.Lock())
-        self._sessions: OrderedDict[tuple[ConstraintSet, int], Session] = OrderedDict()
+        self._memo = SizedMemo(lambda key: Session(*key), entries=capacity, total=capacity, size=lambda _: 1)
 
     def get(self, constraints: ConstraintSet, budget: int | None = None) -> Session:
-        budget = budget if budget is not None else options.current().budget
-        key = (constraints, budget)
-        with self._lock:
-            s = self._sessions.get(key)
-            if s is None:
-                s = Session(constraints, budget)
-                self._sessions[key] = s
-                if len(self._sessions) > self.capacity:
-                    self._sessions.popitem(last=False)
-            else:
-                self._sessions.move_to_end(key)
-            return s
+        return self._memo((constraints, budget if budget is not None else options.current().budget))
 
     def clear(self) -> None:
-        with self._lock:
-            self._sessions.clear()
+        self._memo.cache_clear()
 
 
 REGISTRY = SessionRegistry()

@@ -37,7 +37,7 @@ from smtdims.errors import SmtdimsError, UnsatisfiableConstraintsError, Unsuppor
 from smtdims.lang.constraints import Constraint, ConstraintSet
 from smtdims.lang.expr import FLOORDIV, MAX, MIN, MOD, Expr
 from smtdims.lang.results import UNDETERMINED, UNKNOWN, unknown_advice
-from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, REGISTRY, STATS, Session, register_stock_rung
+from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, REGISTRY, Session, register_stock_rung
 
 from . import exact_stock, frames
 
@@ -486,9 +486,16 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
         session = REGISTRY.get(ConstraintSet())
     else:
         session = session_for_scope(scope)
+    rung = None
     try:
-        lo, hi = session.sign_bounds(to_ir(e), need, origin=e if scope._initialized else None,
-                                     zero_divisors=_as_stock_on_zero_divisor)
+        if _LISTENERS:  # who answered is the question's to tell: open it here, read it before it ends
+            with options.question():
+                lo, hi = session.sign_bounds(to_ir(e), need, origin=e if scope._initialized else None,
+                                             zero_divisors=_as_stock_on_zero_divisor)
+                rung = options.this_question().rung
+        else:
+            lo, hi = session.sign_bounds(to_ir(e), need, origin=e if scope._initialized else None,
+                                         zero_divisors=_as_stock_on_zero_divisor)
     except UnsatisfiableConstraintsError as err:
         # A ValueError, as stock JAX raises for the conflicts it finds, with its message prefix
         # (handlers match "Unsatisfiable constraint"), and smtdims' minimal conflict.
@@ -500,7 +507,7 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
         warnings.warn(f"smtdims could not decide bounds of {e}: {err!r}; answering 'unknown'", stacklevel=2)
         return (float("-inf"), float("inf"))
     if _LISTENERS:
-        by = "stock" if STATS.last_rung() == "stock" else "smtdims"
+        by = "stock" if rung == "stock" else "smtdims"
         _emit(kind="bounds", question=f"bounds of {e}", expr=e, prec=need, answer=(lo, hi),
               answered_by=by, stock=None, scope=scope)
     return (lo, hi)

@@ -38,7 +38,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 import z3
@@ -125,6 +125,12 @@ def model_ints(m: z3.ModelRef | _RemoteModel, consts: dict[str, z3.ArithRef], na
             for n, t in zip(names, texts, strict=True)}
 
 
+# The one lock of every counter :func:`smtdims.stats` reports: these solver counters and the rungs'
+# answer counts (``reasoner.STATS``). ``+=`` alone loses counts between threads; the counters are
+# one resource (one report), so one lock, held for a single addition.
+COUNTS_LOCK = options.fork_safe(threading.Lock())
+
+
 @dataclass
 class SolverCounters:
     """Process-wide counters reported by :func:`smtdims.stats`."""
@@ -138,50 +144,54 @@ class SolverCounters:
     abandoned_checks: int = 0  # checks whose Z3 worker was killed past the deadline (Z3 ignored the interrupt)
     workers_down: int = 0  # checks answered "unknown" (deadline) because no Z3 worker could start just then
     heap_trims: int = 0  # freed memory given back to the system after Z3 sides were released
-    _lock: threading.Lock = field(default_factory=lambda: options.fork_safe(threading.Lock()), repr=False)
 
     def bump(self, name: str, by: int = 1) -> None:
-        with self._lock:
+        with COUNTS_LOCK:
             setattr(self, name, getattr(self, name) + by)
         if name == "solver_checks":
-            _THREAD.checks = thread_checks() + by
+            q = options.this_question()
+            if q is not None:
+                q.checks += by
 
     def reset(self) -> None:
-        with self._lock:
+        with COUNTS_LOCK:
             self.solvers_created = self.solver_checks = self.solver_unknowns = 0
             self.fresh_contexts = self.deadline_hits = self.interrupts = self.abandoned_checks = 0
             self.workers_down = self.heap_trims = 0
 
 
 COUNTERS = SolverCounters()
-_THREAD = threading.local()
-
-
-def thread_checks() -> int:
-    """Z3 checks this thread has run (never reset): a question that ran none is no solver answer."""
-    return getattr(_THREAD, "checks", 0)
 
 
 class DeadlinePassed(Exception):
     """The question's deadline passed while its formulas were being built (caught by the check)."""
 
 
-# Whether this thread's encoding watches the deadline: only inside SolverSession.check and the
-# other calls that catch DeadlinePassed (:func:`watching`); other users of the Encoder (CLI
-# scripts) never see it.
-_ENCODING = threading.local()
+def _watched_deadline_passed() -> bool:
+    """Inside :func:`watching`: whether this thread's question's deadline has passed."""
+    q = options.this_question()
+    return q is not None and q.watch and q.deadline.expired
+
+
 _SHARED_POWER = 8  # powers from this exponent up are products of defined squares (smaller ones: spelt out)
 
 
 @contextmanager
 def watching() -> Iterator[None]:
-    """Encoding inside the block raises :class:`DeadlinePassed` once the question's deadline has passed."""
-    outer = getattr(_ENCODING, "watch", False)
-    _ENCODING.watch = True
+    """Encoding inside the block raises :class:`DeadlinePassed` once the question's deadline has passed.
+
+    Only inside :meth:`SolverSession.check` and the other calls that catch DeadlinePassed: other
+    users of the Encoder (CLI scripts) never see it. Outside a question there is no deadline to pass.
+    """
+    q = options.this_question()
+    if q is None:
+        yield
+        return
+    outer, q.watch = q.watch, True
     try:
         yield
     finally:
-        _ENCODING.watch = outer
+        q.watch = outer
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +266,7 @@ class Encoder:
         # a^300 as 300 binary products cost 11 s in the Python API for (a - b)^300
         terms: list[z3.ArithRef] = []
         for i, (m, c) in enumerate(e.terms):
-            if not i & 31 and getattr(_ENCODING, "watch", False) and options.deadline_passed():
+            if not i & 31 and _watched_deadline_passed():
                 raise DeadlinePassed  # an encoding as large as the input must not outlive the question
             factors = [] if c == 1 and m else [self.const(c)]
             for a, k in m:
@@ -911,8 +921,6 @@ class Fresh:
             )
 
 
-_QUESTION = threading.local()
-
 def minimise_by_deletion(rest: list[z3.BoolRef], check: Callable[[list[z3.BoolRef]], tuple[object, str]],
                          core: Callable[[], Iterable[z3.BoolRef]]) -> list[z3.BoolRef]:
     """A minimal unsatisfiable subset of the assumptions ``rest`` (an unsat core), by deletion.
@@ -935,31 +943,6 @@ def minimise_by_deletion(rest: list[z3.BoolRef], check: Callable[[list[z3.BoolRe
         else:
             needed.append(b)
     return needed
-
-
-def question() -> _Question:
-    """Checks inside the block share one fresh context per constraint set; all are dropped
-    when the outermost block ends, so the next question starts from nothing."""
-    return _Question()
-
-
-class _Question:
-    """:func:`question`'s block (a class: entered by every question, see ``options._Question``)."""
-
-    __slots__ = ("_depth",)
-
-    def __enter__(self) -> None:
-        q = _QUESTION
-        depth = self._depth = getattr(q, "depth", 0)
-        if depth == 0:
-            q.contexts, q.keep = {}, []
-        q.depth = depth + 1
-
-    def __exit__(self, *exc: object) -> None:
-        q, depth = _QUESTION, self._depth
-        q.depth = depth
-        if depth == 0:
-            q.contexts, q.keep = {}, []
 
 
 # Objects whose Z3 side is built in the shared context (a session's solvers and terms, a recession
@@ -1112,8 +1095,8 @@ class SolverSession:
 
         Inside :func:`question` one per session for the whole question; outside, one per check.
         """
-        q = _QUESTION
-        if not getattr(q, "depth", 0):
+        q = options.this_question()
+        if q is None or not q.depth:
             return Fresh(self.constraints)
         f = q.contexts.get(id(self))
         if f is None:

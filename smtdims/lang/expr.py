@@ -605,9 +605,12 @@ class SizedMemo:
         n = self._size(value)
         if n <= CACHE_MAX_TERMS:
             with self._lock:
-                if key not in self._data:
+                kept = self._data.get(key)
+                if kept is None:
                     self._data[key] = (value, n)
                     self._held += n
+                else:  # another thread computed it meanwhile: every caller gets the one kept
+                    value = kept[0]
                 while len(self._data) > self._entries or self._held > self._total:
                     self._held -= self._data.popitem(last=False)[1][1]
         return value

@@ -19,7 +19,6 @@ filled with a few patterns (all 1, all 2, ascending, one large, ...).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Mapping
 
 from .. import options
@@ -50,15 +49,17 @@ class Points:
         self.names = sorted(constraints.variables())
         self._named = frozenset(self.names)
         self._fills: dict[tuple[str, ...], list[dict[str, int]]] = {}  # free variables -> their fillings
-        self._lock = options.fork_safe(threading.Lock())
-        self._base: list[dict[str, int]] = []
+        # The known points, replaced whole (never changed in place) by :meth:`_keep`: a reader takes
+        # the tuple once and sees a consistent set while other threads add, without a lock. Two
+        # threads adding at once may lose one point (each replaces the tuple it read); a point is
+        # only a witness found again on demand, so losing one costs a check, never an answer.
+        self._base: tuple[dict[str, int], ...] = ()
         for guess in self._guesses(ranges):
             self._keep(guess)
 
     @property
     def base(self) -> list[dict[str, int]]:
-        with self._lock:
-            return list(self._base)
+        return list(self._base)
 
     def satisfiable(self) -> bool:
         """True when some known point meets the constraints (proof of satisfiability, no solver)."""
@@ -67,9 +68,9 @@ class Points:
     def _keep(self, env: dict[str, int]) -> None:
         if any(n not in env for n in self.names) or not self.constraints.holds(env):
             return
-        with self._lock:
-            if env not in self._base and len(self._base) < _MAX_REMEMBERED:
-                self._base.append(dict(env))
+        base = self._base
+        if env not in base and len(base) < _MAX_REMEMBERED:
+            self._base = (*base, dict(env))
 
     def _guesses(self, ranges: Mapping[str, Interval]) -> list[dict[str, int]]:
         names = self.names

@@ -1,0 +1,79 @@
+"""The state of a question lives in one object, found in one place (issue 43.1): ``options.Question``.
+
+What these guard: a sub-question shares its question's clock and state; a thread that inherits
+another thread's context (``contextvars.copy_context().run``, ``asyncio.to_thread``) shares the
+deadline but never the per-thread state (fresh Z3 contexts are not thread-safe); the fresh contexts
+are dropped when the outermost session question ends; the solver-answer count reads the question's
+own checks.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+
+import smtdims
+from smtdims import options
+
+
+def test_a_question_is_open_only_inside_its_block_and_nested_blocks_share_it():
+    assert options.this_question() is None and options.active_deadline() is None
+    with options.scoped(deadline=30), options.question() as d:
+        q = options.this_question()
+        assert q is not None and q.deadline is d and options.active_deadline() is d
+        with options.question() as inner, options.session_question():
+            assert inner is d and options.this_question() is q and q.depth == 1
+        assert q.depth == 0
+    assert options.this_question() is None and options.active_deadline() is None
+
+
+def test_a_thread_with_an_inherited_context_shares_the_deadline_not_the_state():
+    seen = {}
+
+    def in_thread() -> None:
+        seen["inherited"] = options.this_question()  # another thread's: not this one's
+        seen["deadline"] = options.active_deadline()
+        with options.session_question() as d:
+            q = options.this_question()
+            seen.update(own=q, own_deadline=d, depth=q.depth, thread=q.thread)
+
+    with options.scoped(deadline=30), options.session_question() as d:
+        parent = options.this_question()
+        ctx = contextvars.copy_context()
+        t = threading.Thread(target=ctx.run, args=(in_thread,))
+        t.start()
+        t.join()
+        assert seen["inherited"] is None and seen["deadline"] is d
+        assert seen["own"] is not parent and seen["own_deadline"] is d  # one clock, two states
+        assert seen["thread"] == t.ident and seen["depth"] == 1 and parent.depth == 1
+    assert options.this_question() is None
+
+
+def test_fresh_contexts_live_as_long_as_the_outermost_session_question():
+    cs = smtdims.ConstraintSet.of(["a >= 2", "b >= 2"])
+    from smtdims.engines.smt import SolverSession
+
+    solver = SolverSession(cs, smtdims.options.current().budget)
+    with options.scoped(deadline=30), options.question():
+        q = options.this_question()
+        assert solver.fresh() is not solver.fresh()  # outside a session question: one per check
+        with options.session_question():
+            f = solver.fresh()
+            with options.session_question():
+                assert solver.fresh() is f  # a sub-question shares it
+            assert solver.fresh() is f and q.contexts
+        assert q.contexts == {} and q.keep == []  # dropped: the next question starts from nothing
+        with options.session_question():
+            assert solver.fresh() is not f
+
+
+def test_the_solver_answer_count_reads_the_questions_own_checks():
+    smtdims.reset_stats()
+    # nonlinear and true: only a solver proves it (the interval rules and known points cannot)
+    d = smtdims.decide("a*b", ">=", "a + b", ["a >= 2", "b >= 2"], deadline=30)
+    assert d.value is True and d.answered_by.startswith("solver")
+    st = smtdims.stats()
+    assert st["solver_checks"] >= 1 and st["solver_answers"] == 1
+    smtdims.reset_stats()
+    smtdims.decide("a + 1", ">=", "a", [], deadline=30)  # the interval rules: no solver, no solver answer
+    assert smtdims.stats()["solver_answers"] == 0
