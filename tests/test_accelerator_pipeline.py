@@ -100,15 +100,21 @@ def test_a_crashed_device_process_is_not_run_with_its_cause(no_workers, monkeypa
     assert all(s.status == SKIP for s in report.samples) and report.diagnosis is None
 
 
-def test_busy_and_missing_backends_are_told_apart():
-    from smtdims_jax.pipeline import _verify_worker as worker  # private: the worker's reading of backend errors
-
-    lock = ("RuntimeError: Unable to initialize backend 'tpu': ABORTED: Internal error when accessing libtpu "
-            "multi-process lockfile")
-    assert worker.classify(lock) == "device busy"
-    assert worker.classify("RuntimeError: Unknown backend: 'tpu' requested") == "backend unavailable"
-    dev = fresh.Device(fresh.FRESH, platform="tpu", cause="device busy", error=lock)
-    assert "held by another process" in dev.why_not() and not dev.usable
+def test_busy_and_missing_backends_are_told_apart(no_workers, monkeypatch, tmp_path):
+    """The device process reads JAX's error: another process's lock on the TPU is "device busy" (end it),
+    anything else "backend unavailable". The lock is simulated by a ``sitecustomize`` whose ``jax.devices``
+    raises what libtpu says."""
+    lock = "Unable to initialize backend 'tpu': ABORTED: Internal error when accessing libtpu multi-process lockfile"
+    (tmp_path / "sitecustomize.py").write_text(f"import jax\n\ndef devices(*a, **k):\n    raise RuntimeError({lock!r})\n\n"
+                                               "jax.devices = devices\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    busy = fresh.locate()
+    assert busy.cause == "device busy" and not busy.usable and busy.error == f"RuntimeError: {lock}", busy
+    assert "held by another process" in busy.why_not()
+    monkeypatch.delenv("PYTHONPATH")
+    monkeypatch.setenv("JAX_PLATFORMS", "tpu")  # none on this machine
+    missing = fresh.locate()
+    assert missing.cause == "backend unavailable" and not missing.usable, missing
 
 
 def test_a_fix_whose_verification_did_not_run_is_not_called_fixed(no_workers, monkeypatch):
@@ -225,7 +231,7 @@ def test_the_verification_process_ends_with_its_caller_and_leaves_no_directory(t
 
     code = ("import sys, os; sys.path[:0] = sys.argv[1:]\n"
             "from smtdims_jax.pipeline import fresh\n"
-            "w = fresh._Worker(fresh.job_env()); d = w.device()\n"
+            "d = fresh.locate(); (w,) = fresh.workers().values()\n"
             "print(w.proc.pid, w.dir, d.platform, flush=True)\n"
             "import time; time.sleep(60)\n")
     caller = subprocess.Popen([sys.executable, "-c", code, ROOT, os.path.join(ROOT, "plugins")],

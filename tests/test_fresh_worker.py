@@ -47,12 +47,12 @@ def no_workers():
 
 
 def _workers() -> dict:
-    """The verification processes by environment (pipeline/fresh.py offers no public reading)."""
-    return fresh._WORKERS  # private: the table the worker reuse is about
+    """The verification processes kept, by environment."""
+    return fresh.workers()
 
 
 def _started() -> int:
-    return fresh._stats["started"]  # private: how many processes were started (pipeline/fresh.py)
+    return fresh.processes_started()
 
 
 def _the_worker():

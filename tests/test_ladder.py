@@ -71,17 +71,26 @@ def test_stock_float_precision_bounds(installed):
 
 
 def test_exact_stock_is_the_installed_procedure_without_floats():
-    from smtdims_jax import adapter, exact_stock
+    from smtdims_jax import adapter
 
-    assert adapter.exact_stock_rung() is not None
+    rung = adapter.exact_stock_rung()
+    assert rung is not None
     a, b = export.symbolic_shape("a, b", constraints=("a >= b + 2", "b >= 5"))
     for e in (a - b, a + 3 * b, (a // 3) - b, core.max_dim(a, 2 * b) - a):
         for prec in (sp.BoundsPrecision.FOR_GEQ0_OR_LT0, sp.BoundsPrecision.BEST):
-            assert adapter.exact_stock_rung()(e, prec) == adapter.stock_bounds(e, prec)  # small numbers: the same answers
-    # private: the exact divisions put in place of stock's float ones, by these names, in its rewritten source
-    floor_div, ceil_div = exact_stock._floor_div, exact_stock._ceil_div
-    assert floor_div(-7, 2) == -4 and ceil_div(-7, 2) == -3
-    assert ceil_div(2**64 + 1, 1) == 2**64 + 1  # float would round
+            assert rung(e, prec) == adapter.stock_bounds(e, prec)  # small numbers: the same answers
+    # its divisions are exact: a constraint's bound on a term (a ceil and a floor, of negative quotients
+    # and of ones past 2**53, where stock's float division rounds to 2**63), and a floordiv's bounds
+    best = sp.BoundsPrecision.BEST
+    for cons, term, want in [
+        ("2*floordiv(5 - a, 2) + 7 >= 0", lambda a: (5 - a) // 2, (-3, 2)),  # ceil(-7 / 2)
+        ("-2*floordiv(5 - a, 2) - 7 >= 0", lambda a: (5 - a) // 2, (-math.inf, -4)),  # floor(-7 / 2)
+        (f"2*a >= {2**64 + 1}", lambda a: a, (2**63 + 1, math.inf)),
+        (f"2*a <= {2**64 + 3}", lambda a: a, (1, 2**63 + 1)),
+        ("a == 10", lambda a: (3 - a) // 2, (-4, -4)),
+    ]:
+        (a,) = export.symbolic_shape("a", constraints=(cons,))
+        assert rung(term(a), best) == want, cons
 
 
 # -- issue 10.3: stock's crashes never reach the user ---------------------------------------------------------------

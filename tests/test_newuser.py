@@ -354,13 +354,22 @@ def test_check_constraints_documents_clean(capsys):
 
 
 def test_chosen_for_column_is_truncated():
-    from smtdims_jax.pipeline.report import CHOSEN_FOR_WIDTH, _chosen_for  # private: the report's column itself
+    """Issue 29: a sample chosen for many goals made the table's "chosen for" column 230 characters wide; it
+    keeps the whole reasons that fit and says how many more (the verbose table keeps them all)."""
+    from smtdims_jax.pipeline.report import CHOSEN_FOR_WIDTH, SampleResult, VerificationReport
 
-    why = ["minimum", "non-empty", "mod(b, 2) == 0", "mod(b, 3) == 1", "largest within 4 MiB", "a + b >= 16 tight"] * 6
-    text = _chosen_for(why)
-    assert len(text) <= CHOSEN_FOR_WIDTH and text.startswith("minimum, non-empty") and text.endswith("more)")
-    assert _chosen_for(["minimum", "spread"]) == "minimum, spread"
-    assert len(_chosen_for(["x" * 300])) <= CHOSEN_FOR_WIDTH
+    why = ("minimum", "non-empty", "mod(b, 2) == 0", "mod(b, 3) == 1", "largest within 4 MiB", "a + b >= 16 tight") * 6
+    whys = [why, ("minimum", "spread", "mod(b, 2) == 0", "largest within 4 MiB"), ("minimum", "spread"), ("x" * 300,)]
+    samples = tuple(SampleResult(i, {"b": i + 1}, ((i + 1,),), w, "pass") for i, w in enumerate(whys))
+    report = VerificationReport("f", ("cpu",), (), ("float32[b]",), ("float32[b]",), (), samples, ())
+    lines = report.table().splitlines()
+    (head,) = [ln for ln in lines if "chosen for" in ln]
+    start, end = head.index("chosen for"), head.index("compile")
+    assert end - start - 2 <= CHOSEN_FOR_WIDTH  # the widest cell, and the column, fit
+    cells = [r[start:end].rstrip() for r in lines[lines.index(head) + 1:][:4]]
+    assert cells[:3] == ["minimum (+35 more)", "minimum, spread (+2 more)", "minimum, spread"], cells
+    assert cells[3].startswith("xxxxxxxx") and cells[3].endswith("..."), cells
+    assert ", ".join(why) in report.table(verbose=True)
 
 
 def test_an_audit_with_nothing_to_show_prints_no_empty_table():

@@ -179,9 +179,10 @@ def test_install_uninstall_from_threads():
 
 
 def test_a_question_block_leaves_every_part_when_one_fails_to_leave(monkeypatch):
-    """``Session._question`` is one class over five blocks: when leaving one raises (an
-    after-question hook), the outer ones are still left: the session's lock is free again for
-    other threads and the recursion limit is restored, and the error reaches the caller."""
+    """A question's block is one class over three blocks (the session's lock, the recursion limit, the
+    question's state): when leaving one raises (an after-question hook), the outer ones are still
+    left: the session's lock is free again for other threads and the recursion limit is restored, and
+    the error reaches the caller."""
     import sys
 
     from smtdims import ConstraintSet, options, parse_expr
@@ -189,16 +190,18 @@ def test_a_question_block_leaves_every_part_when_one_fails_to_leave(monkeypatch)
 
     s = Session(ConstraintSet.of(["a >= 2"]))
     limit = sys.getrecursionlimit()
+    inside: list[int] = []
 
     def boom() -> None:
+        inside.append(sys.getrecursionlimit())  # run while the question's outer blocks still hold
         raise RuntimeError("hook failed")
 
     deep = parse_expr("max(" * 150 + "a" + ", 1)" * 150)  # nested past the limit: the block raises it
     monkeypatch.setattr(options, "AFTER_QUESTION", [boom])
     with pytest.raises(RuntimeError, match="hook failed"):
-        with s._question(deep):  # private: the question's frame itself, failing in its exit hook
-            assert sys.getrecursionlimit() > limit
+        s.bounds(deep)
     monkeypatch.setattr(options, "AFTER_QUESTION", [])
+    assert inside and inside[0] > limit
     assert sys.getrecursionlimit() == limit
     free = []
     t = threading.Thread(target=lambda: free.append(s.lock.acquire(timeout=5)))

@@ -139,16 +139,22 @@ def test_a_worker_backing_off_is_passed_over_while_the_pool_has_room(monkeypatch
         w.retry_at = 0.0
 
 
-def test_back_off_doubles_to_its_limit():
+def test_back_off_doubles_to_its_limit(tmp_path):
+    """Each start that fails (here: slower than its limit, a process that never says it is ready) doubles
+    the wait before the next, up to RETRY_MOST; the back-off is skipped here by moving ``retry_at``."""
     from smtdims.engines import workers
 
-    w = workers.Worker("_z3_worker.py")
+    silent = tmp_path / "silent_worker.py"
+    silent.write_text("import sys\nsys.stdin.read()\n")  # ends when its input does
+    w = workers.Worker(str(silent))
     waits = []
     for _ in range(9):
-        t = time.monotonic()
-        w._start_failed(by_clock=True)  # private: a failed start injected (its back-off is the subject)
-        waits.append(round(w.retry_at - t))
+        w.retry_at = 0.0
+        assert w.call({}, 1.0, 0.05) == (None, w.generation)
+        waits.append(round(w.retry_at - time.monotonic()))
+        assert w.down and w.proc is None  # killed, and off until retry_at
     assert waits == [1, 2, 4, 8, 16, 32, 60, 60, 60] and w.broken_by_clock and not w.broken
+    assert w.failed_starts == 9 and w.kills == 0  # failed starts, not late answers
 
 
 def test_a_worker_past_its_memory_limit_retires_after_its_answer(monkeypatch):
@@ -156,6 +162,9 @@ def test_a_worker_past_its_memory_limit_retires_after_its_answer(monkeypatch):
     its answer and ends: the answer is used, and the next check starts another worker."""
     smt.Z3_WORKERS.stop()  # workers started before read the limit at their start
     monkeypatch.setenv("SMTDIMS_Z3_WORKER_RSS_MB", "1")  # every worker is past it
+    local = smt.KillableSolver.local
+    ran_here: list = []  # the solvers that checked in this process rather than in a worker
+    monkeypatch.setattr(smt.KillableSolver, "local", property(lambda self: ran_here.append(self) or local.fget(self)))
     rng = random.Random(11)
     started = sum(w.generation for w in smt.Z3_WORKERS.workers())
     for _ in range(6):
@@ -163,8 +172,7 @@ def test_a_worker_past_its_memory_limit_retires_after_its_answer(monkeypatch):
         fs, _ = _formulas(ctx, rng)
         here, _ = _check(fs, None)
         there, s = _check(fs, 30.0)
-        # private: whether the answer came from the worker (the remote solver's last reply; workers.py has no reader)
-        assert here == there and s._last is not None, [str(f) for f in fs]  # the worker's answer, used
+        assert here == there and s not in ran_here, [str(f) for f in fs]  # the worker's answer, used
         assert all(w.proc is None for w in smt.Z3_WORKERS.workers())  # retired at its "bye"
     assert sum(w.generation for w in smt.Z3_WORKERS.workers()) - started == 6  # a process for each check
     smt.Z3_WORKERS.stop()  # the next tests' workers start without the limit
@@ -211,13 +219,16 @@ def test_prestarted_workers_are_the_ones_the_first_questions_use():
     smt.Z3_WORKERS.stop()
     isl = presburger.worker()
     with isl.lock:
-        isl._kill()  # private: one worker (not a pool) ended, so that prestart has one to start
+        if isl.proc is not None:  # ended, so that prestart has one to start
+            isl.proc.kill()
+            isl.proc.wait()
+    dead = isl.proc
     prestart_workers()
     z3_procs = [w.proc for w in smt.Z3_WORKERS.workers() if w.proc is not None]
     assert z3_procs, "no Z3 worker was started"
     isl_proc, generation = isl.proc, isl.generation
     if presburger.available():
-        assert isl_proc is not None
+        assert isl_proc is not None and isl_proc is not dead
     assert smtdims.decide("a*b", ">=", "a", deadline=30).status == "true"  # nonlinear: a Z3 worker
     assert any(w.proc is p for w in smt.Z3_WORKERS.workers() for p in z3_procs)
     if presburger.available():
@@ -242,7 +253,7 @@ def test_polling_stops_as_soon_as_every_core_is_taken():
     try:
         time.sleep(0.3)
         assert workers.runnable() >= cores + 1  # the hogs and this process
-        workers._IDLE[0] = 0.0  # private: idle_core's cached reading, expired: look it up again now
+        time.sleep(0.6)  # idle_core's reading is kept 0.5 s: past it, the next call looks it up again
         assert not workers.idle_core()
     finally:
         for h in hogs:

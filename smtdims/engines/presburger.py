@@ -135,7 +135,8 @@ def prestart() -> None:
     if not available():
         return
     with _WORKER.lock:
-        if not _WORKER.down and _WORKER.proc is None:
+        # none yet, or one that died since (the next call would pay its start)
+        if not _WORKER.down and (_WORKER.proc is None or _WORKER.proc.poll() is not None):
             _WORKER.spawn()
 
 

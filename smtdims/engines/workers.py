@@ -302,8 +302,8 @@ class Pool:
         """Have one worker's process starting (it takes about 0.2 s to import its engine) before the
         first call needs it: a question about to need a worker calls this while it encodes."""
         with self._cond:
-            if not hasattr(os, "fork") or any(w.proc is not None for w in self._all):
-                return  # one is running or starting already
+            if not hasattr(os, "fork") or any(w.proc is not None and w.proc.poll() is None for w in self._all):
+                return  # one is running or starting already (one that died since is started again)
             if not self._all:
                 self._all.append(Worker(self.script, self.spin))
                 self._free.append(self._all[0])
@@ -312,7 +312,7 @@ class Pool:
             w = self._free[-1]  # the one the next call takes
         if w.lock.acquire(blocking=False):  # else a call holds it and starts it itself
             try:
-                if not w.down and w.proc is None:
+                if not w.down and (w.proc is None or w.proc.poll() is not None):
                     w.spawn()
             finally:
                 w.lock.release()

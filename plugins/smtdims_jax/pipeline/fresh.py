@@ -278,6 +278,18 @@ def _discard(w: _Worker) -> None:
     w.close()
 
 
+def workers() -> dict[tuple[tuple[str, str], ...], _Worker]:
+    """The verification processes kept for later jobs, by environment (a copy): which process holds the
+    device, for diagnostics, and what the reuse of one process per environment is tested on."""
+    with _WORKERS_LOCK:
+        return dict(_WORKERS)
+
+
+def processes_started() -> int:
+    """How many verification processes this process has started: one per environment, not one per job."""
+    return _stats["started"]
+
+
 @atexit.register
 def close_workers() -> None:
     """End every worker of this process (at exit; tests call it to start from none)."""

@@ -229,7 +229,7 @@ class VerificationReport:
         for s in self.samples:
             shapes = ", ".join(str(x) for x in s.shapes)
             rows.append((str(s.index), format_valuation(s.valuation), shapes,
-                         ", ".join(s.why) if verbose else _chosen_for(s.why, 28),
+                         ", ".join(s.why) if verbose else _chosen_for(s.why),
                          t(s.compile_s), t(s.run_s), {PASS: "pass", FAIL: "FAIL", SKIP: "not run"}.get(s.status, s.status)))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         if self.samples:
@@ -300,7 +300,7 @@ class VerificationReport:
         return out
 
 
-CHOSEN_FOR_WIDTH = 48  # the table's "chosen for" column; to_dict() keeps every reason
+CHOSEN_FOR_WIDTH = 28  # the table's "chosen for" column (--verbose and to_dict() keep every reason)
 
 
 def _chosen_for(why: list[str] | tuple[str, ...], width: int = CHOSEN_FOR_WIDTH) -> str:
