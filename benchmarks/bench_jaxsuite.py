@@ -104,13 +104,14 @@ def render(d: dict) -> str:
 def main(argv=None) -> dict:
     import argparse
 
-    from benchmarks._common import machine, write_json
+    from benchmarks._common import byte_compile, machine, write_json
 
     p = argparse.ArgumentParser(description="smtdims benchmark: JAX's DimExprTest")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--jax-src", default=None, help="JAX checkout holding tests/shape_poly_test.py")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
+    byte_compile()
     t0 = time.perf_counter()
     data = run(quick=args.quick, jax_src=args.jax_src)
     data.update(benchmark="bench_jaxsuite", quick=args.quick, machine=machine(),

@@ -22,7 +22,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import load, load_text, machine, table, write_json  # noqa: E402
+from benchmarks._common import byte_compile, load, load_text, machine, table, write_json  # noqa: E402
 
 QUICK_NOTE = ("quick mode is a smoke test: small sizes, one pass each, to show every benchmark runs; its times "
               "are not measurements of the library (a missed target here says little, the more so under load); "
@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         p.error(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
+    byte_compile()  # smtdims as installed, as stock JAX is (see _common.byte_compile)
     t_all = time.perf_counter()
     load_before = load()
     if args.quick:
