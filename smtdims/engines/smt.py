@@ -1093,7 +1093,8 @@ class SolverSession:
     def fresh(self) -> Fresh:
         """The fresh context of this constraint set for the question being answered.
 
-        Inside :func:`question` one per session for the whole question; outside, one per check.
+        Inside a session question (:func:`smtdims.options.session_question`) one per session until the
+        outermost one ends; outside, one per check.
         """
         q = options.this_question()
         if q is None or not q.depth:
