@@ -83,9 +83,13 @@ class PossibleDivisionByZeroError(SmtdimsError, ValueError):
                      clock: str | None = None) -> PossibleDivisionByZeroError:
         # a valuation where it is 0 is a fact; "not proven nonzero" under a clock may change
         deterministic = witness is not None or clock is None
-        at = f" (for example at {format_valuation(witness)})" if witness else ""
-        why = "" if deterministic else f" (not proven nonzero before a clock stopped the check: {clock})"
-        return cls(f"possible division by zero: divisor '{divisor}' can be 0{at}{why}; "
+        if witness is not None:
+            claim = f"can be 0 (for example at {format_valuation(witness)})"
+        elif clock is not None:
+            claim = f"may be 0: it was not proven nonzero before a clock stopped the check ({clock})"
+        else:  # no valuation found: saying "can be 0" would claim what nobody showed
+            claim = "may be 0: the solver gave up before proving it nonzero (a larger budget may prove it)"
+        return cls(f"possible division by zero: divisor '{divisor}' {claim}; "
                    "add a constraint that keeps it nonzero, e.g. '" + divisor + " >= 1'",
                    divisor=divisor, witness=witness, deterministic=deterministic)
 
