@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from smtdims import ConstraintSet, bounds, parse_expr
 from smtdims.lang.constraints import MAX_PARTS, Constraint
+from smtdims.options import REASON_DEADLINE
 from smtdims.rungs import rays
 
 SETTINGS = dict(deadline=None, derandomize=True, database=None, max_examples=300,
@@ -89,6 +90,32 @@ def test_recession_cone_finds_the_ray_that_fixed_directions_miss():
     assert rays.unbounded_below(f, cs, base, d)
     # a bounded end gets no direction: the LP is infeasible
     assert rays.Recession(cs, 100_000).direction(parse_expr("-u")) is None
+
+
+def test_a_recession_check_the_deadline_interrupts_ends_without_a_direction(monkeypatch):
+    """The watchdog's interrupt retires the shared context inside the check, which releases the LP
+    (its solver is None after the check): the check's solver is popped all the same, and the
+    question goes on without a direction (it raised AttributeError on CI: a 1,000-variable explain
+    under load)."""
+    import z3
+
+    from smtdims.engines import smt
+
+    cs = ConstraintSet.of(CHAIN)
+    cone = rays.Recession(cs, 100_000)
+    real = smt.run_check
+
+    def interrupted(solver, ctx, *args):
+        smt.retire_shared(ctx)  # what run_check does when the watchdog interrupted the check
+        return z3.unknown, REASON_DEADLINE
+
+    before = smt.shared_context()
+    monkeypatch.setattr(smt, "run_check", interrupted)
+    assert cone.direction(parse_expr("a - 2*b")) is None
+    assert smt.shared_context() is not before  # retired, and the LP built in it released with it
+    monkeypatch.setattr(smt, "run_check", real)
+    d = cone.direction(parse_expr("a - 2*b"))  # rebuilt in the new shared context on the next use
+    assert d is not None and d["u"] == 0
 
 
 @settings(**SETTINGS)

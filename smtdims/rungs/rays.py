@@ -466,19 +466,22 @@ class Recession:
             if self._solver is None or self._ctx is not smt.shared_context():  # first use, or released
                 self._start()
             smt.touch(self, self._family)
-            assert self._solver is not None and self._ctx is not None
-            self._solver.push()
+            # held here, not read from self after the check: a check the deadline interrupts retires
+            # the shared context, which releases this LP (self._solver = None) inside run_check
+            solver, ctx = self._solver, self._ctx
+            assert solver is not None and ctx is not None
+            solver.push()
             try:
                 # the query's own variables through decls: a declaration made by from_string
                 # outlives the pop, so the next question could not declare it again
                 decls = {_smt_name(n)[1:-1]: self._real(n) for n in f.variables()}
-                goal = z3.parse_smt2_string(f"(assert (<= {s} (- 1.0)))", decls=decls, ctx=self._ctx)
-                self._solver.add(*goal, *(decls[_smt_name(n)[1:-1]] >= 0 for n in extra))
+                goal = z3.parse_smt2_string(f"(assert (<= {s} (- 1.0)))", decls=decls, ctx=ctx)
+                solver.add(*goal, *(decls[_smt_name(n)[1:-1]] >= 0 for n in extra))
                 smt.COUNTERS.bump("solver_checks")
-                r, _ = smt.run_check(self._solver, self._ctx)
+                r, _ = smt.run_check(solver, ctx)
                 if r != z3.sat:
                     return None
-                m = self._solver.model()
+                m = solver.model()
                 names = (*self._names, *extra)
                 texts = smt.model_numerals(m, (self._real(n) for n in names))
                 values = {}
@@ -488,7 +491,7 @@ class Recession:
                     p, _, q = t.partition("/")
                     values[n] = (text_int(p), text_int(q) if q else 1)
             finally:
-                self._solver.pop()
+                solver.pop()
         den = math.lcm(*(q for _, q in values.values())) if values else 1
         d = {n: p * (den // q) for n, (p, q) in values.items()}
         g = math.gcd(*d.values()) if d else 0
