@@ -86,13 +86,13 @@ def _sum_of_variables(isl: Any, space: Any) -> Any:
     return obj
 
 
-def _least(isl: Any, ctx: Any, points: Any, n: int) -> list[int] | None:
+def _least(isl: Any, ctx: Any, points: Any, n: int, max_divs: int | None = None) -> list[int] | None:
     """A point of ``points`` with the least sum of the variables: the witness a person reads at a
     glance (``smtdims.bounds`` shows it), found here in one call instead of a search by Z3."""
     obj = _sum_of_variables(isl, points.get_space())
     best: tuple[int, Any] | None = None
     for bs in points.get_basic_sets():  # per basic set, skipping empty ones (as in handle)
-        if bs.is_empty():
+        if _check_piece(isl, bs, max_divs).is_empty():
             continue
         one = isl.Set.from_basic_set(bs)
         v = one.min_val(obj)
@@ -208,17 +208,24 @@ class TooHard(ValueError):
     """A set with more local (existential) variables than the caller allows: handed on, unanswered."""
 
 
-def _within(isl: Any, s: Any, max_divs: int | None) -> Any:
-    """``s``, after checking that none of its basic sets has more than ``max_divs`` local variables.
+def _check_piece(isl: Any, bs: Any, max_divs: int | None) -> Any:
+    """``bs`` (a basic set), after checking that it has at most ``max_divs`` local variables.
 
     ISL's operation quota does not bound time where one operation costs much: ``max_val`` on one
     basic set of 8 variables with 7 local ones ran 66 ms under a quota of 10,000 before the quota
-    stopped it. The in-process tier, which nothing can interrupt, takes only sets this small.
+    stopped it. The in-process tier, which nothing can interrupt, takes only sets this small; each
+    piece is checked before any operation on it (where the pieces are walked anyway, there).
     """
+    if max_divs is not None and bs.dim(isl.dim_type.div) > max_divs:
+        raise TooHard(f"{bs.dim(isl.dim_type.div)} local variables, more than {max_divs}")
+    return bs
+
+
+def _within(isl: Any, s: Any, max_divs: int | None) -> Any:
+    """``s``, after :func:`_check_piece` of each of its basic sets (none to walk without a limit)."""
     if max_divs is not None:
         for bs in s.get_basic_sets():
-            if bs.dim(isl.dim_type.div) > max_divs:
-                raise TooHard(f"{bs.dim(isl.dim_type.div)} local variables, more than {max_divs}")
+            _check_piece(isl, bs, max_divs)
     return s
 
 
@@ -246,16 +253,15 @@ def handle(isl: Any, ctx: Any, domains: OrderedDict, req: dict, max_divs: int | 
     graph = isl.Map.from_pw_aff(f).intersect_domain(dom)
     n = len(tup.split(", ")) if tup else 0
     if req["op"] == "least":
-        points = _within(isl, _attaining(isl, graph, int(req["value"])), max_divs)
-        return {"point": _least(isl, ctx, points, n) if n else None}
-    values = _within(isl, graph.range(), max_divs)
+        return {"point": _least(isl, ctx, _attaining(isl, graph, int(req["value"])), n, max_divs) if n else None}
+    values = graph.range()
     obj = isl.Aff.var_on_domain(isl.LocalSpace.from_space(values.get_space()), isl.dim_type.set, 0)
     los, his = [], []
     # per basic set, skipping empty ones: isl_set_max_val has answered 0 for a set with an empty
     # disjunct ({ [i] : i mod 46 = 0 and i <= -46; [i] : false }, islpy 2026.2). Not coalesced
     # first: merging disjuncts changes no end and cost half the time on benchmark 4.
     for bs in values.get_basic_sets():
-        if bs.is_empty():
+        if _check_piece(isl, bs, max_divs).is_empty():
             continue
         one = isl.Set.from_basic_set(bs)
         los.append(_value(one.min_val(obj)))
@@ -267,8 +273,9 @@ def handle(isl: Any, ctx: Any, domains: OrderedDict, req: dict, max_divs: int | 
     out: dict = {"lo": lo, "hi": hi}
     for name, end in (("wlo", lo), ("whi", hi)):
         if isinstance(end, int) and end not in known:
-            points = _within(isl, _attaining(isl, graph, end), max_divs)
-            out[name] = _least(isl, ctx, points, n) if req.get("least") and n else _coords(isl, points, n)
+            points = _attaining(isl, graph, end)
+            out[name] = (_least(isl, ctx, points, n, max_divs) if req.get("least") and n
+                         else _coords(isl, _within(isl, points, max_divs), n))
     return out
 
 
