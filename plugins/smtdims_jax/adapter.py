@@ -16,6 +16,7 @@ tested range. A JAX whose seam differs fails loudly.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dis
 import functools
 import importlib
@@ -470,6 +471,9 @@ def _as_stock_on_zero_divisor(e: Any, zero: tuple) -> None:
         return
 
 
+_NOTHING = contextlib.nullcontext()  # reusable: it holds no state
+
+
 def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
     """Replacement for ``shape_poly._bounds_decision``: the ladder, at JAX's precision.
 
@@ -486,16 +490,14 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
         session = REGISTRY.get(ConstraintSet())
     else:
         session = session_for_scope(scope)
-    rung = None
+    listening, rung = bool(_LISTENERS), None
     try:
-        if _LISTENERS:  # who answered is the question's to tell: open it here, read it before it ends
-            with options.question():
-                lo, hi = session.sign_bounds(to_ir(e), need, origin=e if scope._initialized else None,
-                                             zero_divisors=_as_stock_on_zero_divisor)
-                rung = options.this_question().rung
-        else:
+        # who answered is the question's to tell: a listener's question is opened here, read before it ends
+        with options.question() if listening else _NOTHING:
             lo, hi = session.sign_bounds(to_ir(e), need, origin=e if scope._initialized else None,
                                          zero_divisors=_as_stock_on_zero_divisor)
+            if listening:
+                rung = options.this_question().rung
     except UnsatisfiableConstraintsError as err:
         # A ValueError, as stock JAX raises for the conflicts it finds, with its message prefix
         # (handlers match "Unsatisfiable constraint"), and smtdims' minimal conflict.
@@ -506,7 +508,7 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
     except Exception as err:  # never let an internal failure become a wrong answer
         warnings.warn(f"smtdims could not decide bounds of {e}: {err!r}; answering 'unknown'", stacklevel=2)
         return (float("-inf"), float("inf"))
-    if _LISTENERS:
+    if listening:
         by = "stock" if rung == "stock" else "smtdims"
         _emit(kind="bounds", question=f"bounds of {e}", expr=e, prec=need, answer=(lo, hi),
               answered_by=by, stock=None, scope=scope)
