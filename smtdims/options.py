@@ -213,13 +213,13 @@ class Question:
     asking thread's alone: how many Z3 checks ran (``checks``; ``starts`` marks where each nested
     session question began, so a rung's answer counts as a solver answer only if Z3 ran in it),
     whether formula building watches the clock (``watch``), and the fresh Z3 contexts the checks
-    of the outermost session question share (``contexts``, ``keep``; ``depth`` counts the nested
-    session questions, and the contexts are dropped when it returns to 0, so the next question
-    starts from nothing: issue 18.3's determinism), and the rung that answered last (``rung``: audit
-    mode reads who answered JAX's question before the question ends).
+    of the outermost session question share (``contexts``, ``keep``; ``depth``, the nested session
+    questions open, is how many start marks there are, and the contexts are dropped when it returns
+    to 0, so the next question starts from nothing: issue 18.3's determinism), and the rung that
+    answered last (``rung``: audit mode reads who answered JAX's question before the question ends).
     """
 
-    __slots__ = ("deadline", "thread", "checks", "starts", "watch", "depth", "contexts", "keep", "rung")
+    __slots__ = ("deadline", "thread", "checks", "starts", "watch", "contexts", "keep", "rung")
 
     def __init__(self, deadline: Deadline):
         self.deadline = deadline
@@ -227,10 +227,14 @@ class Question:
         self.checks = 0
         self.starts: list[int] = []
         self.watch = False
-        self.depth = 0
         self.contexts: dict[int, Any] = {}
         self.keep: list[Any] = []
         self.rung: str | None = None
+
+    @property
+    def depth(self) -> int:
+        """The session questions open on this question (one start mark each)."""
+        return len(self.starts)
 
 
 # The question being answered (see :class:`Question`): a context variable, not a thread-local, so
@@ -273,7 +277,6 @@ class _Open:
         else:
             self._token = None
         if self._session:
-            q.depth += 1
             q.starts.append(q.checks)
         self._q = q
         return q.deadline
@@ -282,8 +285,7 @@ class _Open:
         q = self._q
         if self._session:
             q.starts.pop()
-            q.depth -= 1
-            if not q.depth:
+            if not q.starts:
                 q.contexts, q.keep = {}, []
         if self._token is not None:
             _ACTIVE.reset(self._token)

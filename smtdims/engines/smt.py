@@ -1097,7 +1097,7 @@ class SolverSession:
         outermost one ends; outside, one per check.
         """
         q = options.this_question()
-        if q is None or not q.depth:
+        if q is None or not q.starts:  # no session question open
             return Fresh(self.constraints)
         f = q.contexts.get(id(self))
         if f is None:
