@@ -150,9 +150,9 @@ def test_a_scope_asked_again_and_again_keeps_a_bounded_number_of_answers(monkeyp
     """The empty constraint set of public calls is one session for the whole process: its answer
     caches grew with every question asked of it. Now each keeps the newest CACHE_ENTRIES answers,
     and a forgotten one is computed again, the same."""
-    from smtdims import reasoner
+    from smtdims import reasoner, scope
 
-    monkeypatch.setattr(reasoner, "CACHE_ENTRIES", 8)
+    monkeypatch.setattr(scope, "CACHE_ENTRIES", 8)
     s = Session(ConstraintSet.of(["a >= 2"]))
     questions = [(parse_expr(f"{i}*a - b"), ">=", parse_expr(f"{i % 5}")) for i in range(1, 30)]
     first = [s.decide(*q).status for q in questions]
@@ -173,10 +173,10 @@ def test_a_scope_cache_holds_a_bounded_size_of_expressions(monkeypatch):
     """Bounded in entries only, the empty constraint set's interval cache held 75,000 objects after
     4,000 fuzz questions: its keys are the questions' expressions. It also keeps at most CACHE_SIZE
     units of Expr.size(), and the interval evaluator's atom memo at most MEMO_ENTRIES atoms."""
-    from smtdims import reasoner
+    from smtdims import scope
     from smtdims.rungs import intervals
 
-    monkeypatch.setattr(reasoner, "CACHE_SIZE", 200)
+    monkeypatch.setattr(scope, "CACHE_SIZE", 200)
     monkeypatch.setattr(intervals, "MEMO_ENTRIES", 16)
     s = Session(ConstraintSet.of(["a >= 2"]))
     exprs = [parse_expr(" + ".join(f"max(a, {i}*b + {j})" for j in range(5))) for i in range(1, 40)]

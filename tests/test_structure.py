@@ -117,7 +117,7 @@ FLOORS = {
     "smtdims.lang": 1, "smtdims.errors": 1,  # expressions, syntax, constraint sets, answer values, errors
     "smtdims.engines": 2,  # Z3, ISL, the killable workers
     "smtdims.rungs": 3,  # intervals, points, rays, cases, the bound search
-    "smtdims.reasoner": 4,  # the scope and the walk of the ladder
+    "smtdims.scope": 4, "smtdims.reasoner": 4,  # a scope (facts, gates, engines); the walk of the ladder over it
     "smtdims.api": 5,  # bounds / decide / symbolic_dim_bounds
     "smtdims.answers": 6,  # explain, diagnostics, equations: read answers, may ask again
     "smtdims": 7, "smtdims.cli": 7, "smtdims.__main__": 7,  # the public face (the CLI reads the version)

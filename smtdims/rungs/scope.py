@@ -1,10 +1,12 @@
 """What a rung may ask of the scope it answers in: the whole public surface between rungs and scope.
 
-A scope is all reasoning about one constraint set (:class:`smtdims.reasoner.Session` implements
-this). A rung reads facts (known points, interval bounds), narrows to the cone of influence, asks
-the engines (a checked solver call, ISL, the host's own procedure) and asks sub-questions; it never
-reaches into the scope's caches, locks or statistics. Why a Protocol here rather than the class: the
-rungs stand below the walk that orders them (the floors of ``tests/test_structure.py``), as TVM's
+A scope is all reasoning about one constraint set (:class:`smtdims.scope.ConstraintScope`
+implements its facts, gates and engines; :class:`smtdims.reasoner.Session`, a scope with the walk
+of the ladder, adds the sub-questions ``holds_everywhere`` and ``bounds``). A rung reads facts
+(known points, interval bounds), narrows to the cone of influence, asks the engines (a checked
+solver call, ISL, the host's own procedure) and asks sub-questions; it never reaches into the
+scope's caches, locks or statistics. Why a Protocol here rather than the class: the rungs stand
+below the walk that orders them (the floors of ``tests/test_structure.py``), as TVM's
 sub-analyzers stand below its ``Analyzer``.
 """
 
