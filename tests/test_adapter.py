@@ -132,3 +132,50 @@ def test_older_jax_fails_loudly():
     r = _import_adapter_with_jax_version("0.6.2")
     assert r.returncode != 0
     assert "UnsupportedJaxError" in r.stderr and "needs jax >= 0.7.0" in r.stderr
+
+
+def test_threads_racing_on_a_fresh_scope_get_one_session(monkeypatch):
+    """A scope's state and its session are set once without a lock (``dict.setdefault``): threads
+    that all find none and all make one get the one kept (two sessions would keep two caches). The
+    session's construction is slowed so that every thread makes one before any is kept."""
+    import threading
+    import time
+
+    made = []
+
+    class SlowSession(adapter.Session):
+        def __init__(self, *args, **kwargs):
+            time.sleep(0.05)
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(adapter, "Session", SlowSession)
+    (a,) = export.symbolic_shape("a", constraints=("a >= 2",))
+    start = threading.Barrier(8)
+    got = [None] * 8
+
+    def ask(i: int) -> None:
+        start.wait()
+        got[i] = adapter.session_for_scope(a.scope)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) > 1  # the race happened: several sessions were made
+    assert all(s is got[0] for s in got) and adapter.session_for_scope(a.scope) is got[0]
+
+
+def test_a_scope_keeps_a_session_per_budget():
+    """One session per scope and budget (``install(budget=...)``, ``options.scoped``), each under its
+    own budget; a scope asked under more budgets than it keeps sessions for still answers each."""
+    (a,) = export.symbolic_shape("a", constraints=("a >= 2",))
+    seen = {}
+    for budget in (3000, 4000, 5000, 6000, 7000, 3000):
+        with smtdims.options.scoped(budget=budget):
+            s = adapter.session_for_scope(a.scope)
+            assert s.budget == budget and adapter.session_for_scope(a.scope) is s
+            seen.setdefault(budget, s)
+    assert len({id(s) for s in seen.values()}) == 5
+    assert adapter.session_for_scope(a.scope).budget == smtdims.options.current().budget

@@ -194,3 +194,24 @@ def test_a_scope_cache_holds_a_bounded_size_of_expressions(monkeypatch):
     too_big = parse_expr(" + ".join(f"max(a, {i}*b)" for i in range(1, 1200)))  # size over CACHE_MAX_TERMS
     s.interval(too_big)
     assert too_big not in s.caches["interval"]
+
+
+def test_a_sized_store_keeps_the_first_value_the_newest_keys_and_nothing_too_large():
+    """``SizedMemo(None, ...)``: a store whose values the caller computes (the adapter's constraint sets
+    by their texts). ``keep`` hands back the value kept first (threads that raced to compute one all
+    get it), ``peek`` computes nothing and marks the key recently used, the least recently used key
+    goes first, and a value over CACHE_MAX_TERMS is returned but not kept."""
+    from smtdims.lang.expr import CACHE_MAX_TERMS, SizedMemo
+
+    store = SizedMemo(None, entries=2, total=10 * CACHE_MAX_TERMS, size=len)
+    first, second = [1], [2]
+    assert store.peek("a") is None and store.keep("a", first) is first
+    assert store.keep("a", second) is first and store.peek("a") is first
+    store.keep("b", [3])
+    assert store.peek("a") is first  # now "b" is the least recently used
+    store.keep("c", [4])
+    assert store.peek("b") is None and store.peek("a") is first and store.peek("c") == [4]
+    big = [0] * (CACHE_MAX_TERMS + 1)
+    assert store.keep("big", big) is big and store.peek("big") is None
+    with pytest.raises(TypeError, match="peek"):
+        store("never kept")

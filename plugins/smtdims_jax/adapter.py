@@ -36,7 +36,7 @@ from smtdims import host as _host
 from smtdims import options
 from smtdims.errors import SmtdimsError, UnsatisfiableConstraintsError, UnsupportedJaxError, format_valuation
 from smtdims.lang.constraints import Constraint, ConstraintSet
-from smtdims.lang.expr import FLOORDIV, MAX, MIN, MOD, Expr
+from smtdims.lang.expr import CACHE_MAX_TERMS, FLOORDIV, MAX, MIN, MOD, Expr, SizedMemo
 from smtdims.lang.results import UNDETERMINED, UNKNOWN, unknown_advice
 from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, REGISTRY, Session, register_stock_rung
 
@@ -228,40 +228,33 @@ def scope_constraints(scope: Any) -> ConstraintSet:
     if not cs:
         return _NO_CONSTRAINTS
     key = tuple(c.debug_str for c in cs)
-    with _STATES_LOCK:
-        got = _SETS_BY_TEXT.get(key)
-        if got is not None:
-            _SETS_BY_TEXT.move_to_end(key)
-            return got
+    got = _SETS_BY_TEXT.peek(key)
+    if got is not None:
+        return got
     out = []
     for c in cs:
         op = "==" if c.cmp == Comparator.EQ else ">="
         out.append(Constraint.make(to_ir(c.e1), op, to_ir(c.e2), c.debug_str))
-    got = ConstraintSet(tuple(out))
-    if sum(c.diff.size() for c in out) <= _SETS_BY_TEXT_MAX_SIZE:  # large sets: not worth holding
-        with _STATES_LOCK:
-            got = _SETS_BY_TEXT.setdefault(key, got)
-            while len(_SETS_BY_TEXT) > _SETS_BY_TEXT_ENTRIES:
-                _SETS_BY_TEXT.popitem(last=False)
-    return got
+    return _SETS_BY_TEXT.keep(key, ConstraintSet(tuple(out)))  # a large set is not kept: not worth holding
 
 
 _NO_CONSTRAINTS = ConstraintSet()
-# constraint texts -> their set, least recently used first (bounded: a set holds its derived facts)
-_SETS_BY_TEXT: collections.OrderedDict[tuple[str, ...], ConstraintSet] = collections.OrderedDict()
+# constraint texts -> their set, least recently used first: 64 sets of at most CACHE_MAX_TERMS (2,000)
+# units each (a set holds its derived facts; a larger one is converted again when asked again)
 _SETS_BY_TEXT_ENTRIES = 64
-_SETS_BY_TEXT_MAX_SIZE = 2_000
+_SETS_BY_TEXT = SizedMemo(None, _SETS_BY_TEXT_ENTRIES, _SETS_BY_TEXT_ENTRIES * CACHE_MAX_TERMS,
+                          lambda cs: sum(c.diff.size() for c in cs.constraints))
 
 
 @dataclass
 class _ScopeState:
     ir_cache: dict = field(default_factory=dict)
     atoms: dict = field(default_factory=dict)  # JAX factor -> its IR atom (_convert)
-    session: Session | None = None
+    sessions: dict = field(default_factory=dict)  # budget -> Session (at most _SESSIONS_PER_SCOPE)
     linear: bool | None = None  # the scope's constraints are in the Presburger fragment
 
 
-_STATES_LOCK = options.fork_safe(threading.Lock())  # unheld in a forked child (see smtdims.options)
+_SESSIONS_PER_SCOPE = 4  # budgets a scope keeps a session for (install(budget=...), scoped budgets)
 _STATE_ATTR = "_smtdims_state"
 # Every attribute smtdims keeps on a JAX object (the scope is the only one: dimensions are slotted).
 _PRIVATE_ATTRS = frozenset({_STATE_ATTR, *exact_stock.SCOPE_ATTRS})
@@ -278,11 +271,9 @@ def _state(scope: Any) -> _ScopeState:
     """
     st = scope.__dict__.get(_STATE_ATTR)
     if st is None:
-        with _STATES_LOCK:
-            st = scope.__dict__.get(_STATE_ATTR)
-            if st is None:
-                st = _ScopeState()
-                setattr(scope, _STATE_ATTR, st)
+        # dict.setdefault is one step (the GIL; a free-threaded build locks the dict): threads that
+        # race on a new scope all get the one state kept
+        st = scope.__dict__.setdefault(_STATE_ATTR, _ScopeState())
     return st
 
 
@@ -309,15 +300,18 @@ SymbolicScope.__getstate__ = _scope_getstate
 
 def session_for_scope(scope: Any) -> Session:
     """The reasoning session of a fully built scope (one per budget, dropped with the scope)."""
-    st = _state(scope)
+    sessions = _state(scope).sessions
     budget = options.current().budget
-    session = st.session
-    if session is None or session.budget != budget:
-        constraints = scope_constraints(scope)  # outside the lock: it takes the lock itself
-        with _STATES_LOCK:
-            if st.session is None or st.session.budget != budget:
-                st.session = Session(constraints, budget)
-            session = st.session
+    session = sessions.get(budget)
+    if session is None:
+        if len(sessions) >= _SESSIONS_PER_SCOPE:  # the oldest budget's first; one asked again starts anew
+            try:
+                del sessions[next(iter(sessions))]
+            except (StopIteration, KeyError, RuntimeError):  # another thread made room
+                pass
+        # One session per scope and budget (two would keep two caches): racing threads may each make
+        # one (cheap: its state is built on first use), and setdefault hands them all the one kept.
+        session = sessions.setdefault(budget, Session(scope_constraints(scope), budget))
     return session
 
 

@@ -576,6 +576,9 @@ CACHE_MAX_TERMS = 2_000
 PARSE_CACHE_SIZE = 30_000
 
 
+_ABSENT = object()
+
+
 class SizedMemo:
     """A thread-safe, least-recently-used memo of ``fn(key)`` that keeps at most ``entries`` results of
     ``total`` size (``size(result)``) together, none of size more than :data:`CACHE_MAX_TERMS`.
@@ -586,33 +589,49 @@ class SizedMemo:
     20,000 answers past deadline + 1 s). Parsing such an expression again costs milliseconds.
     """
 
-    def __init__(self, fn: Callable[[Any], Any], entries: int, total: int, size: Callable[[Any], int]):
+    def __init__(self, fn: Callable[[Any], Any] | None, entries: int, total: int, size: Callable[[Any], int]):
+        """``fn`` None: a store whose values the caller computes (:meth:`peek`, then :meth:`keep`)."""
         from ..options import fork_safe
 
         self._fn, self._entries, self._total, self._size = fn, entries, total, size
         self._data: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
         self._held = 0  # size held
         self._lock = fork_safe(threading.Lock())
-        functools.update_wrapper(self, fn)
+        if fn is not None:
+            functools.update_wrapper(self, fn)
 
     def __call__(self, key: Any) -> Any:
+        hit = self.peek(key, _ABSENT)
+        if hit is not _ABSENT:
+            return hit
+        if self._fn is None:
+            raise TypeError("this SizedMemo computes nothing: peek(key), then keep(key, value)")
+        return self.keep(key, self._fn(key))  # an exception is not memoised (as with lru_cache)
+
+    def peek(self, key: Any, default: Any = None) -> Any:
+        """The result kept for ``key`` (now the most recently used), else ``default``; computes nothing."""
         with self._lock:
             hit = self._data.get(key)
-            if hit is not None:
-                self._data.move_to_end(key)
-                return hit[0]
-        value = self._fn(key)  # an exception is not memoised (as with lru_cache)
+            if hit is None:
+                return default
+            self._data.move_to_end(key)
+            return hit[0]
+
+    def keep(self, key: Any, value: Any) -> Any:
+        """Keep ``value`` for ``key`` unless one is kept already, and return the one kept: threads
+        that raced to compute it all get one value. A value too large to keep is returned, not kept."""
         n = self._size(value)
-        if n <= CACHE_MAX_TERMS:
-            with self._lock:
-                kept = self._data.get(key)
-                if kept is None:
-                    self._data[key] = (value, n)
-                    self._held += n
-                else:  # another thread computed it meanwhile: every caller gets the one kept
-                    value = kept[0]
-                while len(self._data) > self._entries or self._held > self._total:
-                    self._held -= self._data.popitem(last=False)[1][1]
+        if n > CACHE_MAX_TERMS:
+            return value
+        with self._lock:
+            kept = self._data.get(key)
+            if kept is None:
+                self._data[key] = (value, n)
+                self._held += n
+            else:  # another thread computed it meanwhile: every caller gets the one kept
+                value = kept[0]
+            while len(self._data) > self._entries or self._held > self._total:
+                self._held -= self._data.popitem(last=False)[1][1]
         return value
 
     def __len__(self) -> int:
