@@ -4,8 +4,11 @@ The suite (benchmarks/models.py): an MLP, a small CNN (SAME/VALID conv, max/avg 
 a transformer block (layer norm, attention with reshape to heads, causal mask), a
 reshape/slice-heavy preprocessing function, and the seed examples, with symbolic batch,
 sequence and spatial dims. Each export uses a fresh function object, a fresh symbolic
-scope and ``jax.clear_caches()`` first, on both sides alike. Target: the total export
-time ratio smtdims/stock <= 1.05 (cases stock JAX cannot export are reported apart).
+scope and ``jax.clear_caches()`` first, on both sides alike. Target (issue 44): smtdims/stock
+<= 1.00 for the total export time, read as the median of the passes' own ratios (each pass runs
+both sides back to back, alternating which goes first, so a slow stretch of the machine falls on
+both sides of a ratio; the ratio of the two medians is printed beside it). Cases stock JAX cannot
+export are reported apart.
 
 Run: ``python benchmarks/bench_exports.py [--quick]``
 """
@@ -57,7 +60,7 @@ def _one(case) -> tuple[int, str]:
 def run(quick: bool = False) -> dict:
     import smtdims
 
-    reps = 1 if quick else 7
+    reps = 1 if quick else 9
     for m in ("stock", "smtdims"):  # warm-up: imports, lowering rules, first-use caches
         set_mode(m)
         for c in CASES:
@@ -93,13 +96,14 @@ def run(quick: bool = False) -> dict:
                      **{k: s.get(k, 0) for k in ("stock_answers", "fast_path_answers", "solver_checks",
                                                  "solvers_created", "cache_hits")}})
     st_t, sm_t = median(totals["stock"]) / 1e6, median(totals["smtdims"]) / 1e6
+    paired = median([ratio(sm, st) for sm, st in zip(totals["smtdims"], totals["stock"], strict=True)])
     agg = {k: sum(r[k] for r in rows if "smtdims only" not in r["case"])
            for k in ("stock_answers", "fast_path_answers", "solver_checks", "solvers_created", "cache_hits")}
     rows.append({"case": "TOTAL (stock-exportable)", "stock_ms": st_t, "smtdims_ms": sm_t, "ratio": ratio(sm_t, st_t),
                  "same_out": all(r["same_out"] for r in rows if r["same_out"] is not None), **agg})
     return {
-        "reps": reps, "rows": rows,
-        "targets": [target("3: whole-export total ratio", ratio(sm_t, st_t), 1.05)],
+        "reps": reps, "rows": rows, "ratio_of_medians": ratio(sm_t, st_t), "paired_ratio": paired,
+        "targets": [target("3: whole-export total ratio (median of paired passes)", paired, 1.00)],  # issue 44
     }
 
 
@@ -110,6 +114,7 @@ def render(d: dict) -> str:
                           ("fast_path_answers", "fast ans"), ("solver_checks", "checks"),
                           ("solvers_created", "solvers"), ("cache_hits", "cache hits")],
               title=f"3. whole exports (median of {d['reps']} interleaved passes; counters: one smtdims export)"),
+        f"total: median of the passes' ratios {d['paired_ratio']:.3f}, ratio of the medians {d['ratio_of_medians']:.3f}",
         "", targets_table(d["targets"]),
     ])
 

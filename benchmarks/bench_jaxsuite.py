@@ -70,14 +70,15 @@ def run(quick: bool = False, jax_src: str | None = None) -> dict:
     test_file, why = _source(jax_src)
     if test_file is None:
         return {"skipped": why, "rows": [],
-                "targets": [dict(target(f"7: JAX {SELECT} wall ratio (skipped: {why})", float("nan"), 1.5),
+                "targets": [dict(target(f"7: JAX {SELECT} wall ratio (skipped: {why})", float("nan"), 1.25),
                                  skipped=True)]}
     select = f"{SELECT} and bounds" if quick else SELECT
     reps = 1 if quick else 3
     # Two ways: pytest's default tracebacks, and --tb=no on both sides. The 8 tests that fail with
     # smtdims (tighter true bounds, docs/guarantees.md) cost pytest 1.5-2 s of traceback formatting
     # over this 2,400-test file (py-spy: 23% of the smtdims run), a cost stock's passing run has not;
-    # --tb=no measures the tests themselves. The target is on --tb=no; both ratios are reported.
+    # --tb=no measures the tests themselves. Both rows carry issue 44's target (<= 1.25); the second is
+    # pytest's own formatting (docs/performance.md), not reachable by a change in smtdims.
     runs: dict[tuple[str, str], list[dict]] = {(side, tb): [] for tb in ("no", "auto") for side in ("stock", "smtdims")}
     for rep in range(reps):
         for tb in ("no", "auto"):
@@ -90,7 +91,7 @@ def run(quick: bool = False, jax_src: str | None = None) -> dict:
     r_tb = ratio(wall[("smtdims", "auto")], wall[("stock", "auto")])
     return {"select": select, "reps": reps, "rows": rows, "ratio": r_no, "ratio_with_tracebacks": r_tb,
             "targets": [target(f"7: JAX {SELECT} wall ratio ({select}, --tb=no)", r_no, 1.25),
-                        target("7: the same with pytest's tracebacks of the 8 expected failures", r_tb, 1.5)]}
+                        target("7: the same with pytest's tracebacks of the 8 expected failures", r_tb, 1.25)]}  # issue 44
 
 
 def render(d: dict) -> str:
