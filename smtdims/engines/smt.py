@@ -126,7 +126,7 @@ def model_ints(m: z3.ModelRef | _RemoteModel, consts: dict[str, z3.ArithRef], na
 
 
 # The one lock of every counter :func:`smtdims.stats` reports: these solver counters and the rungs'
-# answer counts (``reasoner.STATS``). ``+=`` alone loses counts between threads; the counters are
+# answer counts (``smtdims.scope.STATS``). ``+=`` alone loses counts between threads; the counters are
 # one resource (one report), so one lock, held for a single addition.
 COUNTS_LOCK = options.fork_safe(threading.Lock())
 
