@@ -203,6 +203,11 @@ class Deadline:
         self.fired = True
         self.clocked = self.clocked or why
 
+    def mark(self, why: str) -> None:
+        """Record that a clock (``CLOCK_*``) shaped the answer, unless one already did."""
+        if self.clocked is None:
+            self.clocked = why
+
 
 class Question:
     """The state of the question this thread is answering: the one place smtdims keeps it.
@@ -302,6 +307,25 @@ AFTER_QUESTION: list[Callable[[], None]] = []
 def active_deadline() -> Deadline | None:
     q = _ACTIVE.get()
     return None if q is None else q.deadline
+
+
+def limits_in_force() -> tuple[int, float]:
+    """``(budget, deadline)`` of the question being answered: the per-call or scoped limits, and the
+    deadline of the outermost question when one is running (what its answers quote)."""
+    d = active_deadline()
+    return current().budget, d.seconds if d is not None else current().deadline
+
+
+def clock() -> Deadline:
+    """The clock the layers below the scope are handed (the rungs, the language, ISL's engine): the
+    open question's deadline, or outside a question one that never passes (a new one each time, so
+    that what is marked on it is dropped, as :func:`mark_clocked` drops it outside a question).
+
+    Read here, at the scope and the entry points, and passed down as a parameter: a function of
+    those layers that needs the clock takes it, so a caller that forgets it fails at once
+    (TypeError) instead of running without a deadline."""
+    q = _ACTIVE.get()
+    return q.deadline if q is not None else Deadline(math.inf)
 
 
 def deadline_passed() -> bool:

@@ -193,10 +193,11 @@ class Session(ConstraintScope):
             # "true somewhere and false somewhere" claims valuations; the witnesses meet only the
             # question's part of the constraints, and the rest may have no valuation at all
             status, kw["reason"] = UNKNOWN, self._unproven_reason()
+        budget, deadline = options.limits_in_force()
         return Decision(
             str(lhs), op, str(rhs), status,
-            constraints=tuple(c.text for c in self.constraints), answered_by=by,
-            _context=(self.constraints, self.budget, lhs, op, rhs), **kw,
+            constraints=tuple(c.text for c in self.constraints), answered_by=by, budget=budget, deadline=deadline,
+            _context=(self.constraints, self.budget, lhs, op, rhs), _clock=options.clocked(), **kw,
         )
 
     def walk(self, q: _Q, kind: str) -> _Q:
@@ -215,7 +216,7 @@ class Session(ConstraintScope):
         self.check_divisors(lhs, rhs)
         diff = lhs - rhs
         yes, fails = Side(op), Side(NEGATED[op])
-        q = self.walk(SignQuestion(diff, [yes, fails], self._sign_interval_of(diff), all_settled), DECISION)
+        q = self.walk(SignQuestion(diff, [yes, fails], self._sign_interval_of(diff), all_settled, options.clock()), DECISION)
 
         def readable(side: Side, want: bool) -> dict[str, int] | None:
             if side.witness is None or side.source is None:
@@ -252,7 +253,7 @@ class Session(ConstraintScope):
         :meth:`proves` for a rung's own sub-question (:mod:`smtdims.rungs.cases`), inside the caller's
         question: no lock, no answer counted, no satisfiability or divisor check (the caller's)."""
         fails = Side(NEGATED[op])
-        q = self.walk(SignQuestion(diff, [fails], self._sign_interval_of(diff), all_settled), DECISION)
+        q = self.walk(SignQuestion(diff, [fails], self._sign_interval_of(diff), all_settled, options.clock()), DECISION)
         return fails.status == UNSAT, q.by
 
     # -- bounds for JAX-style callers ---------------------------------------------------------------------
@@ -300,7 +301,7 @@ class Session(ConstraintScope):
             STATS.answered("interval")
             return (lo, hi), True  # sound over the valuations where e is defined
         if need == Precision.BEST:
-            q = SignQuestion(e, [], (lo, hi), lambda q: sufficient(need, *q.interval), origin, need)
+            q = SignQuestion(e, [], (lo, hi), lambda q: sufficient(need, *q.interval), options.clock(), origin, need)
             by = stock_rung.answer(q, self)
             if by is not None and q.done():
                 STATS.answered(by)
@@ -309,7 +310,7 @@ class Session(ConstraintScope):
             return (b.lo, b.hi), b.deterministic
         strict = need == Precision.STRICT_SIGN
         below, above = Side("<"), Side(">=" if strict else ">")
-        q = self.walk(SignQuestion(e, [below, above], (lo, hi), one_refuted, origin, need), SIGN)
+        q = self.walk(SignQuestion(e, [below, above], (lo, hi), one_refuted, options.clock(), origin, need), SIGN)
         STATS.answered(q.by)
         lo, hi = q.interval
         if below.status == UNSAT:
@@ -368,11 +369,12 @@ class Session(ConstraintScope):
         hi_tight = hi.tight and proven and (hi_w is not None or hi.witness is None)
         dropped = (lo.tight and not lo_tight) or (hi.tight and not hi_tight)
         reason = self._unproven_reason() if dropped else None
+        budget, deadline = options.limits_in_force()
         return Bounds(
             lo.value, hi.value, expr=str(e), constraints=tuple(c.text for c in self.constraints), answered_by=by,
             context=(self.constraints, self.budget, e), lo_tight=lo_tight, hi_tight=hi_tight,
             lo_witness=lo_w, hi_witness=hi_w,
-            deterministic=deterministic, reason=reason,
+            deterministic=deterministic, reason=reason, budget=budget, deadline=deadline, clocked=options.clocked(),
         )
 
     def _small_witness(self, e: Expr, value: int | float, tight: bool,
@@ -412,7 +414,9 @@ class Session(ConstraintScope):
             # those variables with a smaller sum attains it, so every step below (all ones, moving
             # down, shrinking one variable) can only fail on them; the other variables (no
             # constraint links them to these) may still shrink.
-            return shrink(env, attains, self.constraints, keep=frozenset(given)) if len(given) < len(env) else env
+            if len(given) < len(env):
+                return shrink(env, attains, self.constraints, options.clock(), keep=frozenset(given))
+            return env
         names = sorted(env)
         ones = dict.fromkeys(names, 1)
         if valid(ones):
@@ -420,7 +424,7 @@ class Session(ConstraintScope):
         down = min(env.values(), default=1) - 1  # every variable moved down together: a - b, max(a, b) - min(a, b)
         if down > 0 and valid(shifted := {v: x - down for v, x in env.items()}):
             env = shifted
-        env = shrink(env, attains, self.constraints)
+        env = shrink(env, attains, self.constraints, options.clock())
         if max(env.values(), default=1) <= READABLE_VALUE or options.deadline_passed():
             return env
         # ISL finds the least sum in one call where it takes the question (the focus's engine: the
@@ -459,7 +463,7 @@ class Session(ConstraintScope):
     def _bounds(self, e: Expr, proven: Interval | None = None, readable: bool = False) -> Bounds:
         """The bounds ladder (:data:`smtdims.rungs.table.LADDERS`): constant, points, ISL, cases, search."""
         self.ensure_satisfiable()
-        q = self.walk(BoundsQuestion(self, e, proven, readable), BOUNDS)
+        q = self.walk(BoundsQuestion(self, e, proven, readable, options.clock()), BOUNDS)
         assert q.ends is not None  # the search, last, always answers
         return self._mk_bounds(e, *q.ends, q.by, deterministic=q.deterministic)
 

@@ -174,14 +174,14 @@ def _store(cache: _ScopeCache, key: Any, value: Any, *exprs: Expr) -> None:
 
 
 # -- the session: one constraint set ----------------------------------------------------------------------
-def _frozen_ranges(constraints: ConstraintSet) -> tuple[Mapping[str, Interval], bool]:
+def _frozen_ranges(constraints: ConstraintSet, clock: options.Deadline) -> tuple[Mapping[str, Interval], bool]:
     """:func:`propagate_var_ranges`, read-only: the sessions of one constraint set share it."""
-    ranges, infeasible = propagate_var_ranges(constraints)
+    ranges, infeasible = propagate_var_ranges(constraints, clock)
     return MappingProxyType(ranges), infeasible
 
 
-def _points(constraints: ConstraintSet) -> Points:
-    return Points(constraints, constraints.derived("ranges", _frozen_ranges)[0])
+def _points(constraints: ConstraintSet, clock: options.Deadline) -> Points:
+    return Points(constraints, constraints.derived("ranges", _frozen_ranges, clock)[0])
 
 
 class ConstraintScope:
@@ -225,7 +225,7 @@ class ConstraintScope:
     @property
     def evaluator(self) -> IntervalEvaluator:
         if self._evaluator is None:
-            ranges, infeasible = self.constraints.derived("ranges", _frozen_ranges)
+            ranges, infeasible = self.constraints.derived("ranges", _frozen_ranges, options.clock())
             self._infeasible_hint = infeasible
             self._evaluator = IntervalEvaluator(ranges)
         return self._evaluator
@@ -236,16 +236,17 @@ class ConstraintScope:
             # Points depend on the constraints alone (never on earlier questions' models), so one
             # set's are shared by its sessions; the evaluator is the session's (its memo grows with
             # the session's questions).
-            self._points = self.constraints.derived("points", _points)
+            self._points = self.constraints.derived("points", _points, options.clock())
         return self._points
 
     def interval(self, e: Expr) -> Interval:
         """Rung 2: sound (possibly loose) bounds of ``e``; no solver. Memoised per expression."""
         r = self._interval_cache.get(e)
         if r is None:
-            r = combined_interval(self.evaluator, e, self.constraints)
+            clock = options.clock()
+            r = combined_interval(self.evaluator, e, self.constraints, clock)
             # an interval cut by the deadline (a long sum stops at it) is not kept for later questions
-            if not options.deadline_passed():
+            if not clock.expired:
                 _store(self._interval_cache, e, r, e)
         return r
 
@@ -293,7 +294,7 @@ class ConstraintScope:
         """
         if len(self.constraints.variables()) > _SMALL_WITNESS_MAX_VARS:
             return env
-        return shrink(env, ok, self.constraints)
+        return shrink(env, ok, self.constraints, options.clock())
 
     def _complete(self, env: dict[str, int] | None, base: dict[str, int] | None = None) -> dict[str, int] | None:
         """A witness from a focus (cone of influence) extended to every constrained variable.
@@ -388,7 +389,7 @@ class ConstraintScope:
                 lo, hi = self.interval(d)
                 if lo > 0 or hi < 0:
                     continue
-                for value, env in self.points.values(d):
+                for value, env in self.points.values(d, options.clock()):
                     if value == 0:
                         return str(d), self._complete(env)
                 res = self.check(lambda enc, d=d: [enc.expr(d) == 0], d)

@@ -190,13 +190,19 @@ def test_a_decision_shaped_by_a_clock_is_not_deterministic():
     """A clock that shaped the path to a decision (the fast solver's timeout, ISL's call limit, checks
     not started while given-up ones run) makes it clock-shaped, whatever its final reason says (the
     reason alone was read: such decisions were reported deterministic)."""
+    from smtdims import ConstraintSet
     from smtdims.lang.results import Decision
+    from smtdims.reasoner import Session
 
+    a = smtdims.parse_expr("a")
     with options.scoped(deadline=5), options.question():
         options.mark_clocked(options.CLOCK_FAST_SOLVER)
-        shaped = Decision("a", ">=", "1", "unknown", reason="budget")
-    assert not shaped.deterministic and "_clock" not in shaped.to_dict()
-    assert Decision("a", ">=", "1", "unknown", reason="budget").deterministic  # no clock outside a question
+        # the session gives the answer the question's clock (the answer reads no question state)
+        shaped = Session(ConstraintSet.of(["a <= 9"])).decide(a, ">=", smtdims.parse_expr("1"))
+    assert shaped.status == "true" and not shaped.deterministic and "_clock" not in shaped.to_dict()
+    assert Session(ConstraintSet.of(["a <= 9"])).decide(a, ">=", smtdims.parse_expr("1")).deterministic
+    assert not Decision("a", ">=", "1", "unknown", reason="budget", _clock=options.CLOCK_FAST_SOLVER).deterministic
+    assert Decision("a", ">=", "1", "unknown", reason="budget").deterministic
 
 
 def test_facts_of_a_constraint_set_cut_by_the_deadline_are_not_kept():
@@ -210,13 +216,13 @@ def test_facts_of_a_constraint_set_cut_by_the_deadline_are_not_kept():
     cs = ConstraintSet.of(("a >= 3", "b <= 7"))
     made: list[int] = []
 
-    def make(s: ConstraintSet) -> int:
+    def make(s: ConstraintSet, clock: options.Deadline) -> int:
         made.append(1)
         return len(made)
 
-    with options.scoped(deadline=1e-9), options.question():
+    with options.scoped(deadline=1e-9), options.question() as d:
         time.sleep(0.001)
         assert options.deadline_passed()
-        assert cs.derived("probe", make) == 1
-    assert cs.derived("probe", make) == 2  # computed again, now kept
-    assert cs.derived("probe", make) == 2 and len(made) == 2
+        assert cs.derived("probe", make, d) == 1
+    assert cs.derived("probe", make, options.clock()) == 2  # computed again, now kept
+    assert cs.derived("probe", make, options.clock()) == 2 and len(made) == 2

@@ -33,7 +33,7 @@ from smtdims.rungs.question import (
 
 def _plain_by_points(session, q):
     """The loop before issue 44: ``q.enough`` asked after every point."""
-    for value, env in session.points.values(q.e):
+    for value, env in session.points.values(q.e, q.clock):
         for side in q.open():
             if holds(side.rel, value):
                 side.status, side.witness, side.source = SAT, env, session
@@ -45,8 +45,9 @@ def _plain_by_points(session, q):
 def _question(e, kind):
     if kind == "sign":
         return SignQuestion(e, [Side("<"), Side(">=")], (-float("inf"), float("inf")), one_refuted,
-                            need=Precision.STRICT_SIGN)
-    return SignQuestion(e, [Side(">="), Side(NEGATED[">="])], (-float("inf"), float("inf")), all_settled)
+                            options.clock(), need=Precision.STRICT_SIGN)
+    return SignQuestion(e, [Side(">="), Side(NEGATED[">="])], (-float("inf"), float("inf")), all_settled,
+                        options.clock())
 
 
 def test_same_sides_and_witnesses_as_the_plain_loop():
@@ -72,10 +73,14 @@ def test_same_sides_and_witnesses_as_the_plain_loop():
 def test_values_read_the_deadline():
     s = Session(ConstraintSet.of(["b >= t"]))
     e = parse_expr("b - 2*t + h")
-    assert list(s.points.values(e))  # points exist
-    with options.scoped(deadline=0.001), options.question():
+    assert list(s.points.values(e, options.clock()))  # points exist
+    with options.scoped(deadline=0.001), options.question() as d:
         time.sleep(0.01)
-        assert list(s.points.values(e)) == []  # read at the first valuation
+        assert list(s.points.values(e, d)) == []  # read at the first valuation
+    # the clock is the one passed, not the thread's question: an expired one stops them outside any
+    late = options.Deadline(0.001)
+    time.sleep(0.01)
+    assert list(s.points.values(e, late)) == [] and late.clocked == options.CLOCK_DEADLINE
 
 
 def test_values_stop_within_the_deadline_work():
@@ -85,7 +90,7 @@ def test_values_stop_within_the_deadline_work():
     cost = e.size() + 1 + 2
     with options.scoped(deadline=3600), options.question() as d:
         got = 0
-        for _ in s.points.values(e):
+        for _ in s.points.values(e, d):
             got += 1
             if got == 2:
                 d.fire()  # the deadline passes now

@@ -18,7 +18,7 @@ import strategies as S
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from smtdims import ConstraintSet, bounds, parse_expr
+from smtdims import ConstraintSet, bounds, options, parse_expr
 from smtdims.lang.constraints import MAX_PARTS, Constraint
 from smtdims.options import REASON_DEADLINE
 from smtdims.rungs import rays
@@ -84,10 +84,10 @@ def test_recession_cone_finds_the_ray_that_fixed_directions_miss():
     assert cs.holds(base)
     # along every variable at once u grows past 10; along any single variable a - 2*b
     # either grows or a constraint breaks: find_ray's own directions fail
-    assert not rays.find_ray(f, cs, [base])
+    assert not rays.find_ray(f, cs, [base], clock=options.clock())
     d = rays.Recession(cs, 100_000).direction(f)
     assert d is not None and d["u"] == 0 and min(d.values()) >= 0
-    assert rays.unbounded_below(f, cs, base, d)
+    assert rays.unbounded_below(f, cs, base, d, clock=options.clock())
     # a bounded end gets no direction: the LP is infeasible
     assert rays.Recession(cs, 100_000).direction(parse_expr("-u")) is None
 
@@ -129,8 +129,9 @@ def test_ray_check_following_only_moved_constraints_is_the_full_check(case: S.Ca
     for _ in range(4):
         p = {v: data.draw(st.integers(1, 6)) for v in names}
         d = {v: data.draw(st.sampled_from((0, 0, 1, 2, 6))) for v in names}
-        full = rays.unbounded_below(e, cs, p, d, names)
-        assert rays.unbounded_below(e, cs, p, d, names, failing=rays.failing_at(cs, p)) == full, (case.describe(), p, d)
+        full = rays.unbounded_below(e, cs, p, d, names, clock=options.clock())
+        failing = rays.failing_at(cs, p)
+        assert rays.unbounded_below(e, cs, p, d, names, failing=failing, clock=options.clock()) == full, (case.describe(), p, d)
 
 
 def test_unbounded_end_through_the_api():

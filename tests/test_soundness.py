@@ -176,7 +176,7 @@ def test_propagated_ranges_hold_every_valuation(kind):
     the grid)."""
     import random
 
-    from smtdims import ConstraintSet
+    from smtdims import ConstraintSet, options
     from smtdims.rungs.intervals import propagate_var_ranges
 
     checked = 0
@@ -185,7 +185,7 @@ def test_propagated_ranges_hold_every_valuation(kind):
         if not case.constraints:
             continue
         try:
-            ranges, infeasible = propagate_var_ranges(ConstraintSet.of(case.constraint_texts))
+            ranges, infeasible = propagate_var_ranges(ConstraintSet.of(case.constraint_texts), options.clock())
         except ValueError:  # a constraint the parser refuses (as the public calls do)
             continue
         grid = O.Grid.of(case)

@@ -632,7 +632,7 @@ def _explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> Explan
     location = where if where != "<unknown>" else ""
     at = f"\nsmtdims: the comparison arose at {where}" if location else ""
     if d.status == UNKNOWN:
-        return Explanation(f"smtdims: {unknown_advice(d.reason)}{at}", location=location)
+        return Explanation(f"smtdims: {unknown_advice(d.reason, d.budget, d.deadline)}{at}", location=location)
     if d.status != UNDETERMINED:  # pragma: no cover - would mean the hook missed a proof
         return Explanation(f"smtdims: proves {d.question} is {d.status}{at}", location=location)
     text = (f"smtdims: the comparison is undetermined: {format_valuation(w_false)} makes {question} false; "

@@ -21,7 +21,7 @@ from ..errors import UnsatisfiableConstraintsError, format_valuation
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import Expr, Var, symbolic_divisors
 from ..lang.render import left_align
-from ..lang.results import _json_bound, format_bound, limits_in_force, unknown_advice
+from ..lang.results import _json_bound, format_bound, unknown_advice
 from ..options import REASON_DEADLINE
 from ..reasoner import Session
 from ..rungs.intervals import INF, IntervalEvaluator, is_inf
@@ -155,7 +155,7 @@ def check_constraints(constraints: Any, *, budget: int | None = None, deadline: 
 
 
 def _check_constraints(cs: ConstraintSet) -> ConstraintReport:
-    budget, deadline = limits_in_force()
+    budget, deadline = options.limits_in_force()
     session = Session(cs, budget)
     imp = _Implications(cs, budget) if cs.constraints else None
     linear = cs.is_linear()
@@ -470,7 +470,7 @@ class _Implications:
         for c in self.items:
             divisors.update(dict.fromkeys(symbolic_divisors(c.diff)))
         for d in divisors:
-            lo, hi = IntervalEvaluator({v: (1, INF) for v in d.variables()}).expr(d)
+            lo, hi = IntervalEvaluator({v: (1, INF) for v in d.variables()}).expr(d, options.clock())
             if lo > 0 or hi < 0:
                 continue  # nonzero for every v >= 1
             others = [self.on[k] for k, c in enumerate(self.items) if d not in symbolic_divisors(c.diff)]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import options
 from .expr import MAX, MIN, PARSE_CACHE_SIZE, Expr, Op, SizedMemo, all_variables, sized_memo
 from .parser import parse_constraint
+
+if TYPE_CHECKING:
+    from ..options import Deadline
 
 _MISSING = object()
 
@@ -119,22 +121,22 @@ class ConstraintSet:
         facts hold locks and read-only views, which neither copy nor pickle)."""
         return (ConstraintSet, (self.constraints,))
 
-    def derived(self, key: str, make: Callable[[ConstraintSet], Any]) -> Any:
-        """``make(self)``, once per set: facts that are pure functions of the constraints (the
+    def derived(self, key: str, make: Callable[[ConstraintSet, Deadline], Any], clock: Deadline) -> Any:
+        """``make(self, clock)``, once per set: facts that are pure functions of the constraints (the
         variables' ranges, the known satisfying points), shared by every session of this set (JAX's
         fresh scopes with the same constraints: converting and analysing them again was most of the
         first question's cost). ``make`` must not depend on earlier questions: what it returns is
-        reused for every later question. One that a deadline cut short (a long sum's interval stops
-        at it) is returned but not kept, as the answer caches do. Two threads may both compute it;
-        either result is kept (equal values)."""
+        reused for every later question. One that the question's deadline (``clock``) cut short (a
+        long sum's interval stops at it) is returned but not kept, as the answer caches do. Two
+        threads may both compute it; either result is kept (equal values)."""
         memo = self._derived_memo
         if memo is None:
             memo = {}
             object.__setattr__(self, "_derived_memo", memo)
         got = memo.get(key, _MISSING)
         if got is _MISSING:
-            got = make(self)
-            if not options.deadline_passed():
+            got = make(self, clock)
+            if not clock.expired:
                 got = memo.setdefault(key, got)
         return got
 

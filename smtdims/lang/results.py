@@ -14,13 +14,13 @@ from .render import left_align
 TRUE, FALSE, UNDETERMINED, UNKNOWN = "true", "false", "undetermined", "unknown"
 
 
-def limits_in_force() -> tuple[int, float]:
-    """``(budget, deadline)`` of the question being answered: the per-call or scoped limits,
-    and the deadline of the outermost question when one is running (answers quote these)."""
-    from ..options import active_deadline, current
+def _configured() -> tuple[int, float]:
+    """``(budget, deadline)`` as configured (:func:`smtdims.options.current`): what an answer quotes
+    when whoever built it gave no limits. The session gives the limits of the question it answered
+    (:func:`smtdims.options.limits_in_force`); the answers never read a question's state themselves."""
+    from ..options import current
 
-    d = active_deadline()
-    return current().budget, d.seconds if d is not None else current().deadline
+    return current().budget, current().deadline
 
 
 def unknown_advice(reason: str, budget: int | None = None, deadline: float | None = None) -> str:
@@ -37,7 +37,7 @@ def unknown_advice(reason: str, budget: int | None = None, deadline: float | Non
                 "(no witness, no end claimed attained, no \"undetermined\"); the bounds and true/false "
                 "answers still hold, vacuously if none does. Satisfiability: "
                 + unknown_advice(why, budget, deadline))
-    now_budget, now_deadline = limits_in_force()
+    now_budget, now_deadline = _configured()
     budget = now_budget if budget is None else budget
     deadline = now_deadline if deadline is None else deadline
     if reason == REASON_BUDGET:
@@ -164,19 +164,20 @@ class Bounds(tuple):
         reason: str | None = None,
         budget: int | None = None,
         deadline: float | None = None,
+        clocked: str | None = None,
     ) -> Bounds:
-        from ..options import CLOCK_INTERRUPTED, REASON_DEADLINE, REASON_INCOMPLETE, clocked
+        from ..options import CLOCK_INTERRUPTED, REASON_DEADLINE, REASON_INCOMPLETE
 
         self = super().__new__(cls, (lo, hi))
         # (ConstraintSet, budget, Expr): what explain() needs to find the session again; values only
         object.__setattr__(self, "_context", context)
         # False when the deadline cut the search short: then an end may be looser than the budget allows
         object.__setattr__(self, "deterministic", deterministic)
-        if reason is None:  # why an end is not tight: the clock that shaped it, else the budget / incompleteness
-            clock = clocked()  # the question's, when built inside one: a check cut by Ctrl-C
+        if reason is None:  # why an end is not tight: the clock that shaped it (``clocked``, the question's:
+            # a check cut by Ctrl-C), else the budget / incompleteness
             reason = ("" if lo_tight and hi_tight else REASON_INCOMPLETE if deterministic
-                      else clock if clock == CLOCK_INTERRUPTED else REASON_DEADLINE)
-        now_budget, now_deadline = limits_in_force()
+                      else clocked if clocked == CLOCK_INTERRUPTED else REASON_DEADLINE)
+        now_budget, now_deadline = _configured()
         fields = dict(
             reason=reason, budget=now_budget if budget is None else budget,
             deadline=now_deadline if deadline is None else deadline,
@@ -305,15 +306,11 @@ class Decision:
     _clock: str | None = field(default=None, repr=False, compare=False)  # what shaped it, if a clock did
 
     def __post_init__(self) -> None:
-        from ..options import clocked
-
-        budget, deadline = limits_in_force()
+        budget, deadline = _configured()  # the session gives the question's own limits and clock
         if self.budget is None:
             object.__setattr__(self, "budget", budget)
         if self.deadline is None:
             object.__setattr__(self, "deadline", deadline)
-        if self._clock is None:
-            object.__setattr__(self, "_clock", clocked())  # the question's, when built inside one
 
     @property
     def deterministic(self) -> bool:

@@ -21,6 +21,8 @@ is re-checked here with exact arithmetic on ``e`` itself before it is returned.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import options
 from ..engines import presburger
 from ..errors import UnsatisfiableConstraintsError
@@ -29,6 +31,9 @@ from ..lang.expr import FLOORDIV, MOD, Expr, Op
 from .intervals import is_inf
 from .question import BoundsQuestion, End
 from .scope import Scope
+
+if TYPE_CHECKING:
+    from ..options import Deadline
 
 NAME = "cases"
 MAX_QUOTIENTS = 16  # cases at most: each a linear question for ISL (0.3-0.5 ms), where Z3's search took 10-40 ms
@@ -61,7 +66,8 @@ def _split(e: Expr) -> tuple[Expr, Expr, list[tuple[Op, int]]] | None:
     return pair[0], pair[1], found
 
 
-def quotient_cases(s: Scope, e: Expr, vals: list[tuple[int, dict[str, int]]]) -> tuple[End, End] | None:
+def quotient_cases(s: Scope, e: Expr, vals: list[tuple[int, dict[str, int]]],
+                   clock: Deadline) -> tuple[End, End] | None:
     """Both ends of ``e`` in ``s``'s scope by cases on the quotient (module docstring), or None
     where the rung does not apply. Only with ISL: without it each case would be a linear search by
     Z3, and an empty case a Z3 check, not clearly cheaper than the nonlinear search itself."""
@@ -91,7 +97,7 @@ def quotient_cases(s: Scope, e: Expr, vals: list[tuple[int, dict[str, int]]]) ->
     lows: list[End] = []
     highs: list[End] = []
     for q in range(span[0], span[1] + 1):
-        if options.deadline_passed():
+        if clock.expired:
             return None
         r = x - d * q  # x - q*d: mod's value in this case
         # floor(x / d) == q  <=>  0 <= r <= d - 1 (d > 0)  or  d + 1 <= r <= 0 (d < 0)
@@ -155,7 +161,7 @@ def _quotients(s: Scope, x: Expr, d: Expr, sign: int, p: int, q: int) -> tuple[i
 def answer(q: BoundsQuestion, scope: Scope) -> str | None:
     """The rung: both ends by cases where :func:`quotient_cases` applies. An end past a proven bound
     (never attained, then) is that bound, not tight."""
-    split = quotient_cases(q.focus, q.e, q.values)
+    split = quotient_cases(q.focus, q.e, q.values, q.clock)
     if split is None:
         return None
     lo0, hi0 = q.interval

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from .. import options
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
 from .question import SAT, UNSAT, SignQuestion, rel_range
 from .scope import Scope
+
+if TYPE_CHECKING:
+    from ..options import Deadline
 
 Bound = int | float  # int, or +-math.inf
 Interval = tuple[Bound, Bound]
@@ -123,7 +126,7 @@ class IntervalEvaluator:
     def var_range(self, name: str) -> Interval:
         return self.var_ranges.get(name, (1, INF))
 
-    def atom(self, a: Atom) -> Interval:
+    def atom(self, a: Atom, clock: Deadline) -> Interval:
         r = self._memo.get(a)
         if r is not None:
             return r
@@ -131,19 +134,19 @@ class IntervalEvaluator:
             r = self.var_range(a.name)
         else:
             assert isinstance(a, Op)
-            x, y = self.expr(a.lhs), self.expr(a.rhs)
-            small = a.op in (FLOORDIV, MOD) and self._below_divisor(a.lhs, a.rhs, x, y)
+            x, y = self.expr(a.lhs, clock), self.expr(a.rhs, clock)
+            small = a.op in (FLOORDIV, MOD) and self._below_divisor(a.lhs, a.rhs, x, y, clock)
             if a.op == FLOORDIV:
-                r = (0, 0) if small else self._shifted(a, floordiv_interval(x, y), y)
+                r = (0, 0) if small else self._shifted(a, floordiv_interval(x, y), y, clock)
             elif a.op == MOD:
-                r = x if small else self._shifted(a, mod_interval(x, y), y)
+                r = x if small else self._shifted(a, mod_interval(x, y), y, clock)
             elif a.op == MAX:
                 r = (max(x[0], y[0]), max(x[1], y[1]))
             elif a.op == MIN:
                 r = (min(x[0], y[0]), min(x[1], y[1]))
             else:  # pragma: no cover - the IR has no other operations
                 raise AssertionError(a.op)
-        if not options.deadline_passed():  # a sum cut by the deadline inside it is not the rung's answer
+        if not clock.expired:  # a sum cut by the deadline inside it is not the rung's answer
             memo = self._memo
             if len(memo) >= MEMO_ENTRIES:  # the oldest atom first; one asked again is evaluated again
                 try:
@@ -153,7 +156,7 @@ class IntervalEvaluator:
             memo[a] = r
         return r
 
-    def _shifted(self, a: Op, r: Interval, yi: Interval) -> Interval:
+    def _shifted(self, a: Op, r: Interval, yi: Interval, clock: Deadline) -> Interval:
         """``floordiv(x, y) = c + floordiv(x - c*y, y)`` and ``mod(x, y) = mod(x - c*y, y)`` for an integer c.
 
         Proof: ``x = c*y + (x - c*y)`` and Python's floor division is exact on the integer
@@ -169,7 +172,7 @@ class IntervalEvaluator:
             if cy is None:
                 continue
             c = cx // cy
-            rest = self.expr(x - y * c)
+            rest = self.expr(x - y * c, clock)
             if a.op == FLOORDIV:
                 lo, hi = add_interval(floordiv_interval(rest, yi), (c, c))
             else:
@@ -177,31 +180,31 @@ class IntervalEvaluator:
             return (max(r[0], lo), min(r[1], hi))
         return r
 
-    def _below_divisor(self, x: Expr, y: Expr, xi: Interval, yi: Interval) -> bool:
+    def _below_divisor(self, x: Expr, y: Expr, xi: Interval, yi: Interval, clock: Deadline) -> bool:
         """Whether ``0 <= x < y`` or ``y < x <= 0`` holds everywhere (then ``x // y == 0``, ``x % y == x``).
 
         Proof: Python's floor division gives quotient 0 and remainder x exactly when x lies
         between 0 (included) and y (excluded), on the side of y's sign.
         """
         if yi[0] >= 1 and xi[0] >= 0:
-            return self.expr(y - x)[0] >= 1
+            return self.expr(y - x, clock)[0] >= 1
         if yi[1] <= -1 and xi[1] <= 0:
-            return self.expr(x - y)[0] >= 1
+            return self.expr(x - y, clock)[0] >= 1
         return False
 
-    def expr(self, e: Expr) -> Interval:
-        lo, hi = self._sum(e)
+    def expr(self, e: Expr, clock: Deadline) -> Interval:
+        lo, hi = self._sum(e, clock)
         alt = _cancel_floordiv(e)
         if alt is not None:  # the same value, written so that intervals cancel: intersect
-            lo2, hi2 = self._sum(alt)
+            lo2, hi2 = self._sum(alt, clock)
             lo, hi = max(lo, lo2), min(hi, hi2)
         if lo == -INF or hi == INF:
-            lo, hi = self._mod_ends(e, lo, hi)
+            lo, hi = self._mod_ends(e, lo, hi, clock)
         if lo == -INF or hi == INF:
-            lo, hi = self._scaled_cancel(e, lo, hi)
+            lo, hi = self._scaled_cancel(e, lo, hi, clock)
         return (lo, hi)
 
-    def _scaled_cancel(self, e: Expr, lo: Bound, hi: Bound) -> Interval:
+    def _scaled_cancel(self, e: Expr, lo: Bound, hi: Bound, clock: Deadline) -> Interval:
         """``L*e`` with ``L`` the lcm that lets every ``c*floordiv(x, k)`` cancel, divided back.
 
         Proof: ``L*e`` is the same integer as its rewriting (see ``_cancel_floordiv``), so
@@ -222,14 +225,14 @@ class IntervalEvaluator:
         alt = _cancel_floordiv(e * big)
         if alt is None:
             return (lo, hi)
-        alo, ahi = self._sum(alt)
+        alo, ahi = self._sum(alt, clock)
         if alo != -INF:
             lo = max(lo, _ceil_div(int(alo), big))
         if ahi != INF:
             hi = min(hi, int(ahi) // big)
         return (lo, hi)
 
-    def _mod_ends(self, e: Expr, lo: Bound, hi: Bound) -> Interval:
+    def _mod_ends(self, e: Expr, lo: Bound, hi: Bound, clock: Deadline) -> Interval:
         """Replace a term ``c*mod(x, y)`` (``y`` symbolic, of known sign) by each end of its range.
 
         Proof: for ``y >= 1``, ``0 <= mod(x, y) <= y - 1`` (``y + 1 <= mod <= 0`` for ``y <= -1``),
@@ -242,7 +245,7 @@ class IntervalEvaluator:
             a = m[0][0]
             if a.rhs.is_constant:
                 continue
-            ylo, yhi = self.expr(a.rhs)
+            ylo, yhi = self.expr(a.rhs, clock)
             if ylo >= 1:
                 low_end, high_end = Expr.const(0), a.rhs - 1
             elif yhi <= -1:
@@ -251,30 +254,30 @@ class IntervalEvaluator:
                 continue
             rest = e - Expr.atom(a) * c
             at_low, at_high = rest + low_end * c, rest + high_end * c  # e's value at each end of the mod
-            ends = (self._sum(at_low), self._sum(at_high))
+            ends = (self._sum(at_low, clock), self._sum(at_high, clock))
             lo = max(lo, min(ends[0][0], ends[1][0]))
             hi = min(hi, max(ends[0][1], ends[1][1]))
         return (lo, hi)
 
-    def _sum(self, e: Expr) -> Interval:
+    def _sum(self, e: Expr, clock: Deadline) -> Interval:
         """The sum of the terms' intervals.
 
         Stops early where nothing can change: once both ends are infinite, adding any
         interval leaves ``(-inf, inf)``. A long sum (an expanded power) watches the question's
         deadline every :data:`_SUM_STRIDE` terms and answers ``(-inf, inf)`` past it: sound,
-        and the clock that cut it is recorded (``options.deadline_passed``), so the answer is
+        and the clock that cut it is recorded (``clock.expired``), so the answer is
         not cached as the rung's own.
         """
         total: Interval = (0, 0)
         powers: dict[tuple[Atom, int], Interval] = {}
         for i, (m, c) in enumerate(e.terms):
-            if i % _SUM_STRIDE == _SUM_STRIDE - 1 and options.deadline_passed():
+            if i % _SUM_STRIDE == _SUM_STRIDE - 1 and clock.expired:
                 return UNBOUNDED
             ps = []
             for a, k in m:
                 p = powers.get((a, k))
                 if p is None:
-                    p = powers[(a, k)] = pow_interval(self.atom(a), k)
+                    p = powers[(a, k)] = pow_interval(self.atom(a, clock), k)
                 ps.append(p)
             total = add_interval(total, _term_interval(c, ps))
             if total[0] == -INF and total[1] == INF:
@@ -355,7 +358,7 @@ def _ceil_div(a: int, b: int) -> int:
     return -((-a) // b)
 
 
-def propagate_var_ranges(constraints: ConstraintSet) -> tuple[dict[str, Interval], bool]:
+def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[dict[str, Interval], bool]:
     """Sound variable ranges implied by the constraints, and whether they proved infeasibility.
 
     For each constraint ``c*v + rest >= 0`` (or ``== 0``) with ``v`` linear, bounds of
@@ -381,7 +384,7 @@ def propagate_var_ranges(constraints: ConstraintSet) -> tuple[dict[str, Interval
                     rest = con.diff - Expr.var(n) * c
                     if n in rest.variables():
                         continue
-                    rlo, rhi = ev.expr(rest)
+                    rlo, rhi = ev.expr(rest, clock)
                 lo, hi = ranges[n]
                 # c*v >= -rest  (and for ==, c*v <= -rest too)
                 if c > 0:
@@ -478,7 +481,7 @@ class _LeaveOneOut:
 _COMBINE_LIMIT = 24  # constraints tried per question: one-step elimination, not a search
 
 
-def combined_interval(ev: IntervalEvaluator, e: Expr, constraints: ConstraintSet) -> Interval:
+def combined_interval(ev: IntervalEvaluator, e: Expr, constraints: ConstraintSet, clock: Deadline) -> Interval:
     """Interval of ``e``, tightened by one-step elimination with each constraint.
 
     For a constraint ``diff >= 0`` sharing a monomial with ``e`` (coefficients ``ce`` in
@@ -488,7 +491,7 @@ def combined_interval(ev: IntervalEvaluator, e: Expr, constraints: ConstraintSet
     ``e >= ceil(lo(rest)/p)``; if ``q < 0`` then ``e <= floor(hi(rest)/p)``; for
     ``diff == 0`` both hold whatever the sign of ``q``. (``a - b >= 8`` gives ``a >= 9``.)
     """
-    lo, hi = ev.expr(e)
+    lo, hi = ev.expr(e, clock)
     if not constraints.constraints or (lo > -INF and hi < INF and lo == hi):
         return (lo, hi)
     mine = {m: c for m, c in e.terms if m}
@@ -500,12 +503,12 @@ def combined_interval(ev: IntervalEvaluator, e: Expr, constraints: ConstraintSet
         if not shared:
             continue
         tried += 1
-        if tried > _COMBINE_LIMIT or options.deadline_passed():
+        if tried > _COMBINE_LIMIT or clock.expired:
             break
         for ce, cc in shared:
             g = math.gcd(ce, cc)
             p, q = abs(cc) // g, (ce // g) * (1 if cc > 0 else -1)
-            rlo, rhi = ev.expr(e * p - con.diff * q)
+            rlo, rhi = ev.expr(e * p - con.diff * q, clock)
             lower, upper = (q > 0, q < 0) if con.kind == ">=" else (True, True)
             if lower and rlo != -INF:
                 lo = max(lo, _ceil_div(int(rlo), p))

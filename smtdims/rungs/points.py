@@ -20,13 +20,16 @@ filled with a few patterns (all 1, all 2, ascending, one large, ...).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
-from .. import options
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import Expr
 from .intervals import INF, Interval, is_inf
 from .question import SAT, BoundsQuestion, End, SignQuestion, holds
 from .scope import Scope
+
+if TYPE_CHECKING:
+    from ..options import Deadline
 
 _MAX_REMEMBERED = 12
 _FREE_FILLS = (1, 2, 3, 8, 64, 1024)
@@ -111,10 +114,11 @@ class Points:
             for f in fills:
                 yield {**f, **p}
 
-    def values(self, e: Expr, extra_free: frozenset[str] = frozenset()) -> Iterator[tuple[int, dict[str, int]]]:
+    def values(self, e: Expr, clock: Deadline,
+               extra_free: frozenset[str] = frozenset()) -> Iterator[tuple[int, dict[str, int]]]:
         """``(e's value, valuation)`` at the known points; valuations with a zero divisor are skipped.
 
-        At most :data:`_POINT_WORK` of evaluation, and none past the question's deadline.
+        At most :data:`_POINT_WORK` of evaluation, and none past the question's deadline (``clock``).
         """
         free = sorted((e.variables() | extra_free) - self._named)
         cost = e.size() + len(free) + len(self.names)  # the valuation's dict is built too
@@ -126,7 +130,7 @@ class Points:
             # the clock at the first valuation, then after each DEADLINE_WORK of evaluation (reading
             # it at every valuation of a small expression was a tenth of the rung's time)
             if left <= check_at:
-                if options.deadline_passed():
+                if clock.expired:
                     return
                 check_at = left - DEADLINE_WORK
             try:
@@ -156,7 +160,8 @@ def _fills(free: list[str]) -> list[dict[str, int]]:
     return [f for f in fills if not (tuple(f.values()) in seen or seen.add(tuple(f.values())))]
 
 
-def shrink(env: Mapping[str, int], ok, constraints: ConstraintSet, keep: frozenset[str] = frozenset()) -> dict[str, int]:
+def shrink(env: Mapping[str, int], ok, constraints: ConstraintSet, clock: Deadline,
+           keep: frozenset[str] = frozenset()) -> dict[str, int]:
     """A smaller valuation that still meets the constraints and ``ok`` (readable witnesses: b = 3, not 64).
 
     Each variable tries 1..8, then a half and a quarter of its value; every candidate is
@@ -164,7 +169,7 @@ def shrink(env: Mapping[str, int], ok, constraints: ConstraintSet, keep: frozens
     """
     env = dict(env)
     for v in sorted(env)[:_MAX_SHRUNK]:  # each variable costs up to 10 evaluations of everything
-        if options.deadline_passed():
+        if clock.expired:
             break
         cur = env[v]
         if cur <= 1 or v in keep:
@@ -202,7 +207,7 @@ def answer(q: SignQuestion | BoundsQuestion, scope: Scope) -> str | None:
     if isinstance(q, BoundsQuestion):
         return None if q.readable else _closed(q)
     first = True
-    for value, env in scope.points.values(q.e):
+    for value, env in scope.points.values(q.e, q.clock):
         changed = first
         for side in q.open():
             if holds(side.rel, value):
@@ -226,7 +231,7 @@ def _closed(q: BoundsQuestion) -> str | None:
     for bound, v, w, sign in ((lo0, vmin, wmin, 1), (hi0, vmax, wmax, -1)):
         if v == bound:
             ends.append(End(v, True, w))
-        elif is_inf(bound) and q.focus.search.ray(q.e * sign, [w], _QUICK_RAY_WORK):
+        elif is_inf(bound) and q.focus.search.ray(q.e * sign, [w], q.clock, _QUICK_RAY_WORK):
             ends.append(End(bound, True, None))
         else:
             return None

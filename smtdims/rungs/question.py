@@ -14,13 +14,16 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import z3
 
 from ..engines.smt import SAT, UNSAT
 from ..lang.expr import Expr, Var
 from ..lang.results import FALSE, TRUE
+
+if TYPE_CHECKING:
+    from ..options import Deadline
 
 # As in smtdims.rungs.intervals (which stands on this module): an end is an int or +-math.inf.
 INF = math.inf
@@ -160,6 +163,7 @@ class SignQuestion:
     sides: list[Side]
     interval: Interval  # proven bounds of e; the stock rung tightens them
     enough: Callable[[SignQuestion], bool]
+    clock: Deadline  # the question's deadline: what a rung reads before more work (never an ambient clock)
     origin: Any = None  # the host's own expression: the stock rung's question
     need: Precision = Precision.BEST
     by: str = ""  # the rung whose answer settled the question
@@ -190,8 +194,8 @@ class BoundsQuestion:
     ``ends`` (and ``deterministic`` where a clock shaped them).
     """
 
-    def __init__(self, scope: Any, e: Expr, proven: Interval | None, readable: bool) -> None:
-        self.scope, self.e, self.proven, self.readable = scope, e, proven, readable
+    def __init__(self, scope: Any, e: Expr, proven: Interval | None, readable: bool, clock: Deadline) -> None:
+        self.scope, self.e, self.proven, self.readable, self.clock = scope, e, proven, readable, clock
         self.ends: tuple[End, End] | None = None
         self.deterministic = True
         self._values: list[tuple[int, dict[str, int]]] | None = None
@@ -208,7 +212,7 @@ class BoundsQuestion:
     def values(self) -> list[tuple[int, dict[str, int]]]:
         """``e``'s values at the known points (with the points): attained values, exactly."""
         if self._values is None:
-            self._values = list(self.scope.points.values(self.e))
+            self._values = list(self.scope.points.values(self.e, self.clock))
         return self._values
 
     @property

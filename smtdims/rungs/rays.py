@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from .. import options
 from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, text_int
+
+if TYPE_CHECKING:
+    from ..options import Deadline
 
 _MAX_SINGLE_DIRECTIONS = 16
 _MAX_DEGREE = 2048
@@ -48,18 +51,19 @@ class _Work:
 
     Each product of two coefficients costs one unit. A search that runs out refuses (no
     certificate: sound); running out is decided by the count, not by a clock, so the same
-    question refuses the same rays. The deadline is watched as well (it marks the answer
-    as clock-shaped through :func:`options.deadline_passed`).
+    question refuses the same rays. The question's clock is watched as well (reading it past the
+    deadline marks the answer as clock-shaped).
     """
 
-    __slots__ = ("left",)
+    __slots__ = ("left", "clock")
 
-    def __init__(self, units: int):
+    def __init__(self, units: int, clock: Deadline):
         self.left = units
+        self.clock = clock
 
     def spend(self, units: int) -> bool:
         self.left -= units
-        return self.left >= 0 and not options.deadline_passed()
+        return self.left >= 0 and not self.clock.expired
 
 
 RAY_WORK = 1_000_000  # coefficient products per ray search: about 0.5 s of exact arithmetic
@@ -123,9 +127,9 @@ def _eventual_quotient(x: Poly, y: Poly) -> int | None:
 class _AlongRay:
     """Exact values of expressions along ``p + t*d`` as polynomials in ``t``, within ``work``."""
 
-    def __init__(self, p: Mapping[str, int], d: Mapping[str, int], work: _Work | None = None):
+    def __init__(self, p: Mapping[str, int], d: Mapping[str, int], work: _Work):
         self.p, self.d = p, d
-        self.work = work if work is not None else _Work(RAY_WORK)
+        self.work = work
         self._memo: dict[Op, Poly | None] = {}
         self._powers: dict[Var | Op, list[Poly]] = {}  # [a^0, a^1, ...]
 
@@ -204,7 +208,7 @@ def failing_at(constraints: ConstraintSet, p: Mapping[str, int]) -> frozenset[in
 
 def unbounded_below(e: Expr, constraints: ConstraintSet, p: Mapping[str, int], d: Mapping[str, int],
                     names: Iterable[str] | None = None, work: _Work | None = None,
-                    failing: frozenset[int] | None = None) -> bool:
+                    failing: frozenset[int] | None = None, *, clock: Deadline) -> bool:
     """Whether ``p + t*d`` certifies that ``e`` is unbounded below under ``constraints`` (exact).
 
     False also when ``work`` (default: a fresh :data:`RAY_WORK`) runs out: no certificate.
@@ -218,7 +222,7 @@ def unbounded_below(e: Expr, constraints: ConstraintSet, p: Mapping[str, int], d
     for v in names:
         if d.get(v, 0) < 0 or (d.get(v, 0) == 0 and p.get(v, 1) < 1):
             return False
-    ray = _AlongRay(p, d, work)
+    ray = _AlongRay(p, d, work if work is not None else _Work(RAY_WORK, clock))
     f = ray.expr(e)
     if f is None or len(f) < 2 or f[-1] >= 0:
         return False
@@ -254,7 +258,7 @@ def scale(e: Expr, constraints: ConstraintSet) -> int:
 
 
 def find_ray(e: Expr, constraints: ConstraintSet, bases: Iterable[Mapping[str, int]],
-             towards: Iterable[Mapping[str, int]] = (), work: int = RAY_WORK) -> bool:
+             towards: Iterable[Mapping[str, int]] = (), work: int = RAY_WORK, *, clock: Deadline) -> bool:
     """Try a few rays from known points: along each variable, along all of them, and towards far models.
 
     ``work``: coefficient products the search may spend (see :class:`_Work`).
@@ -277,19 +281,19 @@ def find_ray(e: Expr, constraints: ConstraintSet, bases: Iterable[Mapping[str, i
     # costly directions last (all variables at once through an expanded power is quadratic in
     # the degree per term), and one allowance for the whole search, of which one direction may
     # take at most half of what is left: a costly one cannot starve the cheap ones after it
-    dirs.sort(key=lambda d: max(_cost(e, d, work), _COSTLY))
-    allowance = _Work(work)
+    dirs.sort(key=lambda d: max(_cost(e, d, work, clock), _COSTLY))
+    allowance = _Work(work, clock)
     for base in [*bases, *towards]:  # a far model is itself a good base
         full = {v: base.get(v, 1) for v in names}
         extra = _symbolic_scale(e, constraints, full)  # symbolic divisors that stay constant along a ray
         failing = failing_at(constraints, full)
         for d in dirs:
             for dd in (d, {v: x * extra for v, x in d.items()}) if extra > 1 else (d,):
-                if allowance.left <= 0 or options.deadline_passed():
+                if allowance.left <= 0 or clock.expired:
                     return False
                 allowed = max(1, allowance.left // 2)
-                share = _Work(allowed)
-                found = unbounded_below(e, constraints, full, dd, names, share, failing)
+                share = _Work(allowed, clock)
+                found = unbounded_below(e, constraints, full, dd, names, share, failing, clock=clock)
                 allowance.left -= allowed - max(share.left, 0)
                 if found:
                     return True
@@ -299,7 +303,7 @@ def find_ray(e: Expr, constraints: ConstraintSet, bases: Iterable[Mapping[str, i
 _COSTLY = 50_000  # directions estimated to cost less keep their order
 
 
-def _cost(e: Expr, d: Mapping[str, int], cap: int) -> int:
+def _cost(e: Expr, d: Mapping[str, int], cap: int, clock: Deadline) -> int:
     """About the coefficient products of ``e`` along direction ``d`` (degree in ``t`` of each factor).
 
     Counted up to ``cap`` (the search's allowance: past it every direction is refused alike,
@@ -308,7 +312,7 @@ def _cost(e: Expr, d: Mapping[str, int], cap: int) -> int:
     total = 0
     moves: dict[Atom, bool] = {}
     for i, (m, _) in enumerate(e.terms):
-        if total > cap or (i % 512 == 511 and options.deadline_passed()):
+        if total > cap or (i % 512 == 511 and clock.expired):
             return total
         deg = 0
         for a, k in m:

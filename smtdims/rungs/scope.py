@@ -13,7 +13,7 @@ sub-analyzers stand below its ``Analyzer``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import z3
 
@@ -24,6 +24,9 @@ from ..lang.expr import Expr
 from ..lang.results import Bounds
 from .question import Interval, Precision
 
+if TYPE_CHECKING:
+    from ..options import Deadline
+
 
 class KnownPoints(Protocol):
     """What a rung reads of the known points (:class:`smtdims.rungs.points.Points`)."""
@@ -32,8 +35,9 @@ class KnownPoints(Protocol):
     def base(self) -> list[dict[str, int]]:
         """Valuations of the constrained variables that meet every constraint."""
 
-    def values(self, e: Expr) -> Iterator[tuple[int, dict[str, int]]]:
-        """``e``'s value at each known point (its free variables filled), with the point."""
+    def values(self, e: Expr, clock: Deadline) -> Iterator[tuple[int, dict[str, int]]]:
+        """``e``'s value at each known point (its free variables filled), with the point; none
+        once ``clock`` (the question's deadline) has passed."""
 
 
 class Scope(Protocol):

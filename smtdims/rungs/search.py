@@ -11,6 +11,7 @@ the last resort for a linear end no probe bounded. Every answer is a proven boun
 from __future__ import annotations
 
 import weakref
+from typing import TYPE_CHECKING
 
 from .. import options
 from ..engines.smt import SAT, UNSAT, CheckResult, z3_int_or_inf
@@ -20,6 +21,9 @@ from . import rays
 from .intervals import INF, is_inf
 from .question import BoundsQuestion, End
 from .scope import Scope
+
+if TYPE_CHECKING:
+    from ..options import Deadline
 
 NAME = "search"
 
@@ -37,12 +41,12 @@ class EndSearch:
         self.session = weakref.proxy(session)  # the session owns this object: no reference cycle
         self._recession: rays.Recession | None = None  # built when an end with no proven bound needs it
 
-    def ray(self, f: Expr, witnesses: list[dict[str, int]], work: int = rays.RAY_WORK) -> bool:
+    def ray(self, f: Expr, witnesses: list[dict[str, int]], clock: Deadline, work: int = rays.RAY_WORK) -> bool:
         """Whether an exact ray certifies ``f`` unbounded below, from the known points (no solver)."""
-        return rays.find_ray(f, self.session.constraints, self.session.points.base[:4] or witnesses, (), work)
+        return rays.find_ray(f, self.session.constraints, self.session.points.base[:4] or witnesses, (), work, clock=clock)
 
-    def end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], *, lower: bool,
-             ray_tried: bool = False) -> End:
+    def end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], clock: Deadline, *,
+            lower: bool, ray_tried: bool = False) -> End:
         """One end of ``e``: close a proven bound and an attained value in on each other.
 
         Work on ``f = sign*e`` (its lower end). With a proven bound: ask whether it is
@@ -70,9 +74,9 @@ class EndSearch:
 
         if p == a:
             return End(a * sign, True, w)
-        if is_inf(p) and not ray_tried and self.ray(f, [w]):
+        if is_inf(p) and not ray_tried and self.ray(f, [w], clock):
             return End(-INF if lower else INF, True, None)  # unbounded: no solver needed
-        if is_inf(p) and linear and self.recession_ray(f, [*self.session.points.base[:4], w]):
+        if is_inf(p) and linear and self.recession_ray(f, [*self.session.points.base[:4], w], clock):
             return End(-INF if lower else INF, True, None)  # one LP proposes the ray, checked exactly
         if not is_inf(p):
             # Is the proven bound attained? Intervals are often exact or nearly (split max/min
@@ -94,9 +98,9 @@ class EndSearch:
                 return self._end_result(p, sign, lower)
             a, w = f.evaluate(res.model), res.model
             far.append(res.model)
-            if rays.find_ray(f, self.session.constraints, self.session.points.base[:4] or [w], far):
+            if rays.find_ray(f, self.session.constraints, self.session.points.base[:4] or [w], far, clock=clock):
                 return End(-INF if lower else INF, True, None)
-            if not linear and self.recession_ray(f, [*self.session.points.base[:4], *far]):
+            if not linear and self.recession_ray(f, [*self.session.points.base[:4], *far], clock):
                 return End(-INF if lower else INF, True, None)
         gap, probes, step = max(1, abs(a)), 0, 2
         steps = _SEARCH_STEPS_LINEAR if linear else _SEARCH_STEPS
@@ -105,7 +109,7 @@ class EndSearch:
             # cap would leave wide ranges open (10**60-sized coefficients: 340 bits, ~680 checks)
             steps = max(steps, 2 * (a - p).bit_length() + 8)
         for _ in range(steps):
-            if p == a or options.deadline_passed():
+            if p == a or clock.expired:
                 break
             if is_inf(p):
                 if probes == _UNBOUNDED_PROBES:
@@ -129,9 +133,9 @@ class EndSearch:
                 break
         if p == a:
             return End(a * sign, True, w)
-        if is_inf(p) and rays.find_ray(f, self.session.constraints, self.session.points.base[:4], far[-3:]):
+        if is_inf(p) and rays.find_ray(f, self.session.constraints, self.session.points.base[:4], far[-3:], clock=clock):
             return End(-INF if lower else INF, True, None)
-        if linear and p != a and not options.deadline_passed():
+        if linear and p != a and not clock.expired:
             # last resort: Z3's optimiser proves a linear end infinite (or finds it) where no ray
             # was found; probes first, as they settle a finite end much sooner (50 variables /
             # 100 constraints: 38 ms of probes and bisection against 525 ms in the optimiser)
@@ -140,7 +144,7 @@ class EndSearch:
                 return opt
         return self._end_result(p, sign, lower)
 
-    def recession_ray(self, f: Expr, bases: list[dict[str, int]]) -> bool:
+    def recession_ray(self, f: Expr, bases: list[dict[str, int]], clock: Deadline) -> bool:
         """A ray proposed by the recession cone's LP, checked exactly from known feasible points."""
         if self._recession is None:
             self._recession = rays.Recession(self.session.constraints, self.session.budget, self.session.solver.family)
@@ -151,7 +155,7 @@ class EndSearch:
         for b in bases:
             full = {v: b.get(v, 1) for v in names}
             if rays.unbounded_below(f, self.session.constraints, full, d, names,
-                                    failing=rays.failing_at(self.session.constraints, full)):
+                                    failing=rays.failing_at(self.session.constraints, full), clock=clock):
                 return True
         return False
 
@@ -198,9 +202,11 @@ def answer(q: BoundsQuestion, scope: Scope) -> str | None:
     else:
         (vmin, wmin), (vmax, wmax) = extremes
     ends = ((lo0, 1, wmin), (hi0, -1, wmax))
-    rlo, rhi = (is_inf(p) and s.search.ray(e * sign, [wv], rays.RAY_WORK // 8) for p, sign, wv in ends)
-    rlo, rhi = (r or (is_inf(p) and s.search.ray(e * sign, [wv])) for r, (p, sign, wv) in zip((rlo, rhi), ends, strict=True))
-    lo = End(-INF, True, None) if rlo else s.search.end(e, lo0, vmin, wmin, lower=True, ray_tried=True)
-    hi = End(INF, True, None) if rhi else s.search.end(e, hi0, vmax, wmax, lower=False, ray_tried=True)
-    q.answer(lo, hi, deterministic=not options.deadline_passed())
+    clock = q.clock
+    rlo, rhi = (is_inf(p) and s.search.ray(e * sign, [wv], clock, rays.RAY_WORK // 8) for p, sign, wv in ends)
+    rlo, rhi = (r or (is_inf(p) and s.search.ray(e * sign, [wv], clock))
+                for r, (p, sign, wv) in zip((rlo, rhi), ends, strict=True))
+    lo = End(-INF, True, None) if rlo else s.search.end(e, lo0, vmin, wmin, clock, lower=True, ray_tried=True)
+    hi = End(INF, True, None) if rhi else s.search.end(e, hi0, vmax, wmax, clock, lower=False, ray_tried=True)
+    q.answer(lo, hi, deterministic=not clock.expired)
     return NAME
