@@ -431,7 +431,7 @@ class Session(ConstraintScope):
         # one that answered the bounds, holding the least-sum witnesses it gave with them); Z3
         # searches for it otherwise. The focus's point covers the cone of influence; the other
         # variables keep their values here (no constraint links them), and the whole is re-checked.
-        least = eng.least_witness(e, value) if eng is not None else None
+        least = eng.least_witness(e, value, clock=options.clock()) if eng is not None else None
         if least is not None and least.keys() <= env.keys():
             cand = {**env, **least}
             if valid(cand):

@@ -362,7 +362,7 @@ class ConstraintScope:
             self._satisfiable_checked = self._sat_proven = True
             return
         isl = self.isl_engine(Expr.const(0))
-        got = isl.conflict() if isl is not None else None
+        got = isl.conflict(clock=options.clock()) if isl is not None else None
         if got is not None:
             point, core = got
             if core is not None:

@@ -150,6 +150,52 @@ def test_every_module_has_a_floor_and_every_import_points_down():
     assert upward_imports(graph) == []
 
 
+# -- where the question's state is read (issue 43.1) ----------------------------------------------------------
+# The state of the question being answered (its deadline and what shaped the answer: options.Question, one
+# context variable) is read only where questions open; the layers below take it as a parameter (a rung
+# question's ``clock``), required, so a call that forgets it fails at once instead of running without a
+# deadline. The functions of smtdims.options that read or open it:
+AMBIENT = frozenset({"this_question", "active_deadline", "deadline_passed", "mark_clocked", "clocked", "clock",
+                     "limits_in_force", "question", "session_question"})
+# The modules that may, each with its reason. Not the language, the rungs or ISL's engine (never).
+AMBIENT_READERS = {
+    "smtdims.api": "the public calls open the question",
+    "smtdims.scope": "a scope's questions open here (the session question, its lock); hands the clock down",
+    "smtdims.reasoner": "the walk: builds the rung questions with the clock, the answers with its limits",
+    "smtdims.answers.explain": "explain() and its fixes are public calls: they open their question",
+    "smtdims.answers.diagnostics": "check_constraints() and its reports are public calls",
+    "smtdims.engines.smt": "the Z3 engine still finds the question itself (checks counted, fresh contexts, "
+                           "the watchdog's end): the next layer to take it as a parameter",
+    "smtdims_jax.adapter": "JAX's seam: JAX passes nothing, so the question opens here",
+    "smtdims_jax.exact_stock": "the host's own procedure, run by the stock rung inside JAX's question",
+}
+
+
+def ambient_reads(path: Path) -> set[str]:
+    """The functions of :data:`AMBIENT` a module uses: ``options.X`` or imported from the options module."""
+    used: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "options":
+            used |= {node.attr} & AMBIENT
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == "options":
+            used |= {a.name for a in node.names} & AMBIENT
+    return used
+
+
+def test_the_ambient_check_sees_both_forms(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("from .. import options\nfrom ..options import clocked, Deadline\n"
+                   "def f(q):\n    return options.deadline_passed() or q.clock.expired\n", encoding="utf-8")
+    assert ambient_reads(src) == {"clocked", "deadline_passed"}
+
+
+def test_the_question_is_read_only_where_questions_open():
+    readers = {m for m, path in _modules().items() if ambient_reads(path)}
+    assert readers <= set(AMBIENT_READERS), sorted(readers - set(AMBIENT_READERS))
+    assert not {m for m in readers if m.startswith(("smtdims.lang", "smtdims.rungs", "smtdims.engines.presburger"))}
+    assert set(AMBIENT_READERS) <= readers, sorted(set(AMBIENT_READERS) - readers)  # the list stays exact
+
+
 PLUGINS = ("smtdims_jax", "smtdims_pytest")
 
 

@@ -159,10 +159,9 @@ def available() -> bool:
     return _INSTALLED[0] and not _WORKER.down
 
 
-def _time_left() -> tuple[float, float]:
-    """Seconds for one call and for starting a worker: never past the question's deadline."""
-    d = options.active_deadline()
-    left = float("inf") if d is None else max(d.remaining(), 0.0)
+def _time_left(clock: options.Deadline) -> tuple[float, float]:
+    """Seconds for one call and for starting a worker: never past the question's deadline (``clock``)."""
+    left = max(clock.remaining(), 0.0)
     return min(CALL_LIMIT, left), min(START_LIMIT, left)
 
 
@@ -224,7 +223,7 @@ class Engine:
         return (self._constraint_ops[0] + cases <= MAX_CASES
                 and self._constraint_ops[1] + divisions <= MAX_DIVISIONS)
 
-    def _ask(self, e: Expr, request: dict) -> tuple[dict, tuple[str, ...]] | None:
+    def _ask(self, e: Expr, request: dict, clock: options.Deadline) -> tuple[dict, tuple[str, ...]] | None:
         """The worker's answer about ``e`` and the variable order of its points, or None."""
         names = tuple(sorted(self.constraints.variables() | e.variables()))
         alias = {n: f"v{i}" for i, n in enumerate(names)}  # ISL-safe names for any user name
@@ -252,7 +251,7 @@ class Engine:
         for _ in range(2):  # once more, with the domain, if the worker does not hold it
             if self._sent.get(names) != _WORKER.generation:
                 request["dom"] = domain()
-            answer, generation = _WORKER.call(request, *_time_left(), START_LIMIT)
+            answer, generation = _WORKER.call(request, *_time_left(clock), START_LIMIT)
             if answer is None:
                 self.disabled = True
                 return None
@@ -263,8 +262,8 @@ class Engine:
             self._sent.pop(names, None)
         return None
 
-    def bounds(self, e: Expr, known: dict[int, dict[str, int]] | None = None, *, least: bool = False,
-               small: int | None = None
+    def bounds(self, e: Expr, known: dict[int, dict[str, int]] | None = None, *, clock: options.Deadline,
+               least: bool = False, small: int | None = None
                ) -> tuple[int | float, int | float, dict[str, int] | None, dict[str, int] | None] | None:
         """``(lo, hi, lo_witness, hi_witness)``, exact; None when ISL could not answer (in time).
 
@@ -280,7 +279,7 @@ class Engine:
             return None
         spare = sorted(v for v, env in known.items()
                        if not least or small is None or max(env.values(), default=1) <= small)
-        got = self._ask(e, {"op": "bounds", "known": spare, "least": least})
+        got = self._ask(e, {"op": "bounds", "known": spare, "least": least}, clock)
         if got is None:
             return None
         answer, names = got
@@ -304,7 +303,7 @@ class Engine:
         """The least-sum witness of ``e == value`` that ISL gave with the bounds of ``e``, if it did."""
         return self._least.get((e, value))
 
-    def least_witness(self, e: Expr, value: int) -> dict[str, int] | None:
+    def least_witness(self, e: Expr, value: int, *, clock: options.Deadline) -> dict[str, int] | None:
         """A valuation meeting the constraints where ``e == value``, with the least sum of the
         variables (readable witnesses, one ISL call); None when ISL could not answer. Re-checked
         exactly, like every point ISL gives."""
@@ -313,13 +312,13 @@ class Engine:
             return hit
         if not available() or not self.eligible(e):
             return None
-        got = self._ask(e, {"op": "least", "value": str(value)})
+        got = self._ask(e, {"op": "least", "value": str(value)}, clock)
         if got is None or got[0].get("point") is None or len(got[0]["point"]) != len(got[1]):
             return None
         w = dict(zip(got[1], got[0]["point"], strict=True))
         return w if self.constraints.holds(w) and e.evaluate(w) == value else None
 
-    def conflict(self) -> tuple[dict[str, int] | None, list[str] | None] | None:
+    def conflict(self, *, clock: options.Deadline) -> tuple[dict[str, int] | None, list[str] | None] | None:
         """``(point, None)`` with a valuation meeting every constraint, or ``(None, core)`` with a
         minimal conflicting subset, labelled as :meth:`smtdims.engines.smt.SolverSession.unsat_core`
         labels it (texts as written, ``'v >= 1 (dimension variable)'``); None when ISL could not
@@ -339,7 +338,7 @@ class Engine:
         request = {"op": "conflict", "tup": ", ".join(alias[n] for n in names), "facts": facts}
         answer = _LOCAL.call(request)
         if answer is None:
-            answer, _ = _WORKER.call(request, *_time_left(), START_LIMIT)
+            answer, _ = _WORKER.call(request, *_time_left(clock), START_LIMIT)
         if answer is None:
             self.disabled = True
             return None
@@ -351,7 +350,7 @@ class Engine:
         w = dict(zip(names, pt, strict=True))
         return (w, None) if cs.holds(w) else None
 
-    def satisfiable(self, e: Expr, rel: str) -> bool | None:
+    def satisfiable(self, e: Expr, rel: str, *, clock: options.Deadline) -> bool | None:
         """Whether some valuation meets the constraints and ``e rel 0`` (``rel`` in ``<``, ``>``, ``>=``).
 
         None when ISL could not answer. "No" is ISL's proof (as "unsat" is Z3's); "yes" only
@@ -359,7 +358,7 @@ class Engine:
         """
         if not available() or not self.eligible(e):
             return None
-        got = self._ask(e, {"op": "sat", "rel": rel})
+        got = self._ask(e, {"op": "sat", "rel": rel}, clock)
         return None if got is None else bool(got[0]["sat"])
 
 

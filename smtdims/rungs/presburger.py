@@ -23,7 +23,7 @@ def answer(q: SignQuestion | BoundsQuestion, scope: Scope) -> str | None:
     if eng is None:
         return None
     for side in q.open():
-        sat = eng.satisfiable(red, side.rel)
+        sat = eng.satisfiable(red, side.rel, clock=q.clock)
         if sat is None:
             return None
         side.status = SAT if sat else UNSAT
@@ -38,7 +38,7 @@ def _bounds(q: BoundsQuestion) -> str | None:
     if eng is None:
         return None
     known = {v: env for v, env in q.values}
-    got = eng.bounds(e, known, least=q.readable, small=READABLE_VALUE)
+    got = eng.bounds(e, known, clock=q.clock, least=q.readable, small=READABLE_VALUE)
     if got is None:
         return None
     lo, hi, w_lo, w_hi = got
