@@ -217,21 +217,25 @@ class Question:
     another thread that inherited this context: same end, same sticky expiry), and what is the
     asking thread's alone: how many Z3 checks ran (``checks``; ``starts`` marks where each nested
     session question began, so a rung's answer counts as a solver answer only if Z3 ran in it),
-    whether formula building watches the clock (``watch``), and the fresh Z3 contexts the checks
+    and the fresh Z3 contexts the checks
     of the outermost session question share (``contexts``, ``keep``; ``depth``, the nested session
     questions open, is how many start marks there are, and the contexts are dropped when it returns
     to 0, so the next question starts from nothing: issue 18.3's determinism), and the rung that
     answered last (``rung``: audit mode reads who answered JAX's question before the question ends).
+
+    The scope and the entry points find it (:func:`asking`); below them it is a parameter: the rung
+    questions carry it, the Z3 engine's calls take it. ``bounded``: False for the stand-in that
+    :func:`asking` gives outside any question (no deadline: the engine checks in process, as before).
     """
 
-    __slots__ = ("deadline", "thread", "checks", "starts", "watch", "contexts", "keep", "rung")
+    __slots__ = ("deadline", "bounded", "thread", "checks", "starts", "contexts", "keep", "rung")
 
-    def __init__(self, deadline: Deadline):
+    def __init__(self, deadline: Deadline, bounded: bool = True):
         self.deadline = deadline
+        self.bounded = bounded
         self.thread = threading.get_ident()
         self.checks = 0
         self.starts: list[int] = []
-        self.watch = False
         self.contexts: dict[int, Any] = {}
         self.keep: list[Any] = []
         self.rung: str | None = None
@@ -314,6 +318,17 @@ def limits_in_force() -> tuple[int, float]:
     deadline of the outermost question when one is running (what its answers quote)."""
     d = active_deadline()
     return current().budget, d.seconds if d is not None else current().deadline
+
+
+def asking() -> Question:
+    """The question the layers below the scope are handed: this thread's open question; else a
+    stand-in with the open question's clock (a context copied from another thread: its deadline,
+    none of its counters or contexts), or, outside any question, one with no deadline
+    (``bounded`` False) whose counts and marks are dropped."""
+    q = _ACTIVE.get()
+    if q is not None and q.thread == threading.get_ident():
+        return q
+    return Question(q.deadline) if q is not None else Question(Deadline(math.inf), bounded=False)
 
 
 def clock() -> Deadline:

@@ -216,7 +216,7 @@ class Session(ConstraintScope):
         self.check_divisors(lhs, rhs)
         diff = lhs - rhs
         yes, fails = Side(op), Side(NEGATED[op])
-        q = self.walk(SignQuestion(diff, [yes, fails], self._sign_interval_of(diff), all_settled, options.clock()), DECISION)
+        q = self.walk(SignQuestion(diff, [yes, fails], self._sign_interval_of(diff), all_settled, options.asking()), DECISION)
 
         def readable(side: Side, want: bool) -> dict[str, int] | None:
             if side.witness is None or side.source is None:
@@ -253,7 +253,7 @@ class Session(ConstraintScope):
         :meth:`proves` for a rung's own sub-question (:mod:`smtdims.rungs.cases`), inside the caller's
         question: no lock, no answer counted, no satisfiability or divisor check (the caller's)."""
         fails = Side(NEGATED[op])
-        q = self.walk(SignQuestion(diff, [fails], self._sign_interval_of(diff), all_settled, options.clock()), DECISION)
+        q = self.walk(SignQuestion(diff, [fails], self._sign_interval_of(diff), all_settled, options.asking()), DECISION)
         return fails.status == UNSAT, q.by
 
     # -- bounds for JAX-style callers ---------------------------------------------------------------------
@@ -301,7 +301,7 @@ class Session(ConstraintScope):
             STATS.answered("interval")
             return (lo, hi), True  # sound over the valuations where e is defined
         if need == Precision.BEST:
-            q = SignQuestion(e, [], (lo, hi), lambda q: sufficient(need, *q.interval), options.clock(), origin, need)
+            q = SignQuestion(e, [], (lo, hi), lambda q: sufficient(need, *q.interval), options.asking(), origin, need)
             by = stock_rung.answer(q, self)
             if by is not None and q.done():
                 STATS.answered(by)
@@ -310,7 +310,7 @@ class Session(ConstraintScope):
             return (b.lo, b.hi), b.deterministic
         strict = need == Precision.STRICT_SIGN
         below, above = Side("<"), Side(">=" if strict else ">")
-        q = self.walk(SignQuestion(e, [below, above], (lo, hi), one_refuted, options.clock(), origin, need), SIGN)
+        q = self.walk(SignQuestion(e, [below, above], (lo, hi), one_refuted, options.asking(), origin, need), SIGN)
         STATS.answered(q.by)
         lo, hi = q.interval
         if below.status == UNSAT:
@@ -463,7 +463,7 @@ class Session(ConstraintScope):
     def _bounds(self, e: Expr, proven: Interval | None = None, readable: bool = False) -> Bounds:
         """The bounds ladder (:data:`smtdims.rungs.table.LADDERS`): constant, points, ISL, cases, search."""
         self.ensure_satisfiable()
-        q = self.walk(BoundsQuestion(self, e, proven, readable, options.clock()), BOUNDS)
+        q = self.walk(BoundsQuestion(self, e, proven, readable, options.asking()), BOUNDS)
         assert q.ends is not None  # the search, last, always answers
         return self._mk_bounds(e, *q.ends, q.by, deterministic=q.deterministic)
 

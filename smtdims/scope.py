@@ -274,7 +274,7 @@ class ConstraintScope:
     def check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr) -> CheckResult:
         """A solver check of the constraints and ``build``'s facts; a model is re-checked exactly."""
         res = self.solver.check(
-            build, linear=self.linear(*exprs), model_vars=frozenset().union(*(e.variables() for e in exprs))
+            build, linear=self.linear(*exprs), ask=options.asking(), model_vars=frozenset().union(*(e.variables() for e in exprs))
         )
         if res.status == SAT:
             if res.model is None or not self.constraints.holds(res.model):
@@ -371,7 +371,7 @@ class ConstraintScope:
             return
         res = self.check(lambda enc: [])
         if res.status == UNSAT:
-            core = (None if self.internal else self.solver.unsat_core()) or [c.text for c in self.constraints]
+            core = (None if self.internal else self.solver.unsat_core(ask=options.asking())) or [c.text for c in self.constraints]
             raise UnsatisfiableConstraintsError.from_conflict(core)
         if res.status == SAT:
             self._sat_model, self._sat_proven = res.model, True  # _check re-checked the model exactly

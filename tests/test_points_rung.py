@@ -45,9 +45,9 @@ def _plain_by_points(session, q):
 def _question(e, kind):
     if kind == "sign":
         return SignQuestion(e, [Side("<"), Side(">=")], (-float("inf"), float("inf")), one_refuted,
-                            options.clock(), need=Precision.STRICT_SIGN)
+                            options.asking(), need=Precision.STRICT_SIGN)
     return SignQuestion(e, [Side(">="), Side(NEGATED[">="])], (-float("inf"), float("inf")), all_settled,
-                        options.clock())
+                        options.asking())
 
 
 def test_same_sides_and_witnesses_as_the_plain_loop():

@@ -33,6 +33,7 @@ def test_a_thread_with_an_inherited_context_shares_the_deadline_not_the_state():
     def in_thread() -> None:
         seen["inherited"] = options.this_question()  # another thread's: not this one's
         seen["deadline"] = options.active_deadline()
+        seen["asked"] = options.asking()  # what the layers below are handed here: the clock, no state
         with options.session_question() as d:
             q = options.this_question()
             seen.update(own=q, own_deadline=d, depth=q.depth, thread=q.thread)
@@ -44,6 +45,7 @@ def test_a_thread_with_an_inherited_context_shares_the_deadline_not_the_state():
         t.start()
         t.join()
         assert seen["inherited"] is None and seen["deadline"] is d
+        assert seen["asked"] is not parent and seen["asked"].deadline is d and seen["asked"].bounded
         assert seen["own"] is not parent and seen["own_deadline"] is d  # one clock, two states
         assert seen["thread"] == t.ident and seen["depth"] == 1 and parent.depth == 1
     assert options.this_question() is None
@@ -56,15 +58,16 @@ def test_fresh_contexts_live_as_long_as_the_outermost_session_question():
     solver = SolverSession(cs, smtdims.options.current().budget)
     with options.scoped(deadline=30), options.question():
         q = options.this_question()
-        assert solver.fresh() is not solver.fresh()  # outside a session question: one per check
+        assert options.asking() is q
+        assert solver.fresh(q) is not solver.fresh(q)  # outside a session question: one per check
         with options.session_question():
-            f = solver.fresh()
+            f = solver.fresh(q)
             with options.session_question():
-                assert solver.fresh() is f  # a sub-question shares it
-            assert solver.fresh() is f and q.contexts
+                assert solver.fresh(q) is f  # a sub-question shares it
+            assert solver.fresh(q) is f and q.contexts
         assert q.contexts == {} and q.keep == []  # dropped: the next question starts from nothing
         with options.session_question():
-            assert solver.fresh() is not f
+            assert solver.fresh(q) is not f
 
 
 def test_the_solver_answer_count_reads_the_questions_own_checks():
@@ -77,3 +80,33 @@ def test_the_solver_answer_count_reads_the_questions_own_checks():
     smtdims.reset_stats()
     smtdims.decide("a + 1", ">=", "a", [], deadline=30)  # the interval rules: no solver, no solver answer
     assert smtdims.stats()["solver_answers"] == 0
+
+
+def test_asking_hands_down_the_open_question_or_a_stand_in_without_a_deadline():
+    """What the scope hands the engines (issue 43.1): the open question itself; outside any, a stand-in
+    that is not ``bounded`` (the Z3 engine checks in process then, as with no question) and whose clock
+    never passes."""
+    outside = options.asking()
+    assert not outside.bounded and not outside.deadline.expired and outside is not options.asking()
+    with options.scoped(deadline=30), options.question() as d:
+        q = options.asking()
+        assert q is options.this_question() and q.bounded and q.deadline is d
+        assert options.clock() is d
+
+
+def test_the_engine_reads_the_question_it_is_handed():
+    """A check for a question whose deadline has passed is not run, whatever question the thread has
+    open: the engine reads the one it is given (``ask``), nothing ambient."""
+    import time
+
+    from smtdims.engines.smt import REASON_DEADLINE, SolverSession
+
+    cs = smtdims.ConstraintSet.of(["a*b >= 4"])
+    solver = SolverSession(cs, options.current().budget)
+    late = options.Question(options.Deadline(0.001))
+    time.sleep(0.01)
+    res = solver.check(lambda enc: [], linear=False, ask=late)
+    assert res.status == "unknown" and res.reason == REASON_DEADLINE and late.checks == 1
+    with options.scoped(deadline=30), options.question():
+        assert solver.check(lambda enc: [], linear=False, ask=late).reason == REASON_DEADLINE
+    assert solver.check(lambda enc: [], linear=False, ask=options.asking()).status == "sat"

@@ -83,8 +83,8 @@ def test_the_symbol_is_quoted_injective_and_parses_back():
     # with its model by name: every name must be read as the variable it is (one model: x_i = i + 1)
     s = smt.make_solver(ctx, 200_000, killable=True)
     s.add(*[x >= i + 1 for i, x in enumerate(xs)], z3.Sum(xs) <= 66)
-    with options.scoped(deadline=30.0), options.question():
-        assert s.check() == z3.sat
+    with options.scoped(deadline=30.0), options.question() as d:
+        assert s.check(deadline=d) == z3.sat
     m = s.model()
     assert not isinstance(m, z3.ModelRef)  # the worker's model (a check here would give Z3's own)
     assert [m.eval(x) for x in xs] == list(range(1, len(xs) + 1))

@@ -85,11 +85,11 @@ def test_recession_cone_finds_the_ray_that_fixed_directions_miss():
     # along every variable at once u grows past 10; along any single variable a - 2*b
     # either grows or a constraint breaks: find_ray's own directions fail
     assert not rays.find_ray(f, cs, [base], clock=options.clock())
-    d = rays.Recession(cs, 100_000).direction(f)
+    d = rays.Recession(cs, 100_000).direction(f, options.asking())
     assert d is not None and d["u"] == 0 and min(d.values()) >= 0
     assert rays.unbounded_below(f, cs, base, d, clock=options.clock())
     # a bounded end gets no direction: the LP is infeasible
-    assert rays.Recession(cs, 100_000).direction(parse_expr("-u")) is None
+    assert rays.Recession(cs, 100_000).direction(parse_expr("-u"), options.asking()) is None
 
 
 def test_a_recession_check_the_deadline_interrupts_ends_without_a_direction(monkeypatch):
@@ -105,16 +105,16 @@ def test_a_recession_check_the_deadline_interrupts_ends_without_a_direction(monk
     cone = rays.Recession(cs, 100_000)
     real = smt.run_check
 
-    def interrupted(solver, ctx, *args):
+    def interrupted(solver, ctx, *args, **kwargs):
         smt.retire_shared(ctx)  # what run_check does when the watchdog interrupted the check
         return z3.unknown, REASON_DEADLINE
 
     before = smt.shared_context()
     monkeypatch.setattr(smt, "run_check", interrupted)
-    assert cone.direction(parse_expr("a - 2*b")) is None
+    assert cone.direction(parse_expr("a - 2*b"), options.asking()) is None
     assert smt.shared_context() is not before  # retired, and the LP built in it released with it
     monkeypatch.setattr(smt, "run_check", real)
-    d = cone.direction(parse_expr("a - 2*b"))  # rebuilt in the new shared context on the next use
+    d = cone.direction(parse_expr("a - 2*b"), options.asking())  # rebuilt in the new shared context on the next use
     assert d is not None and d["u"] == 0
 
 

@@ -31,8 +31,8 @@ def _check(fs: list[z3.BoolRef], deadline: float | None) -> tuple[z3.CheckSatRes
     s.add(*fs)
     if deadline is None:
         return s.check(), s
-    with options.scoped(deadline=deadline), options.question():
-        return s.check(), s
+    with options.scoped(deadline=deadline), options.question() as d:
+        return s.check(deadline=d), s
 
 
 def test_the_worker_answers_as_the_caller_does():
@@ -63,8 +63,8 @@ def test_an_unsat_core_comes_back_as_the_callers_literals():
     on = [z3.Bool(f"!c{i}", ctx) for i in range(3)]
     s = smt.make_solver(ctx, 200_000, killable=True)
     s.add(z3.Implies(on[0], a * b >= 10), z3.Implies(on[1], a <= 2), z3.Implies(on[2], b <= 3), a >= 1, b >= 1)
-    with options.scoped(deadline=30.0), options.question():
-        assert s.check(*on) == z3.unsat
+    with options.scoped(deadline=30.0), options.question() as d:
+        assert s.check(*on, deadline=d) == z3.unsat
         core = s.unsat_core()
     assert {str(x) for x in core} == {"!c0", "!c1", "!c2"} and all(x.ctx is ctx for x in core)
 

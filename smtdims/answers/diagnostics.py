@@ -159,7 +159,7 @@ def _check_constraints(cs: ConstraintSet) -> ConstraintReport:
     session = Session(cs, budget)
     imp = _Implications(cs, budget) if cs.constraints else None
     linear = cs.is_linear()
-    res = session.solver.check(lambda enc: [], linear=linear, model_vars=cs.variables())
+    res = session.solver.check(lambda enc: [], linear=linear, ask=options.asking(), model_vars=cs.variables())
     texts = tuple(c.text for c in cs)
     if res.status == UNSAT:
         core = conflict(cs, budget) or list(texts)
@@ -210,8 +210,8 @@ class _Solvers:
     it says unknown. Either one's sat/unsat is the same fact, so the answer does not depend on
     which one finished (nor on the timeout): only the time does."""
 
-    def __init__(self, ctx: z3.Context, build: Any):
-        self.ctx = ctx
+    def __init__(self, ctx: z3.Context, build: Any, ask: options.Question):
+        self.ctx, self.ask = ctx, ask
         self._build = build  # fast: bool -> a solver holding the formulas
         self._extra: list[z3.BoolRef] = []
         self.fast = build(True)
@@ -226,13 +226,13 @@ class _Solvers:
 
     def check(self, assumptions: list[z3.BoolRef]) -> tuple[object, str]:
         self.last = self.fast
-        r, reason = run_check(_assuming(self.fast), self.ctx, assumptions)
+        r, reason = run_check(_assuming(self.fast), self.ctx, assumptions, ask=self.ask)
         if r == z3.unknown and reason != REASON_DEADLINE:
             if self.default is None:
                 self.default = self._build(False)
                 self.default.add(*self._extra)
             self.last = self.default
-            r, reason = run_check(_assuming(self.default), self.ctx, assumptions)
+            r, reason = run_check(_assuming(self.default), self.ctx, assumptions, ask=self.ask)
         return r, reason
 
     def model(self) -> z3.ModelRef:
@@ -255,6 +255,7 @@ class _Implications:
 
     def __init__(self, cs: ConstraintSet, budget: int):
         self.cs = cs
+        self.ask = options.asking()  # made inside check_constraints' question: its clock and counts
         self.points: list[dict[str, int]] = []
         self.by_var: dict[str, list[int]] = {}
         for k, c in enumerate(cs.constraints):
@@ -289,7 +290,7 @@ class _Implications:
     def _solver(self, which: Any) -> _Solvers:
         """Solvers holding the switchable constraints ``which`` (their definitions) and their ``v >= 1`` facts."""
         which = list(which)
-        return _Solvers(self.ctx, lambda fast: self._build(which, fast))
+        return _Solvers(self.ctx, lambda fast: self._build(which, fast), self.ask)
 
     def _build(self, which: list[int], fast: bool) -> z3.Solver:
         s = make_solver(self.ctx, self.budget, fast=fast, killable=self.nonlinear)
@@ -345,7 +346,7 @@ class _Implications:
         return hi * sign if hi is not None and lo >= hi else None
 
     def _check(self, assumptions: list[z3.BoolRef], solver: _Solvers | None = None) -> tuple[object, str]:
-        COUNTERS.bump("solver_checks")
+        COUNTERS.checked(self.ask)
         s = solver if solver is not None else self.solver
         return self._unless_stopped(lambda: s.check(assumptions))
 
@@ -423,8 +424,8 @@ class _Implications:
         return r == z3.unsat
 
     def _check_with(self, s: z3.Solver) -> tuple[object, str]:
-        COUNTERS.bump("solver_checks")
-        return self._unless_stopped(lambda: run_check(s, self.ctx))
+        COUNTERS.checked(self.ask)
+        return self._unless_stopped(lambda: run_check(s, self.ctx, ask=self.ask))
 
     def guards_a_divisor(self, i: int, kept: list[int]) -> bool:
         """Whether constraint ``i`` keeps a divisor of another kept constraint nonzero.

@@ -305,7 +305,7 @@ def minimal_support(session: Session, build: Build, *exprs: Expr) -> tuple[tuple
     the solver cannot produce a core, every constraint is returned with False.
     """
     # A private solver: the question's extra terms must not leak into the caller's session.
-    core = SolverSession(session.constraints, session.budget).unsat_core(build)
+    core = SolverSession(session.constraints, session.budget).unsat_core(build, ask=options.asking())
     if core is None:
         names = sorted(session.constraints.variables().union(*(e.variables() for e in exprs)))
         return tuple(c.text for c in session.constraints) + tuple(f"{v} >= 1 (dimension variable)" for v in names), False
@@ -324,7 +324,8 @@ def minimal_support(session: Session, build: Build, *exprs: Expr) -> tuple[tuple
             kept.remove(t)
     if kept != user:
         # Dropping a user constraint can make an implicit v >= 1 fact necessary: ask again.
-        again = SolverSession(ConstraintSet(tuple(by_text[t] for t in kept)), session.budget).unsat_core(build)
+        again = SolverSession(ConstraintSet(tuple(by_text[t] for t in kept)), session.budget).unsat_core(
+            build, ask=options.asking())
         if again is not None:
             implicit = sorted(t for t in again if t not in by_text)
         else:
@@ -336,7 +337,7 @@ def minimal_support(session: Session, build: Build, *exprs: Expr) -> tuple[tuple
 def refutes(constraints: ConstraintSet, build: Build, budget: int, *, linear: bool) -> bool:
     """Whether ``constraints`` (with ``v >= 1``) prove ``build`` unsatisfiable (unknown counts as no)."""
     s = SolverSession(constraints, budget)
-    return s.check(build, linear=linear and constraints.is_linear(), want_model=False).status == UNSAT
+    return s.check(build, linear=linear and constraints.is_linear(), ask=options.asking(), want_model=False).status == UNSAT
 
 
 # -- suggested fixes ---------------------------------------------------------------------------------
@@ -374,7 +375,7 @@ def proves_with(session: Session, lhs: Expr, op: str, rhs: Expr, extra: Sequence
     base = replace if replace is not None else ConstraintSet(session.constraints.constraints + tuple(extra))
     s = Session(base, session.budget)  # private: trial constraint sets stay out of the shared registry
     try:
-        sat = s.solver.check(lambda enc: [], linear=base.is_linear(), model_vars=base.variables())
+        sat = s.solver.check(lambda enc: [], linear=base.is_linear(), ask=options.asking(), model_vars=base.variables())
         if sat.status != SAT or sat.model is None or not base.holds(sat.model):
             return False
         return s.proves(lhs, op, rhs)
@@ -422,7 +423,7 @@ def _bounded_range(s: Session, v: str) -> tuple[float, float] | None:
     """
     linear = False
     names = s.constraints.variables() | {v}
-    start = s.solver.check(lambda enc: [], linear=linear, model_vars=names)
+    start = s.solver.check(lambda enc: [], linear=linear, ask=options.asking(), model_vars=names)
     if start.status == UNSAT:
         return None
     p_lo, p_hi = s.interval(Expr.var(v))
@@ -443,7 +444,7 @@ def _bounded_range(s: Session, v: str) -> tuple[float, float] | None:
             else:
                 m = (a + proven + 1) // 2 if upper else (a + proven) // 2
             build = (lambda enc, m=m: [enc.var(v) >= m]) if upper else (lambda enc, m=m: [enc.var(v) <= m])
-            res = s.solver.check(build, linear=linear, model_vars=names)
+            res = s.solver.check(build, linear=linear, ask=options.asking(), model_vars=names)
             if res.status == UNSAT:
                 proven = m - 1 if upper else m + 1
             elif res.status == SAT and res.model is not None and s.constraints.holds(res.model):

@@ -148,10 +148,12 @@ class SolverCounters:
     def bump(self, name: str, by: int = 1) -> None:
         with COUNTS_LOCK:
             setattr(self, name, getattr(self, name) + by)
-        if name == "solver_checks":
-            q = options.this_question()
-            if q is not None:
-                q.checks += by
+
+    def checked(self, ask: options.Question) -> None:
+        """One more Z3 check, in the process's counters and in the question's own (``ask.checks``:
+        whether a rung's answer came from Z3, :meth:`smtdims.scope._Stats.answered`)."""
+        self.bump("solver_checks")
+        ask.checks += 1
 
     def reset(self) -> None:
         with COUNTS_LOCK:
@@ -167,31 +169,7 @@ class DeadlinePassed(Exception):
     """The question's deadline passed while its formulas were being built (caught by the check)."""
 
 
-def _watched_deadline_passed() -> bool:
-    """Inside :func:`watching`: whether this thread's question's deadline has passed."""
-    q = options.this_question()
-    return q is not None and q.watch and q.deadline.expired
-
-
 _SHARED_POWER = 8  # powers from this exponent up are products of defined squares (smaller ones: spelt out)
-
-
-@contextmanager
-def watching() -> Iterator[None]:
-    """Encoding inside the block raises :class:`DeadlinePassed` once the question's deadline has passed.
-
-    Only inside :meth:`SolverSession.check` and the other calls that catch DeadlinePassed: other
-    users of the Encoder (CLI scripts) never see it. Outside a question there is no deadline to pass.
-    """
-    q = options.this_question()
-    if q is None:
-        yield
-        return
-    outer, q.watch = q.watch, True
-    try:
-        yield
-    finally:
-        q.watch = outer
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +204,7 @@ class Encoder:
         self._powers: dict[tuple[Atom, int], z3.ArithRef] = {}  # a^k for k >= _SHARED_POWER
         self._squares = 0  # squares defined so far (their names)
         self._touched: set[Atom] | None = None
+        self._watch: options.Deadline | None = None  # the clock of the collect running (see collect)
 
     def var(self, name: str) -> z3.ArithRef:
         v = self.vars.get(name)
@@ -266,7 +245,7 @@ class Encoder:
         # a^300 as 300 binary products cost 11 s in the Python API for (a - b)^300
         terms: list[z3.ArithRef] = []
         for i, (m, c) in enumerate(e.terms):
-            if not i & 31 and _watched_deadline_passed():
+            if not i & 31 and self._watch is not None and self._watch.expired:
                 raise DeadlinePassed  # an encoding as large as the input must not outlive the question
             factors = [] if c == 1 and m else [self.const(c)]
             for a, k in m:
@@ -398,16 +377,23 @@ class Encoder:
         nonzero = [self.expr(div) != 0 for div in symbolic_divisors(c.diff)]
         return z3.And(rel, *nonzero) if nonzero else rel
 
-    def collect(self, build: Callable[[Encoder], list[z3.BoolRef]], names: Iterable[str] = ()) -> tuple[list, set[Atom]]:
-        """``build``'s formulas and every atom they (and the variables ``names``) mention."""
+    def collect(self, build: Callable[[Encoder], list[z3.BoolRef]], names: Iterable[str] = (), *,
+                watch: options.Deadline | None = None) -> tuple[list, set[Atom]]:
+        """``build``'s formulas and every atom they (and the variables ``names``) mention.
+
+        ``watch``: the question's clock; building raises :class:`DeadlinePassed` once it has passed
+        (the engine's calls catch it: an input as large as the question must not outlive it). Other
+        users of the Encoder (CLI scripts) give none and never see it. An encoder is used by one
+        thread at a time (the shared one under ``Z3_LOCK``, a fresh one by its question's)."""
         outer, self._touched = self._touched, set()
+        outer_watch, self._watch = self._watch, watch if watch is not None else self._watch
         try:
             goals = build(self)
             for n in names:
                 self.var(n)
             return goals, self._touched
         finally:
-            self._touched = outer
+            self._touched, self._watch = outer, outer_watch
 
     def axioms_of(self, atoms: Iterable[Atom]) -> list[z3.BoolRef]:
         out: list[z3.BoolRef] = []
@@ -600,9 +586,10 @@ class KillableSolver:
         if self._local is not None:
             self._local.set(*args, **kwargs)
 
-    def check(self, *assumptions: z3.BoolRef) -> z3.CheckSatResult:
+    def check(self, *assumptions: z3.BoolRef, deadline: options.Deadline | None = None) -> z3.CheckSatResult:
+        """Z3's ``check``; under a ``deadline`` (:func:`run_check` gives the question's) in a worker."""
         self._assumptions = list(assumptions)
-        d = options.active_deadline()
+        d = deadline
         if d is not None:
             answer = self._remote(d, assumptions)
             if answer is not None:
@@ -862,14 +849,16 @@ if hasattr(os, "register_at_fork"):
                         after_in_child=_after_fork_gate_in_child)
 
 
-def run_check(s: z3.Solver | z3.Optimize, ctx: z3.Context, assumptions: list | None = None) -> tuple[object, str]:
-    """``s.check(*assumptions)`` under the question's deadline: ``(z3 result, unknown reason or "")``.
+def run_check(s: z3.Solver | z3.Optimize, ctx: z3.Context, assumptions: list | None = None, *,
+              ask: options.Question) -> tuple[object, str]:
+    """``s.check(*assumptions)`` under the question's deadline (``ask``'s; none where it is not
+    ``bounded``): ``(z3 result, unknown reason or "")``.
 
     A check cut by Ctrl-C re-delivers SIGINT to Python (see above): by default that raises
     KeyboardInterrupt here; under a handler that does not raise, the question ends as
     "unknown" with reason ``interrupted``, clock-shaped.
     """
-    d = options.active_deadline()
+    d = ask.deadline if ask.bounded else None
     if d is not None and d.expired:
         COUNTERS.bump("deadline_hits")
         return z3.unknown, REASON_DEADLINE
@@ -877,7 +866,7 @@ def run_check(s: z3.Solver | z3.Optimize, ctx: z3.Context, assumptions: list | N
     token = options.WATCHDOG.arm(ctx, d.end) if d is not None else None
     _gate_enter()
     try:
-        r = s.check(*(assumptions or ()))
+        r = s.check(*(assumptions or ()), deadline=d) if isinstance(s, KillableSolver) else s.check(*(assumptions or ()))
     finally:
         _gate_leave()
         interrupted = options.WATCHDOG.disarm(token) if token is not None else False
@@ -908,16 +897,16 @@ def run_check(s: z3.Solver | z3.Optimize, ctx: z3.Context, assumptions: list | N
 class Fresh:
     """A context of its own for the nonlinear checks of one question (dropped with it)."""
 
-    def __init__(self, constraints: ConstraintSet):
+    def __init__(self, constraints: ConstraintSet, ask: options.Question):
         COUNTERS.bump("fresh_contexts")
         _trim_state["due"] = True  # freed with its question: its pages too are worth giving back
-        if options.active_deadline() is not None:
+        if ask.bounded:
             Z3_WORKERS.prestart()  # its checks go to a worker: the first one starts while this encodes
         with z3_work():
             self.ctx = z3.Context()
             self.enc = Encoder(self.ctx)
             self.terms, self.atoms = self.enc.collect(
-                lambda e: [e.constraint(c) for c in constraints], sorted(constraints.variables())
+                lambda e: [e.constraint(c) for c in constraints], sorted(constraints.variables()), watch=ask.deadline
             )
 
 
@@ -1045,14 +1034,16 @@ class SolverSession:
         return self._enc is not None
 
     @_locked
-    def _start(self) -> None:
+    def _start(self, watch: options.Deadline | None = None) -> None:
+        """The shared context's side of this session (the constraints encoded once), built on first
+        use and again after a retirement; ``watch``: the clock of the question that builds it."""
         if self._enc is not None and self._enc.ctx is not shared_context():  # retired: start over
             self._release()
         touch(self, self.family)
         if self._enc is None:
             enc = Encoder(shared_context())
             terms, atoms = enc.collect(
-                lambda e: [e.constraint(c) for c in self.constraints], sorted(self.constraints.variables())
+                lambda e: [e.constraint(c) for c in self.constraints], sorted(self.constraints.variables()), watch=watch
             )
             self._constraint_terms = terms
             self._constraint_atoms = atoms
@@ -1073,14 +1064,13 @@ class SolverSession:
         self._enc, self._solvers, self._shared_atoms = None, {}, set()
         self._constraint_terms, self._constraint_atoms = [], frozenset()
 
-    @property
-    def encoder(self) -> Encoder:
-        self._start()
+    def _encoder(self, watch: options.Deadline) -> Encoder:
+        self._start(watch)
         assert self._enc is not None
         return self._enc
 
-    def _shared_solver(self, fast: bool = False) -> z3.Solver:
-        self._start()
+    def _shared_solver(self, fast: bool, watch: options.Deadline) -> z3.Solver:
+        self._start(watch)
         s = self._solvers.get(fast)
         if s is None:
             assert self._enc is not None
@@ -1090,18 +1080,18 @@ class SolverSession:
         return s
 
     # -- the nonlinear context of the current question ------------------------------------------
-    def fresh(self) -> Fresh:
-        """The fresh context of this constraint set for the question being answered.
+    def fresh(self, ask: options.Question) -> Fresh:
+        """The fresh context of this constraint set for the question ``ask``.
 
         Inside a session question (:func:`smtdims.options.session_question`) one per session until the
         outermost one ends; outside, one per check.
         """
-        q = options.this_question()
-        if q is None or not q.starts:  # no session question open
-            return Fresh(self.constraints)
+        q = ask
+        if not q.starts:  # no session question open
+            return Fresh(self.constraints, ask)
         f = q.contexts.get(id(self))
         if f is None:
-            f = Fresh(self.constraints)
+            f = Fresh(self.constraints, ask)
             q.contexts[id(self)] = f
             q.keep.append(self)  # ids stay unique while the question lives
         return f
@@ -1112,63 +1102,64 @@ class SolverSession:
         build: Callable[[Encoder], list[z3.BoolRef]],
         *,
         linear: bool,
+        ask: options.Question,
         want_model: bool = True,
         model_vars: frozenset[str] = frozenset(),
     ) -> CheckResult:
-        """Satisfiability of the constraints AND the formulas ``build`` makes.
+        """Satisfiability of the constraints AND the formulas ``build`` makes, for the question ``ask``
+        (its deadline, its fresh contexts, its count of checks).
 
         Building the formulas watches the deadline too (:class:`DeadlinePassed`): an input
         large enough to take seconds to encode is answered "unknown", reason deadline.
         """
-        COUNTERS.bump("solver_checks")
+        COUNTERS.checked(ask)
         try:
-            with watching():
-                return self._check(build, linear, want_model, model_vars)
+            return self._check(build, linear, want_model, model_vars, ask)
         except DeadlinePassed:
             COUNTERS.bump("deadline_hits")
             return CheckResult(UNKNOWN, reason=REASON_DEADLINE)
 
     def _check(self, build: Callable[[Encoder], list[z3.BoolRef]], linear: bool, want_model: bool,
-               model_vars: frozenset[str]) -> CheckResult:
+               model_vars: frozenset[str], ask: options.Question) -> CheckResult:
         if linear and self.linear:
             with Z3_LOCK:
-                enc = self.encoder
-                goals, atoms = enc.collect(build, sorted(model_vars))
+                enc = self._encoder(ask.deadline)
+                goals, atoms = enc.collect(build, sorted(model_vars), watch=ask.deadline)
                 # the query's own definitions live inside push/pop: a scope that asked about
                 # many divisions would otherwise slow every later check (measured: 2 ms -> 1 s)
                 extra = [*enc.axioms_of(atoms - self._shared_atoms), *goals]
                 # a scope where the fast solver timed out twice goes straight to the default one
                 for fast in (True, False) if self._fast_timeouts < 2 else (False,):
-                    s = self._shared_solver(fast)
+                    s = self._shared_solver(fast, ask.deadline)
                     if self._enc is not enc:  # released in between (nothing here touches another holder)
                         return CheckResult(UNKNOWN, reason=REASON_INCOMPLETE)
                     s.push()
                     try:
                         s.add(*extra)
-                        r, reason = run_check(s, enc.ctx)
+                        r, reason = run_check(s, enc.ctx, ask=ask)
                         if fast and r == z3.unknown and reason not in (REASON_DEADLINE, REASON_INTERRUPTED):
                             self._fast_timeouts += 1
                             continue  # past its timeout (or incomplete): the default solver decides
                         if r == z3.unknown and not fast and self._fast_timeouts:
                             # sat/unsat is the same fact from either solver; an unknown here is one
                             # the fast solver, given time, might have settled: clock-shaped
-                            options.mark_clocked(options.CLOCK_FAST_SOLVER)
-                        return self._result(s, enc, want_model, model_vars, r, reason)
+                            ask.deadline.mark(options.CLOCK_FAST_SOLVER)
+                        return self._result(s, enc, want_model, model_vars, ask, r, reason)
                     finally:
                         s.pop()
-        if options.deadline_passed():
+        if ask.deadline.expired:
             COUNTERS.bump("deadline_hits")
             return CheckResult(UNKNOWN, reason=REASON_DEADLINE)
-        f = self.fresh()
-        goals, atoms = f.enc.collect(build, sorted(model_vars))
+        f = self.fresh(ask)
+        goals, atoms = f.enc.collect(build, sorted(model_vars), watch=ask.deadline)
         s = make_solver(f.ctx, self.budget, nonlinear=True, killable=True)
         s.add(*f.terms, *f.enc.axioms_of(f.atoms | atoms), *goals)
-        return self._result(s, f.enc, want_model, model_vars)
+        return self._result(s, f.enc, want_model, model_vars, ask)
 
     def _result(self, s: z3.Solver | z3.Optimize, enc: Encoder, want_model: bool, model_vars: frozenset[str],
-                r: object = None, reason: str = "") -> CheckResult:
+                ask: options.Question, r: object = None, reason: str = "") -> CheckResult:
         if r is None:
-            r, reason = run_check(s, enc.ctx)
+            r, reason = run_check(s, enc.ctx, ask=ask)
         if r == z3.sat:
             model = None
             if want_model:
@@ -1181,7 +1172,8 @@ class SolverSession:
         COUNTERS.bump("solver_unknowns")
         return CheckResult(UNKNOWN, reason=reason or REASON_INCOMPLETE)
 
-    def unsat_core(self, extra: Callable[[Encoder], list[z3.BoolRef]] | None = None) -> list[str] | None:
+    def unsat_core(self, extra: Callable[[Encoder], list[z3.BoolRef]] | None = None, *,
+                   ask: options.Question) -> list[str] | None:
         """A small subset of user constraints (by text) that is unsatisfiable with ``extra``.
 
         Implicit ``v >= 1`` facts appear as ``'v >= 1 (dimension variable)'``. Returns None if
@@ -1196,10 +1188,9 @@ class SolverSession:
         enc = Encoder(z3.Context())
         COUNTERS.bump("fresh_contexts")
         try:
-            with watching():
-                cons, c_atoms = enc.collect(lambda e: [e.constraint(c) for c in self.constraints],
-                                            sorted(self.constraints.variables()))
-                goals, atoms = enc.collect(extra or (lambda e: []))
+            cons, c_atoms = enc.collect(lambda e: [e.constraint(c) for c in self.constraints],
+                                        sorted(self.constraints.variables()), watch=ask.deadline)
+            goals, atoms = enc.collect(extra or (lambda e: []), watch=ask.deadline)
         except DeadlinePassed:  # the question's deadline came while encoding: no core, in time
             COUNTERS.bump("deadline_hits")
             return None
@@ -1222,22 +1213,23 @@ class SolverSession:
         s.add(*enc.axioms_of(a for a in atoms if not isinstance(a, Var)), *goals)
 
         def search() -> list[str] | None:
-            COUNTERS.bump("solver_checks")
-            r, _ = run_check(s, enc.ctx, tracked)
+            COUNTERS.checked(ask)
+            r, _ = run_check(s, enc.ctx, tracked, ask=ask)
             if r != z3.unsat:
                 return None
             def check(facts: list[z3.BoolRef]) -> tuple[object, str]:
-                COUNTERS.bump("solver_checks")
-                return run_check(s, enc.ctx, facts)
+                COUNTERS.checked(ask)
+                return run_check(s, enc.ctx, facts, ask=ask)
 
             needed = minimise_by_deletion(list(s.unsat_core()), check, s.unsat_core)
             return [labels[b.decl().name()] for b in needed]
 
         return search()
 
-    def _optimizer(self, enc: Encoder, terms: list, goals: list[z3.BoolRef], atoms: set[Atom]) -> z3.Optimize:
+    def _optimizer(self, enc: Encoder, terms: list, goals: list[z3.BoolRef], atoms: set[Atom],
+                   ask: options.Question) -> z3.Optimize:
         COUNTERS.bump("solvers_created")
-        COUNTERS.bump("solver_checks")
+        COUNTERS.checked(ask)
         o = z3.Optimize(ctx=enc.ctx)
         o.set("rlimit", self.budget)
         o._smtdims_budget = self.budget  # type: ignore[attr-defined]  # tells Ctrl-C from the budget
@@ -1245,7 +1237,8 @@ class SolverSession:
         return o
 
     def optimize(
-        self, e: Expr, model_vars: frozenset[str], senses: tuple[str, ...] = ("min", "max")
+        self, e: Expr, model_vars: frozenset[str], senses: tuple[str, ...] = ("min", "max"), *,
+        ask: options.Question,
     ) -> dict[str, tuple[CheckResult, object]]:
         """Exact minimum and/or maximum of a linear ``e`` (Z3's optimiser; +-oo when unbounded).
 
@@ -1254,20 +1247,19 @@ class SolverSession:
         """
         results: dict[str, tuple[CheckResult, object]] = {}
         with Z3_LOCK:
-            enc = self.encoder
             try:
-                with watching():
-                    (t,), atoms = enc.collect(lambda en: [en.expr(e)], sorted(model_vars))
+                enc = self._encoder(ask.deadline)
+                (t,), atoms = enc.collect(lambda en: [en.expr(e)], sorted(model_vars), watch=ask.deadline)
             except DeadlinePassed:
                 COUNTERS.bump("deadline_hits")
                 return {sense: (CheckResult(UNKNOWN, reason=REASON_DEADLINE), None) for sense in senses}
             for sense in senses:
-                o = self._optimizer(enc, self._constraint_terms, [], self._constraint_atoms | atoms)
+                o = self._optimizer(enc, self._constraint_terms, [], self._constraint_atoms | atoms, ask)
                 h = o.minimize(t) if sense == "min" else o.maximize(t)
-                r, reason = run_check(o, enc.ctx)
+                r, reason = run_check(o, enc.ctx, ask=ask)
                 if r == z3.sat:
                     value = h.lower() if sense == "min" else h.upper()
-                    results[sense] = (self._result(o, enc, True, model_vars, r), value)
+                    results[sense] = (self._result(o, enc, True, model_vars, ask, r), value)
                 else:
                     if r == z3.unknown:
                         COUNTERS.bump("solver_unknowns")

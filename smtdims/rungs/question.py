@@ -23,7 +23,7 @@ from ..lang.expr import Expr, Var
 from ..lang.results import FALSE, TRUE
 
 if TYPE_CHECKING:
-    from ..options import Deadline
+    from ..options import Deadline, Question
 
 # As in smtdims.rungs.intervals (which stands on this module): an end is an int or +-math.inf.
 INF = math.inf
@@ -163,11 +163,16 @@ class SignQuestion:
     sides: list[Side]
     interval: Interval  # proven bounds of e; the stock rung tightens them
     enough: Callable[[SignQuestion], bool]
-    clock: Deadline  # the question's deadline: what a rung reads before more work (never an ambient clock)
+    ask: Question  # the question being answered (its clock, its checks): what the rungs hand down
     origin: Any = None  # the host's own expression: the stock rung's question
     need: Precision = Precision.BEST
     by: str = ""  # the rung whose answer settled the question
     reasons: list[str] = field(default_factory=list)  # why solver checks came back unknown
+
+    @property
+    def clock(self) -> Deadline:
+        """The question's deadline: what a rung reads before more work (never an ambient clock)."""
+        return self.ask.deadline
 
     def open(self) -> list[Side]:
         return [side for side in self.sides if side.status is None]
@@ -194,8 +199,9 @@ class BoundsQuestion:
     ``ends`` (and ``deterministic`` where a clock shaped them).
     """
 
-    def __init__(self, scope: Any, e: Expr, proven: Interval | None, readable: bool, clock: Deadline) -> None:
-        self.scope, self.e, self.proven, self.readable, self.clock = scope, e, proven, readable, clock
+    def __init__(self, scope: Any, e: Expr, proven: Interval | None, readable: bool, ask: Question) -> None:
+        self.scope, self.e, self.proven, self.readable, self.ask = scope, e, proven, readable, ask
+        self.clock = ask.deadline  # the question's deadline (never an ambient clock)
         self.ends: tuple[End, End] | None = None
         self.deterministic = True
         self._values: list[tuple[int, dict[str, int]]] | None = None

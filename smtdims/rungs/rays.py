@@ -26,7 +26,7 @@ from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, text_int
 
 if TYPE_CHECKING:
-    from ..options import Deadline
+    from ..options import Deadline, Question
 
 _MAX_SINGLE_DIRECTIONS = 16
 _MAX_DEGREE = 2048
@@ -456,8 +456,9 @@ class Recession:
             r = self._reals[name] = z3.Real(_smt_name(name)[1:-1], self._ctx)
         return r
 
-    def direction(self, f: Expr) -> dict[str, int] | None:
-        """An integer direction (every component >= 0) with ``slope(f) <= -1``, or None."""
+    def direction(self, f: Expr, ask: Question) -> dict[str, int] | None:
+        """An integer direction (every component >= 0) with ``slope(f) <= -1``, or None (one LP check,
+        under the question ``ask``'s deadline)."""
         import z3
 
         from ..engines import smt
@@ -481,8 +482,8 @@ class Recession:
                 decls = {_smt_name(n)[1:-1]: self._real(n) for n in f.variables()}
                 goal = z3.parse_smt2_string(f"(assert (<= {s} (- 1.0)))", decls=decls, ctx=ctx)
                 solver.add(*goal, *(decls[_smt_name(n)[1:-1]] >= 0 for n in extra))
-                smt.COUNTERS.bump("solver_checks")
-                r, _ = smt.run_check(solver, ctx)
+                smt.COUNTERS.checked(ask)
+                r, _ = smt.run_check(solver, ctx, ask=ask)
                 if r != z3.sat:
                     return None
                 m = solver.model()

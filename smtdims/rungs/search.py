@@ -23,7 +23,7 @@ from .question import BoundsQuestion, End
 from .scope import Scope
 
 if TYPE_CHECKING:
-    from ..options import Deadline
+    from ..options import Deadline, Question
 
 NAME = "search"
 
@@ -45,7 +45,7 @@ class EndSearch:
         """Whether an exact ray certifies ``f`` unbounded below, from the known points (no solver)."""
         return rays.find_ray(f, self.session.constraints, self.session.points.base[:4] or witnesses, (), work, clock=clock)
 
-    def end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], clock: Deadline, *,
+    def end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], ask: Question, *,
             lower: bool, ray_tried: bool = False) -> End:
         """One end of ``e``: close a proven bound and an attained value in on each other.
 
@@ -57,6 +57,7 @@ class EndSearch:
         that no probe bounded. A nonlinear end without a proven bound is only probed a few
         times: Z3 cannot prove a nonlinear expression unbounded, so more would only cost time.
         """
+        clock = ask.deadline
         sign = 1 if lower else -1
         f = e * sign
         p: int | float = proven * sign if not is_inf(proven) else -INF
@@ -76,7 +77,7 @@ class EndSearch:
             return End(a * sign, True, w)
         if is_inf(p) and not ray_tried and self.ray(f, [w], clock):
             return End(-INF if lower else INF, True, None)  # unbounded: no solver needed
-        if is_inf(p) and linear and self.recession_ray(f, [*self.session.points.base[:4], w], clock):
+        if is_inf(p) and linear and self.recession_ray(f, [*self.session.points.base[:4], w], ask):
             return End(-INF if lower else INF, True, None)  # one LP proposes the ray, checked exactly
         if not is_inf(p):
             # Is the proven bound attained? Intervals are often exact or nearly (split max/min
@@ -100,7 +101,7 @@ class EndSearch:
             far.append(res.model)
             if rays.find_ray(f, self.session.constraints, self.session.points.base[:4] or [w], far, clock=clock):
                 return End(-INF if lower else INF, True, None)
-            if not linear and self.recession_ray(f, [*self.session.points.base[:4], *far], clock):
+            if not linear and self.recession_ray(f, [*self.session.points.base[:4], *far], ask):
                 return End(-INF if lower else INF, True, None)
         gap, probes, step = max(1, abs(a)), 0, 2
         steps = _SEARCH_STEPS_LINEAR if linear else _SEARCH_STEPS
@@ -139,23 +140,23 @@ class EndSearch:
             # last resort: Z3's optimiser proves a linear end infinite (or finds it) where no ray
             # was found; probes first, as they settle a finite end much sooner (50 variables /
             # 100 constraints: 38 ms of probes and bisection against 525 ms in the optimiser)
-            opt = self.optimize_end(e, "min" if lower else "max")
+            opt = self.optimize_end(e, "min" if lower else "max", ask)
             if opt is not None:
                 return opt
         return self._end_result(p, sign, lower)
 
-    def recession_ray(self, f: Expr, bases: list[dict[str, int]], clock: Deadline) -> bool:
+    def recession_ray(self, f: Expr, bases: list[dict[str, int]], ask: Question) -> bool:
         """A ray proposed by the recession cone's LP, checked exactly from known feasible points."""
         if self._recession is None:
             self._recession = rays.Recession(self.session.constraints, self.session.budget, self.session.solver.family)
-        d = self._recession.direction(f)
+        d = self._recession.direction(f, ask)
         if d is None:
             return False
         names = set(self.session.constraints.variables()) | f.variables()
         for b in bases:
             full = {v: b.get(v, 1) for v in names}
             if rays.unbounded_below(f, self.session.constraints, full, d, names,
-                                    failing=rays.failing_at(self.session.constraints, full), clock=clock):
+                                    failing=rays.failing_at(self.session.constraints, full), clock=ask.deadline):
                 return True
         return False
 
@@ -165,9 +166,9 @@ class EndSearch:
             return End(-INF if lower else INF, False, None)
         return End(p * sign, False, None)
 
-    def optimize_end(self, e: Expr, sense: str) -> End | None:
+    def optimize_end(self, e: Expr, sense: str, ask: Question) -> End | None:
         """Z3's optimiser for one linear end; None when it cannot say (budget, deadline)."""
-        (res, value), = self.session.solver.optimize(e, e.variables(), (sense,)).values()
+        (res, value), = self.session.solver.optimize(e, e.variables(), (sense,), ask=ask).values()
         if res.status != SAT:
             return None
         val = z3_int_or_inf(value)
@@ -206,7 +207,7 @@ def answer(q: BoundsQuestion, scope: Scope) -> str | None:
     rlo, rhi = (is_inf(p) and s.search.ray(e * sign, [wv], clock, rays.RAY_WORK // 8) for p, sign, wv in ends)
     rlo, rhi = (r or (is_inf(p) and s.search.ray(e * sign, [wv], clock))
                 for r, (p, sign, wv) in zip((rlo, rhi), ends, strict=True))
-    lo = End(-INF, True, None) if rlo else s.search.end(e, lo0, vmin, wmin, clock, lower=True, ray_tried=True)
-    hi = End(INF, True, None) if rhi else s.search.end(e, hi0, vmax, wmax, clock, lower=False, ray_tried=True)
+    lo = End(-INF, True, None) if rlo else s.search.end(e, lo0, vmin, wmin, q.ask, lower=True, ray_tried=True)
+    hi = End(INF, True, None) if rhi else s.search.end(e, hi0, vmax, wmax, q.ask, lower=False, ray_tried=True)
     q.answer(lo, hi, deterministic=not clock.expired)
     return NAME

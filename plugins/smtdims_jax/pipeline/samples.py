@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import z3
 
+from smtdims import options
 from smtdims.engines.smt import SAT, UNSAT, Encoder
 from smtdims.errors import format_valuation
 from smtdims.lang.constraints import ConstraintSet
@@ -145,7 +146,7 @@ class SampleChooser:
         for with_caps in (True, False):
             with session.lock:
                 res = session.solver.check(lambda enc, c=with_caps: build(enc, c), linear=linear and session.solver.linear,
-                                           model_vars=frozenset(self.vars))
+                                           ask=options.asking(), model_vars=frozenset(self.vars))
             if res.status == SAT and res.model is not None:
                 env = {v: res.model.get(v, 1) for v in self.vars}
                 ok = session.constraints.holds(env) and _holds([*conds, *nonneg], env)
@@ -269,7 +270,7 @@ class SampleChooser:
         with self.session.lock:
             res = self.session.solver.check(
                 lambda enc: _encode(enc, conds), linear=self.session.solver.linear and all(e.is_linear() for e, _, _ in conds),
-                model_vars=frozenset(self.vars),
+                ask=options.asking(), model_vars=frozenset(self.vars),
             )
         return res.status == UNSAT
 
