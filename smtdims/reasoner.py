@@ -244,16 +244,16 @@ class Session(ConstraintScope):
     def _proves(self, lhs: Expr, op: str, rhs: Expr) -> bool:
         self.ensure_satisfiable()
         self.check_divisors(lhs, rhs)
-        proven, by = self.holds_everywhere(lhs - rhs, op)
+        proven, by = self.holds_everywhere(lhs - rhs, op, options.asking())
         STATS.answered(by)
         return proven
 
-    def holds_everywhere(self, diff: Expr, op: str) -> tuple[bool, str]:
+    def holds_everywhere(self, diff: Expr, op: str, ask: options.Question) -> tuple[bool, str]:
         """(whether ``diff op 0`` is proven at every valuation, the rung that settled it): the work of
         :meth:`proves` for a rung's own sub-question (:mod:`smtdims.rungs.cases`), inside the caller's
-        question: no lock, no answer counted, no satisfiability or divisor check (the caller's)."""
+        question ``ask``: no lock, no answer counted, no satisfiability or divisor check (the caller's)."""
         fails = Side(NEGATED[op])
-        q = self.walk(SignQuestion(diff, [fails], self._sign_interval_of(diff), all_settled, options.asking()), DECISION)
+        q = self.walk(SignQuestion(diff, [fails], self._sign_interval_of(diff), all_settled, ask), DECISION)
         return fails.status == UNSAT, q.by
 
     # -- bounds for JAX-style callers ---------------------------------------------------------------------
@@ -407,7 +407,7 @@ class Session(ConstraintScope):
             except ZeroDivisionError:
                 return False
 
-        eng = self.focus(e).isl_engine(e) if isinstance(value, int) else None
+        eng = self.focus(e).isl_engine(e, options.clock()) if isinstance(value, int) else None
         given = eng.given_least(e, value) if eng is not None else None
         if given is not None and all(env.get(v) == x for v, x in given.items()):
             # The cone of influence's part is ISL's least-sum point for this end: no valuation of
@@ -448,7 +448,7 @@ class Session(ConstraintScope):
                 xs = [enc.var(v) for v in names]
                 return [enc.expr(e) == enc.const(value), sum(xs[1:], xs[0]) <= enc.const(m)]
 
-            res = self.check(build, e)
+            res = self.check(build, e, ask=options.asking())
             if res.status == UNSAT:
                 lo, step = m, step * 2
             elif res.status == SAT and res.model is not None and all(v in res.model for v in names):

@@ -271,10 +271,11 @@ class ConstraintScope:
         """Whether the constraints and ``exprs`` are all linear (the shared incremental solver's fragment)."""
         return self.solver.linear and all(e.is_linear() for e in exprs)
 
-    def check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr) -> CheckResult:
-        """A solver check of the constraints and ``build``'s facts; a model is re-checked exactly."""
+    def check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr, ask: options.Question) -> CheckResult:
+        """A solver check of the constraints and ``build``'s facts for the question ``ask``; a model is
+        re-checked exactly."""
         res = self.solver.check(
-            build, linear=self.linear(*exprs), ask=options.asking(), model_vars=frozenset().union(*(e.variables() for e in exprs))
+            build, linear=self.linear(*exprs), ask=ask, model_vars=frozenset().union(*(e.variables() for e in exprs))
         )
         if res.status == SAT:
             if res.model is None or not self.constraints.holds(res.model):
@@ -361,7 +362,7 @@ class ConstraintScope:
         if not self.constraints.constraints or self.points.satisfiable():
             self._satisfiable_checked = self._sat_proven = True
             return
-        isl = self.isl_engine(Expr.const(0))
+        isl = self.isl_engine(Expr.const(0), options.clock())
         got = isl.conflict(clock=options.clock()) if isl is not None else None
         if got is not None:
             point, core = got
@@ -369,7 +370,7 @@ class ConstraintScope:
                 raise UnsatisfiableConstraintsError.from_conflict(core)
             self._sat_model, self._satisfiable_checked, self._sat_proven = point, True, True
             return
-        res = self.check(lambda enc: [])
+        res = self.check(lambda enc: [], ask=options.asking())
         if res.status == UNSAT:
             core = (None if self.internal else self.solver.unsat_core(ask=options.asking())) or [c.text for c in self.constraints]
             raise UnsatisfiableConstraintsError.from_conflict(core)
@@ -392,7 +393,7 @@ class ConstraintScope:
                 for value, env in self.points.values(d, options.clock()):
                     if value == 0:
                         return str(d), self._complete(env)
-                res = self.check(lambda enc, d=d: [enc.expr(d) == 0], d)
+                res = self.check(lambda enc, d=d: [enc.expr(d) == 0], d, ask=options.asking())
                 if res.status == SAT:
                     return str(d), self._complete(res.model)
                 if res.status != UNSAT:
@@ -470,9 +471,10 @@ class ConstraintScope:
             STATS.bump("stock_errors")
             return None
 
-    def isl_engine(self, e: Expr) -> presburger.Engine | None:
-        """This scope's ISL engine when the rung is on, islpy is installed and ``e`` is linear."""
-        if not options.current().presburger or not self.linear(e) or options.deadline_passed():
+    def isl_engine(self, e: Expr, clock: options.Deadline) -> presburger.Engine | None:
+        """This scope's ISL engine when the rung is on, islpy is installed, ``e`` is linear and the
+        question's deadline (``clock``) has not passed."""
+        if not options.current().presburger or not self.linear(e) or clock.expired:
             return None
         if self._presburger is None:
             if not presburger.available():

@@ -33,7 +33,7 @@ from .question import BoundsQuestion, End
 from .scope import Scope
 
 if TYPE_CHECKING:
-    from ..options import Deadline
+    from ..options import Question
 
 NAME = "cases"
 MAX_QUOTIENTS = 16  # cases at most: each a linear question for ISL (0.3-0.5 ms), where Z3's search took 10-40 ms
@@ -67,7 +67,7 @@ def _split(e: Expr) -> tuple[Expr, Expr, list[tuple[Op, int]]] | None:
 
 
 def quotient_cases(s: Scope, e: Expr, vals: list[tuple[int, dict[str, int]]],
-                   clock: Deadline) -> tuple[End, End] | None:
+                   ask: Question) -> tuple[End, End] | None:
     """Both ends of ``e`` in ``s``'s scope by cases on the quotient (module docstring), or None
     where the rung does not apply. Only with ISL: without it each case would be a linear search by
     Z3, and an empty case a Z3 check, not clearly cheaper than the nonlinear search itself."""
@@ -88,7 +88,7 @@ def quotient_cases(s: Scope, e: Expr, vals: list[tuple[int, dict[str, int]]],
         qs = [x.evaluate(env) // d.evaluate(env) for _, env in vals]
     except ZeroDivisionError:  # not at a point meeting the constraints (d's sign is proven)
         return None
-    span = _quotients(s, x, d, sign, min(qs), max(qs))
+    span = _quotients(s, x, d, sign, min(qs), max(qs), ask)
     if span is None:
         return None
     rest = e
@@ -97,7 +97,7 @@ def quotient_cases(s: Scope, e: Expr, vals: list[tuple[int, dict[str, int]]],
     lows: list[End] = []
     highs: list[End] = []
     for q in range(span[0], span[1] + 1):
-        if clock.expired:
+        if ask.deadline.expired:
             return None
         r = x - d * q  # x - q*d: mod's value in this case
         # floor(x / d) == q  <=>  0 <= r <= d - 1 (d > 0)  or  d + 1 <= r <= 0 (d < 0)
@@ -138,15 +138,15 @@ def _checked(s: Scope, e: Expr, value: int | float, tight: bool, w: dict[str, in
     return End(value, tight and is_inf(value), None)
 
 
-def _quotients(s: Scope, x: Expr, d: Expr, sign: int, p: int, q: int) -> tuple[int, int] | None:
+def _quotients(s: Scope, x: Expr, d: Expr, sign: int, p: int, q: int, ask: Question) -> tuple[int, int] | None:
     """``[P, Q]`` holding ``floordiv(x, d)`` at every valuation, proven, at most ``MAX_QUOTIENTS``
     wide; first the known points' own range, then the widest allowed. None when neither is proven."""
 
     def at_most(k: int) -> bool:  # floor(x/d) <= k  <=>  x/d < k + 1
-        return s.holds_everywhere(x - d * (k + 1) - 1 if sign < 0 else d * (k + 1) - x - 1, ">=")[0]
+        return s.holds_everywhere(x - d * (k + 1) - 1 if sign < 0 else d * (k + 1) - x - 1, ">=", ask)[0]
 
     def at_least(k: int) -> bool:  # floor(x/d) >= k  <=>  x/d >= k
-        return s.holds_everywhere(x - d * k if sign > 0 else d * k - x, ">=")[0]
+        return s.holds_everywhere(x - d * k if sign > 0 else d * k - x, ">=", ask)[0]
 
     if q - p + 1 > MAX_QUOTIENTS:
         return None
@@ -161,7 +161,7 @@ def _quotients(s: Scope, x: Expr, d: Expr, sign: int, p: int, q: int) -> tuple[i
 def answer(q: BoundsQuestion, scope: Scope) -> str | None:
     """The rung: both ends by cases where :func:`quotient_cases` applies. An end past a proven bound
     (never attained, then) is that bound, not tight."""
-    split = quotient_cases(q.focus, q.e, q.values, q.clock)
+    split = quotient_cases(q.focus, q.e, q.values, q.ask)
     if split is None:
         return None
     lo0, hi0 = q.interval

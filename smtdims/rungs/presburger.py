@@ -19,7 +19,7 @@ def answer(q: SignQuestion | BoundsQuestion, scope: Scope) -> str | None:
         return _bounds(q)
     s = scope.focus(q.e)
     red = sign_reduce(q.e)
-    eng = s.isl_engine(red)
+    eng = s.isl_engine(red, q.clock)
     if eng is None:
         return None
     for side in q.open():
@@ -34,7 +34,7 @@ def answer(q: SignQuestion | BoundsQuestion, scope: Scope) -> str | None:
 
 def _bounds(q: BoundsQuestion) -> str | None:
     s, e = q.focus, q.e
-    eng = s.isl_engine(e)
+    eng = s.isl_engine(e, q.clock)
     if eng is None:
         return None
     known = {v: env for v, env in q.values}

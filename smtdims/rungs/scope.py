@@ -25,7 +25,7 @@ from ..lang.results import Bounds
 from .question import Interval, Precision
 
 if TYPE_CHECKING:
-    from ..options import Deadline
+    from ..options import Deadline, Question
 
 
 class KnownPoints(Protocol):
@@ -61,11 +61,13 @@ class Scope(Protocol):
     def linear(self, *exprs: Expr) -> bool:
         """Whether the constraints and ``exprs`` are all linear (the shared incremental solver's fragment)."""
 
-    def check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr) -> CheckResult:
-        """A solver check of the constraints and ``build``'s facts; a model is re-checked exactly."""
+    def check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr, ask: Question) -> CheckResult:
+        """A solver check of the constraints and ``build``'s facts for the question ``ask``; a model
+        is re-checked exactly."""
 
-    def isl_engine(self, e: Expr) -> presburger.Engine | None:
-        """This scope's ISL engine where the rung is on, islpy is installed and ``e`` is linear."""
+    def isl_engine(self, e: Expr, clock: Deadline) -> presburger.Engine | None:
+        """This scope's ISL engine where the rung is on, islpy is installed, ``e`` is linear and the
+        question's deadline (``clock``) has not passed."""
 
     def stock(self, origin: Any, need: Precision) -> Interval | None:
         """The host's own procedure's bounds of its expression ``origin``, where it is sound."""
@@ -79,8 +81,9 @@ class Scope(Protocol):
     def any_point(self) -> dict[str, int] | None:
         """A valuation known to meet every constraint, if one is."""
 
-    def holds_everywhere(self, diff: Expr, op: str) -> tuple[bool, str]:
-        """A rung's own sub-question: whether ``diff op 0`` is proven, and the rung that settled it."""
+    def holds_everywhere(self, diff: Expr, op: str, ask: Question) -> tuple[bool, str]:
+        """A rung's own sub-question (of the question ``ask``): whether ``diff op 0`` is proven, and the
+        rung that settled it."""
 
     def subscope(self, constraints: ConstraintSet) -> Scope:
         """A scope of the rung's own (a case), same budget; its answers are not counted."""

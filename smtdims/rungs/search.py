@@ -71,7 +71,7 @@ class EndSearch:
                 # 30,000-digit probe of a^100000 took 9 s): such a probe is not asked, and the
                 # end stays the proven (sound, looser) bound.
                 return CheckResult(UNKNOWN, reason=options.REASON_INCOMPLETE)
-            return self.session.check(lambda enc: [enc.expr(f) < enc.const(m)], e)
+            return self.session.check(lambda enc: [enc.expr(f) < enc.const(m)], e, ask=ask)
 
         if p == a:
             return End(a * sign, True, w)
@@ -190,7 +190,7 @@ def answer(q: BoundsQuestion, scope: Scope) -> str | None:
     lo0, hi0 = q.interval
     extremes = q.extremes()
     if extremes is None:
-        start = s.check(lambda enc: [], e)
+        start = s.check(lambda enc: [], e, ask=q.ask)
         if start.status != SAT or start.model is None:
             q.answer(End(lo0, False, None), End(hi0, False, None), deterministic=start.reason != REASON_DEADLINE)
             return "interval"

@@ -17,7 +17,7 @@ def answer(q: SignQuestion, scope: Scope) -> str | None:
     s = scope.focus(q.e)
     red = sign_reduce(q.e)
     for side in q.open():
-        res = s.check(lambda enc, rel=side.rel: [relation(rel, enc.expr(red))], red, q.e)
+        res = s.check(lambda enc, rel=side.rel: [relation(rel, enc.expr(red))], red, q.e, ask=q.ask)
         side.status, side.witness, side.source, side.reason = res.status, res.model, s, res.reason
         if res.reason:
             q.reasons.append(res.reason)
