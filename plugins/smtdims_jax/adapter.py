@@ -320,7 +320,10 @@ def _scope_is_linear(scope: Any) -> bool:
     if st.linear is None:
         cs = scope._explicit_constraints
         # JAX's elimination combines constraints pairwise: on long chains it does not finish.
-        st.linear = len(cs) <= _STOCK_MAX_CONSTRAINTS and all(_stock_is_sound_for(c.diff) for c in cs)
+        linear = len(cs) <= _STOCK_MAX_CONSTRAINTS and all(_stock_is_sound_for(c.diff) for c in cs)
+        if not scope._initialized:
+            return linear  # of the constraints read so far: the scope's final ones may not be
+        st.linear = linear
     return st.linear
 
 
@@ -480,16 +483,19 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
     scope = e.scope
     need = _NEED[prec]
     if not scope._initialized:
-        # Constraints are still being parsed: reason under none of them (fewer constraints, sound).
-        session = REGISTRY.get(ConstraintSet())
+        # Constraints are still being parsed (JAX simplifies max/min and normalises equalities while it
+        # reads them): reason under those read so far, as stock does. Sound: they are a subset of the
+        # scope's, so every answer holds for the final scope too. Not the scope's own session: its set
+        # grows until the scope is built. (Under none of them, `-max(-a, -6)` after `2*a == 3*a - 28`
+        # stayed a max where stock made it 6, and the scope failed with another error than stock's.)
+        session = REGISTRY.get(scope_constraints(scope))
     else:
         session = session_for_scope(scope)
     listening, rung = bool(_LISTENERS), None
     try:
         # who answered is the question's to tell: a listener's question is opened here, read before it ends
         with options.question() if listening else _NOTHING:
-            lo, hi = session.sign_bounds(to_ir(e), need, origin=e if scope._initialized else None,
-                                         zero_divisors=_as_stock_on_zero_divisor)
+            lo, hi = session.sign_bounds(to_ir(e), need, origin=e, zero_divisors=_as_stock_on_zero_divisor)
             if listening:
                 rung = options.this_question().rung
     except UnsatisfiableConstraintsError as err:
