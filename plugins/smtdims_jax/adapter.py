@@ -39,6 +39,7 @@ from smtdims.lang.constraints import Constraint, ConstraintSet
 from smtdims.lang.expr import CACHE_MAX_TERMS, FLOORDIV, MAX, MIN, MOD, Expr, SizedMemo
 from smtdims.lang.results import UNDETERMINED, UNKNOWN, unknown_advice
 from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, REGISTRY, Session, register_stock_rung
+from smtdims.rungs.question import sufficient
 
 from . import exact_stock, frames
 
@@ -471,6 +472,22 @@ def _as_stock_on_zero_divisor(e: Any, zero: tuple) -> None:
 _NOTHING = contextlib.nullcontext()  # reusable: it holds no state
 
 
+def _and_stock_while_reading(e: Any, need: Any, lo: float, hi: float) -> tuple[float, float]:
+    """While a scope's constraints are read, what stock's procedure proves under those read so far,
+    where it is sound, added to the ladder's answer under none: never less precise than stock there
+    (`-max(-a, -6)` after `2*a == 3*a - 28` is 6 on stock: under no constraints it stayed a max, and
+    the scope failed with another error than stock's), and never costlier than stock, which asks its
+    procedure for every such question. Sound: the constraints read so far are a subset of the scope's.
+    Stock's own failures here are not an answer: the ladder's stands."""
+    try:
+        got = _stock_rung(e, need)
+    except Exception:
+        return lo, hi
+    if got is None:
+        return lo, hi
+    return max(lo, got[0]), min(hi, got[1])
+
+
 def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
     """Replacement for ``shape_poly._bounds_decision``: the ladder, at JAX's precision.
 
@@ -482,20 +499,22 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
         return (int(e), int(e))
     scope = e.scope
     need = _NEED[prec]
-    if not scope._initialized:
-        # Constraints are still being parsed (JAX simplifies max/min and normalises equalities while it
-        # reads them): reason under those read so far, as stock does. Sound: they are a subset of the
-        # scope's, so every answer holds for the final scope too. Not the scope's own session: its set
-        # grows until the scope is built. (Under none of them, `-max(-a, -6)` after `2*a == 3*a - 28`
-        # stayed a max where stock made it 6, and the scope failed with another error than stock's.)
-        session = REGISTRY.get(scope_constraints(scope))
+    reading = not scope._initialized
+    if reading:
+        # Constraints are still being read (JAX simplifies max/min and normalises equalities as it
+        # reads them): the ladder under none of them (fewer constraints, sound; a session for each
+        # prefix of a long list cost seconds: benchmark 5's scopes), then stock's procedure below.
+        session = REGISTRY.get(ConstraintSet())
     else:
         session = session_for_scope(scope)
     listening, rung = bool(_LISTENERS), None
     try:
         # who answered is the question's to tell: a listener's question is opened here, read before it ends
         with options.question() if listening else _NOTHING:
-            lo, hi = session.sign_bounds(to_ir(e), need, origin=e, zero_divisors=_as_stock_on_zero_divisor)
+            lo, hi = session.sign_bounds(to_ir(e), need, origin=None if reading else e,
+                                         zero_divisors=_as_stock_on_zero_divisor)
+            if reading and not sufficient(need, lo, hi):
+                lo, hi = _and_stock_while_reading(e, need, lo, hi)
             if listening:
                 rung = options.this_question().rung
     except UnsatisfiableConstraintsError as err:
