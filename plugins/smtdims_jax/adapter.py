@@ -476,8 +476,9 @@ def _and_stock_while_reading(e: Any, need: Any, lo: float, hi: float) -> tuple[f
     """While a scope's constraints are read, what stock's procedure proves under those read so far,
     where it is sound, added to the ladder's answer under none: never less precise than stock there
     (`-max(-a, -6)` after `2*a == 3*a - 28` is 6 on stock: under no constraints it stayed a max, and
-    the scope failed with another error than stock's), and never costlier than stock, which asks its
-    procedure for every such question. Sound: the constraints read so far are a subset of the scope's.
+    the scope failed with another error than stock's), at about stock's cost (stock asks its procedure
+    for every such question; here only where the ladder was not enough). Sound: the constraints read so
+    far are a subset of the scope's.
     Stock's own failures here are not an answer: the ladder's stands."""
     try:
         got = _stock_rung(e, need)
