@@ -201,12 +201,16 @@ class BoundsQuestion:
 
     def __init__(self, scope: Any, e: Expr, proven: Interval | None, readable: bool, ask: Question) -> None:
         self.scope, self.e, self.proven, self.readable, self.ask = scope, e, proven, readable, ask
-        self.clock = ask.deadline  # the question's deadline (never an ambient clock)
         self.ends: tuple[End, End] | None = None
         self.deterministic = True
         self._values: list[tuple[int, dict[str, int]]] | None = None
         self._interval: Interval | None = None
         self._focus: Any = None
+
+    @property
+    def clock(self) -> Deadline:
+        """The question's deadline: what a rung reads before more work (never an ambient clock)."""
+        return self.ask.deadline
 
     def done(self) -> bool:
         return self.ends is not None
