@@ -149,6 +149,38 @@ def test_an_end_a_known_point_contradicts_declines_the_answer(monkeypatch):
     assert smtdims.stats()["presburger_declined"] == 1
 
 
+def test_a_fresh_scopes_readable_bounds_are_checked_by_the_gates_point(monkeypatch):
+    """People's bounds in a fresh scope make no known points (ISL's point passed the gate); the
+    values at the points at hand (all ones fails here: the gate's point) still check ISL's ends."""
+    e = parse_expr("a + b")
+    cs = ConstraintSet.of(["a >= 2", "a <= 5", "b <= 7"])
+    s = Session(cs)
+    s.ensure_satisfiable(isl_first=True)
+    at_hand = s.points_at_hand(e)
+    assert not s.points_made() and len(at_hand) == 1 and cs.holds(at_hand[0])
+    v = e.evaluate(at_hand[0])
+    _lying(monkeypatch, lambda got: (v + 1, max(got[1], v + 1), got[2], got[3]))  # an end above a value at hand
+    reasoner.reset_stats()
+    b = s.bounds(e, readable=True)
+    assert (b.lo, b.hi) == (3, 12) and b.answered_by != "presburger"
+    assert smtdims.stats()["presburger_declined"] == 1
+
+
+def test_people_bounds_in_a_fresh_scope_make_no_points_and_give_least_sum_witnesses():
+    """ISL passes the gate and answers; the points are not made, and each end's witness has the
+    least sum of the variables (brute force over the box)."""
+    cs = ConstraintSet.of(["a >= 3", "a <= 9", "b <= 12", "a + b >= 7", "mod(a + b, 3) == 1"])
+    e = parse_expr("2*a - b")
+    s = Session(cs)
+    b = s.bounds(e, readable=True)
+    assert b.answered_by == "presburger" and not s.points_made()
+    box = [{"a": x, "b": y} for x in range(1, 10) for y in range(1, 13) if cs.holds({"a": x, "b": y})]
+    assert (b.lo, b.hi) == (min(map(e.evaluate, box)), max(map(e.evaluate, box)))
+    for end, w in ((b.lo, b.lo_witness), (b.hi, b.hi_witness)):
+        assert cs.holds(w) and e.evaluate(w) == end
+        assert sum(w.values()) == min(sum(p.values()) for p in box if e.evaluate(p) == end)
+
+
 @pytest.fixture
 def worker_only(monkeypatch):
     """ISL's worker tier alone: no call answered in this process first."""

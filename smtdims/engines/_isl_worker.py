@@ -9,13 +9,13 @@ and exits at end of input.
 
 Requests: ``{"op": "conflict", "tup": "v0, v1", "facts": [condition text, ...]}`` (a point meeting
 every fact, or a minimal subset that no point meets: :meth:`smtdims.engines.presburger.Engine.conflict`),
-or ``{"op": "bounds" | "sat" | "least", "key": int, "dom": text | {"n": int, "parts": [[tree,
+or ``{"op": "bounds" | "sat" | "least" | "point", "key": int, "dom": text | {"n": int, "parts": [[tree,
 ">=" | "=="], ...]} | null (:func:`_domain`), "tup": "v0, v1",
 "tree": the expression (``presburger._tree``), "rel": "<" (sat),
 "known": [int, ...] (bounds), "least": bool (bounds: witnesses of the ends not in ``known`` with
 the least sum of the variables), "value": "int" (least: a point where the expression is ``value``
-with the least sum of the variables)}``. ``dom`` (the constraints'
-integer set) is sent once per key; a request naming a key this process does not hold gets
+with the least sum of the variables)}`` ("point": a point of the domain, or null where it is
+empty). ``dom`` (the constraints' integer set) is sent once per key; a request naming a key this process does not hold gets
 ``{"missing": true}``. Answers carry ints, or ``"inf"``/``"-inf"``, or ``{"error": ...}``.
 """
 
@@ -245,13 +245,15 @@ def handle(isl: Any, ctx: Any, domains: OrderedDict, req: dict, max_divs: int | 
         return {"missing": True}
     domains.move_to_end(key)
     tup = req["tup"]
+    n = len(tup.split(", ")) if tup else 0
+    if req["op"] == "point":  # a point of the domain, or None where it is empty (ISL's proof)
+        return {"point": _coords(isl, _within(isl, dom, max_divs), n)}
     f = _expression(isl, ctx, dom, req)
     if req["op"] == "sat":
         zero = isl.PwAff.from_aff(isl.Aff.zero_on_domain(isl.LocalSpace.from_space(f.get_domain_space())))
         cond = {"<": f.lt_set, ">": f.gt_set, ">=": f.ge_set}[req["rel"]](zero)
         return {"sat": not _within(isl, dom.intersect(cond), max_divs).is_empty()}
     graph = isl.Map.from_pw_aff(f).intersect_domain(dom)
-    n = len(tup.split(", ")) if tup else 0
     if req["op"] == "least":
         return {"point": _least(isl, ctx, _attaining(isl, graph, int(req["value"])), n, max_divs) if n else None}
     values = graph.range()

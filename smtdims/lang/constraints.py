@@ -140,6 +140,11 @@ class ConstraintSet:
                 got = memo.setdefault(key, got)
         return got
 
+    def has_derived(self, key: str) -> bool:
+        """Whether :meth:`derived` made ``key`` for this set already (making it costs what it saves)."""
+        memo = self._derived_memo
+        return memo is not None and key in memo
+
     @staticmethod
     def of(items: Iterable[str | Constraint] | str | ConstraintSet = ()) -> ConstraintSet:
         if isinstance(items, ConstraintSet):

@@ -152,6 +152,7 @@ class Expr:
     _size: int | None = field(default=None, compare=False, repr=False)  # memoised
     _atoms: frozenset[Atom] | None = field(default=None, compare=False, repr=False)  # memoised
     _text: str | None = field(default=None, compare=False, repr=False)  # memoised
+    _linear: bool | None = field(default=None, compare=False, repr=False)  # memoised (asked per rung and engine)
 
     def __hash__(self) -> int:
         h = self._hash
@@ -265,6 +266,13 @@ class Expr:
 
     def is_linear(self) -> bool:
         """True in the Presburger fragment: degree <= 1 and every divisor a nonzero constant."""
+        lin = self._linear
+        if lin is None:
+            lin = self._is_linear()
+            object.__setattr__(self, "_linear", lin)
+        return lin
+
+    def _is_linear(self) -> bool:
         for m, _ in self.terms:
             if len(m) > 1 or (m and m[0][1] != 1):
                 return False

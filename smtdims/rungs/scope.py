@@ -52,6 +52,9 @@ class Scope(Protocol):
     def points(self) -> KnownPoints:
         """Known valuations that meet every constraint (from the constraints alone)."""
 
+    def points_made(self) -> bool:
+        """Whether :attr:`points` are made already (making them costs a dozen exact checks and the ranges)."""
+
     def interval(self, e: Expr) -> Interval:
         """Sound (possibly loose) bounds of ``e`` by the interval rules; no solver."""
 
@@ -80,6 +83,11 @@ class Scope(Protocol):
 
     def any_point(self) -> dict[str, int] | None:
         """A valuation known to meet every constraint, if one is."""
+
+    def points_at_hand(self, e: Expr) -> list[dict[str, int]]:
+        """Valuations of the constraints' and ``e``'s variables that meet every constraint, at hand
+        without making :attr:`points`: the known points where made, else all ones (where it meets
+        them) and the satisfiability gate's point."""
 
     def holds_everywhere(self, diff: Expr, op: str, ask: Question) -> tuple[bool, str]:
         """A rung's own sub-question (of the question ``ask``): whether ``diff op 0`` is proven, and the
