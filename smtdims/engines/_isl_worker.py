@@ -15,8 +15,8 @@ or ``{"op": "bounds" | "sat" | "least" | "point", "key": int, "dom": text | {"n"
 "known": [int, ...] (bounds), "least": bool (bounds: witnesses of the ends not in ``known`` with
 the least sum of the variables), "value": "int" (least: a point where the expression is ``value``
 with the least sum of the variables)}`` ("point": a point of the domain, or null where it is
-empty). ``dom`` (the constraints' integer set) is sent once per key; a request naming a key this process does not hold gets
-``{"missing": true}``. Answers carry ints, or ``"inf"``/``"-inf"``, or ``{"error": ...}``.
+empty). ``dom`` (the constraints' integer set) is sent once per key; a request naming a key this
+process does not hold gets ``{"missing": true}``. Answers carry ints, or ``"inf"``/``"-inf"``, or ``{"error": ...}``.
 """
 
 from __future__ import annotations

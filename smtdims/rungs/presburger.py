@@ -40,7 +40,7 @@ def _bounds(q: BoundsQuestion) -> str | None:
     if q.readable:
         # People's bounds: ISL's least-sum witness of every end, whatever points are known (a known
         # point spares ISL's witness only for other bounds); the values at the points at hand check
-        # ISL's ends (making the points for this alone cost a fifth of a fresh scope's question)
+        # ISL's ends (the points are not made for this alone: about a fifth of a fresh scope's question)
         seen = [e.evaluate(p) for p in s.points_at_hand(e)]
         got = eng.bounds(e, clock=q.clock, least=True)
     else:
