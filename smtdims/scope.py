@@ -351,7 +351,12 @@ class ConstraintScope:
 
     def any_point(self) -> dict[str, int] | None:
         """A valuation known to meet every constraint, if one is: the first known point before the
-        gate's (a focus's witness completed from it does not depend on how the gate was passed)."""
+        gate's (a focus's witness completed from it does not depend on how the gate was passed).
+        All ones, where it meets the constraints, is the first known point: not made for it."""
+        if not self.points_made() and self.constraints.constraints:
+            ones = dict.fromkeys(self.constraints.variables(), 1)
+            if self.constraints.holds(ones):
+                return ones
         pts = self.points.base
         return pts[0] if pts else self._sat_model
 
