@@ -327,7 +327,7 @@ class Session(ConstraintScope):
         the CLI) are the smallest (:meth:`_small_witness`); callers that use only the values (JAX's
         questions, constraint ranges, fixes) do not pay for that."""
         def exact() -> Bounds:
-            self.ensure_satisfiable(isl_first=readable)
+            self.ensure_satisfiable(make_points=not readable)
             self.check_divisors(e)
             return self._bounds(e, readable=readable)
 

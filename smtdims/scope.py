@@ -25,7 +25,7 @@ from .errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
 from .lang.constraints import ConstraintSet
 from .lang.expr import CACHE_MAX_TERMS, Expr, deep_recursion, nesting, symbolic_divisors
 from .rungs.intervals import Interval, IntervalEvaluator, combined_interval, propagate_var_ranges
-from .rungs.points import Points, shrink
+from .rungs.points import Points, first_point, shrink
 from .rungs.question import Precision, sign_interval, sign_reduce
 from .rungs.search import EndSearch
 
@@ -178,6 +178,10 @@ def _frozen_ranges(constraints: ConstraintSet, clock: options.Deadline) -> tuple
     """:func:`propagate_var_ranges`, read-only: the sessions of one constraint set share it."""
     ranges, infeasible = propagate_var_ranges(constraints, clock)
     return MappingProxyType(ranges), infeasible
+
+
+def _first_point(constraints: ConstraintSet, clock: options.Deadline) -> dict[str, int] | None:
+    return first_point(constraints, constraints.derived("ranges", _frozen_ranges, clock)[0])
 
 
 def _points(constraints: ConstraintSet, clock: options.Deadline) -> Points:
@@ -349,16 +353,24 @@ class ConstraintScope:
     def points_made(self) -> bool:
         return self._points is not None or self.constraints.has_derived("points")
 
+    def first_point(self) -> dict[str, int] | None:
+        """The first known point (``points.base[0]``), without making the others where they are not
+        made: all ones where it meets the constraints (no ranges needed), else the first of the
+        guesses that does (a witness completed from it, or a gate passed by it, cost the whole set
+        of points before: a fifth of a fresh scope's first exact bounds)."""
+        if self.points_made():
+            pts = self.points.base
+            return pts[0] if pts else None
+        ones = dict.fromkeys(self.constraints.variables(), 1)
+        if self.constraints.holds(ones):
+            return ones
+        return self.constraints.derived("first point", _first_point, options.clock())
+
     def any_point(self) -> dict[str, int] | None:
         """A valuation known to meet every constraint, if one is: the first known point before the
-        gate's (a focus's witness completed from it does not depend on how the gate was passed).
-        All ones, where it meets the constraints, is the first known point: not made for it."""
-        if not self.points_made() and self.constraints.constraints:
-            ones = dict.fromkeys(self.constraints.variables(), 1)
-            if self.constraints.holds(ones):
-                return ones
-        pts = self.points.base
-        return pts[0] if pts else self._sat_model
+        gate's (a focus's witness completed from it does not depend on how the gate was passed)."""
+        p = self.first_point()
+        return dict(p) if p is not None else self._sat_model
 
     def points_at_hand(self, e: Expr) -> list[dict[str, int]]:
         """See :meth:`smtdims.rungs.scope.Scope.points_at_hand`. ``e``'s other variables (no
@@ -379,26 +391,26 @@ class ConstraintScope:
         return [{**free, **p} for p in out]
 
     # -- gates -------------------------------------------------------------------------------------------------
-    def ensure_satisfiable(self, *, isl_first: bool = False) -> None:
+    def ensure_satisfiable(self, *, make_points: bool = True) -> None:
         """Raise :class:`UnsatisfiableConstraintsError` naming a minimal conflict, once per session.
 
-        A known satisfying point settles it without a solver. ``isl_first`` (people's bounds, which
-        ISL answers without the known points): where the points are not made yet, all ones, else
-        ISL's point of the constraints settles it first (their set, built once, serves the bounds
-        too): making the points (the variables' ranges, a dozen guesses checked exactly) was about
-        a fifth of a fresh scope's first exact bounds (benchmark 4, cold), ISL's point costs a little
-        less.
+        A known satisfying point settles it without a solver. Without ``make_points`` (people's
+        bounds, which ISL answers without the known points): where they are not made yet, the first
+        known point (:meth:`first_point`: the ranges and the guesses up to the first that holds),
+        else ISL's point of the constraints (their set, built once, serves the bounds too), settles
+        it before the points are made (all of them: about a fifth of a fresh scope's first exact
+        bounds, benchmark 4 cold).
         """
         if self._satisfiable_checked:
             return
-        if self.constraints.constraints and isl_first and not self.points_made():
-            ones = dict.fromkeys(self.constraints.variables(), 1)  # the first known point, if it is one
-            if self.constraints.holds(ones):
-                self._sat_model, self._satisfiable_checked, self._sat_proven = ones, True, True
+        if self.constraints.constraints and not make_points and not self.points_made():
+            first = self.first_point()
+            if first is not None:
+                self._sat_model, self._satisfiable_checked, self._sat_proven = dict(first), True, True
                 return
             isl = self.isl_engine(Expr.const(0), options.clock())
             got = isl.point(clock=options.clock()) if isl is not None else None
-            if got is not None and got[0] is not None:  # re-checked exactly (else: the points, ISL's conflict)
+            if got is not None and got[0] is not None:  # re-checked exactly (else: ISL's conflict, Z3)
                 self._sat_model, self._satisfiable_checked, self._sat_proven = got[0], True, True
                 return
         if not self.constraints.constraints or self.points.satisfiable():

@@ -155,7 +155,7 @@ def test_a_fresh_scopes_readable_bounds_are_checked_by_the_gates_point(monkeypat
     e = parse_expr("a + b")
     cs = ConstraintSet.of(["a >= 2", "a <= 5", "b <= 7"])
     s = Session(cs)
-    s.ensure_satisfiable(isl_first=True)
+    s.ensure_satisfiable(make_points=False)
     at_hand = s.points_at_hand(e)
     assert not s.points_made() and len(at_hand) == 1 and cs.holds(at_hand[0])
     v = e.evaluate(at_hand[0])

@@ -57,7 +57,7 @@ class Points:
         # threads adding at once may lose one point (each replaces the tuple it read); a point is
         # only a witness found again on demand, so losing one costs a check, never an answer.
         self._base: tuple[dict[str, int], ...] = ()
-        for guess in self._guesses(ranges):
+        for guess in guesses(self.names, ranges):
             self._keep(guess)
 
     @property
@@ -74,32 +74,6 @@ class Points:
         base = self._base
         if env not in base and len(base) < _MAX_REMEMBERED:
             self._base = (*base, dict(env))
-
-    def _guesses(self, ranges: Mapping[str, Interval]) -> list[dict[str, int]]:
-        names = self.names
-        if not names:
-            return [{}]
-
-        def clip(n: str, v: int) -> int:
-            lo, hi = ranges.get(n, (1, INF))
-            lo = 1 if is_inf(lo) else max(1, int(lo))
-            return max(lo, v if is_inf(hi) else min(int(hi), v))
-
-        low = {n: clip(n, 1) for n in names}
-        out = [{n: 1 for n in names}, low]
-        highs = {n: ranges.get(n, (1, INF))[1] for n in names}
-        if all(not is_inf(h) for h in highs.values()):
-            out.append({n: int(h) for n, h in highs.items()})
-        k = len(names)
-        # distinct values in both orders: a >= b admits only one of them
-        out.append({n: clip(n, low[n] + 6 + 4 * i) for i, n in enumerate(names)})
-        out.append({n: clip(n, low[n] + 6 + 4 * (k - 1 - i)) for i, n in enumerate(names)})
-        out.append({n: clip(n, low[n] + 1) for n in names})
-        # far points: many constraints are homogeneous (b >= t) or lower bounds, which scaling keeps
-        for k in (64, 1024):
-            out.append({n: clip(n, low[n] * k) for n in names})
-            out.append({n: clip(n, out[3][n] * k) for n in names})
-        return out
 
     def valuations(self, free: list[str]) -> Iterator[dict[str, int]]:
         """Every known point, each with a few fillings of the free variables."""
@@ -137,6 +111,43 @@ class Points:
                 yield e.evaluate(env), env
             except ZeroDivisionError:
                 continue
+
+
+def guesses(names: list[str], ranges: Mapping[str, Interval]) -> list[dict[str, int]]:
+    """The valuations tried as known points, in order (``names`` sorted): all ones first."""
+    if not names:
+        return [{}]
+
+    def clip(n: str, v: int) -> int:
+        lo, hi = ranges.get(n, (1, INF))
+        lo = 1 if is_inf(lo) else max(1, int(lo))
+        return max(lo, v if is_inf(hi) else min(int(hi), v))
+
+    low = {n: clip(n, 1) for n in names}
+    out = [{n: 1 for n in names}, low]
+    highs = {n: ranges.get(n, (1, INF))[1] for n in names}
+    if all(not is_inf(h) for h in highs.values()):
+        out.append({n: int(h) for n, h in highs.items()})
+    k = len(names)
+    # distinct values in both orders: a >= b admits only one of them
+    out.append({n: clip(n, low[n] + 6 + 4 * i) for i, n in enumerate(names)})
+    out.append({n: clip(n, low[n] + 6 + 4 * (k - 1 - i)) for i, n in enumerate(names)})
+    out.append({n: clip(n, low[n] + 1) for n in names})
+    # far points: many constraints are homogeneous (b >= t) or lower bounds, which scaling keeps
+    for k in (64, 1024):
+        out.append({n: clip(n, low[n] * k) for n in names})
+        out.append({n: clip(n, out[3][n] * k) for n in names})
+    return out
+
+
+def first_point(constraints: ConstraintSet, ranges: Mapping[str, Interval]) -> dict[str, int] | None:
+    """The first guess that meets the constraints: the first known point (``Points.base[0]``), without
+    checking the others."""
+    names = sorted(constraints.variables())
+    for guess in guesses(names, ranges):
+        if constraints.holds(guess):
+            return guess
+    return None
 
 
 def _fills(free: list[str]) -> list[dict[str, int]]:
