@@ -79,6 +79,28 @@ def evaluate(p: tuple, env: dict[str, int]) -> int:
     return S.evaluate(p, env)
 
 
+def evaluate_normal(p: tuple, env: dict[str, int]) -> int:
+    """``p``'s value as JAX's normal form has it: a ``mod`` by the constant 1 or -1 is 0 and a
+    ``floordiv`` by it is the (negated) dividend, exact divisions (``_DimExpr._divmod``), so a term
+    with such a ``mod`` vanishes whatever divides by zero in it (smtdims' normal form does the same).
+    ZeroDivisionError where a division that remains divides by zero."""
+    total = 0
+    for c, m in p:
+        if any(not isinstance(a, str) and a[0] == "mod" and S.as_constant(a[2]) in (1, -1) for a, _ in m):
+            continue
+        prod = c
+        for a, k in m:
+            if isinstance(a, str):
+                v = env[a]
+            elif a[0] == "floordiv" and S.as_constant(a[2]) in (1, -1):
+                v = evaluate_normal(a[1], env) * S.as_constant(a[2])
+            else:
+                v = S._apply(a[0], evaluate_normal(a[1], env), evaluate_normal(a[2], env))
+            prod *= v**k
+        total += prod
+    return total
+
+
 def holds(case: Case, env: dict[str, int]) -> bool:
     """Constraints hold at ``env`` (all case variables present and >= 1); zero divisors fail."""
     try:
@@ -165,15 +187,19 @@ def check_witness(case: Case, p: tuple, w: Any, expect: Any, what: str) -> list[
     try:
         val = evaluate(p, env)
     except ZeroDivisionError:
-        # A left-out variable may sit in a divisor that the normal form cancels
-        # (floordiv(d, c - b) * mod(x, -1) is 0): distinct values for the left-out ones.
-        env.update({v: 2 + i for i, v in enumerate(missing)})
+        # A divisor that the normal form cancels (floordiv(d, c - b) * mod(x, -1) is 0 there, in
+        # JAX's as in smtdims'): the witness is judged by the normal form's value; where a
+        # left-out variable sits in a divisor that remains, distinct values for the left-out ones.
         try:
-            if not missing or not holds(case, env):
-                raise ZeroDivisionError
-            val = evaluate(p, env)
+            val = evaluate_normal(p, env)
         except ZeroDivisionError:
-            return [("bad-witness", f"{what}: witness {w} divides by zero")]
+            env.update({v: 2 + i for i, v in enumerate(missing)})
+            try:
+                if not missing or not holds(case, env):
+                    raise ZeroDivisionError
+                val = evaluate(p, env)
+            except ZeroDivisionError:
+                return [("bad-witness", f"{what}: witness {w} divides by zero")]
     ok = expect(val) if callable(expect) else val == expect
     if not ok:
         return [("bad-witness", f"{what}: witness {w} gives {val}")]

@@ -198,3 +198,20 @@ def test_propagated_ranges_hold_every_valuation(kind):
                 assert lo <= v <= hi, f"{case.describe()}\n  {name} = {v} outside [{lo}, {hi}]"
         checked += len(grid.points)
     assert checked > 0
+
+
+def test_the_oracle_judges_a_witness_by_the_normal_form_where_it_cancels_a_division():
+    """``floordiv(8, a - 2) * mod(a, -1) + a`` is ``a`` in JAX's normal form (a ``mod`` by -1 is 0):
+    at ``a = 2`` the text divides by zero, the normal form does not; a division that remains still
+    does (fuzz seed 1316 flagged a tight end whose witness zeroes a cancelled divisor)."""
+    a = ((1, (("a", 1),)),)
+    fd = ("floordiv", ((8, ()),), ((1, (("a", 1),)), (-2, ())))
+    cancelled = ((1, ((fd, 1), (("mod", a, ((-1, ()),)), 1))), (1, (("a", 1),)))
+    with pytest.raises(ZeroDivisionError):
+        O.evaluate(cancelled, {"a": 2})
+    assert O.evaluate_normal(cancelled, {"a": 2}) == 2
+    assert O.evaluate_normal(cancelled, {"a": 5}) == O.evaluate(cancelled, {"a": 5}) == 5
+    remains = ((1, ((fd, 1),)), (1, ((("floordiv", a, ((-1, ()),)), 1),)))  # floordiv(a, -1) is -a
+    assert O.evaluate_normal(remains, {"a": 4}) == O.evaluate(remains, {"a": 4}) == 8 // 2 - 4
+    with pytest.raises(ZeroDivisionError):
+        O.evaluate_normal(remains, {"a": 2})
