@@ -403,17 +403,19 @@ class ConstraintScope:
         """
         if self._satisfiable_checked:
             return
+        guessed = False  # the guesses were checked (none holds): the points would hold none either
         if self.constraints.constraints and not make_points and not self.points_made():
             first = self.first_point()
             if first is not None:
                 self._sat_model, self._satisfiable_checked, self._sat_proven = dict(first), True, True
                 return
+            guessed = True
             isl = self.isl_engine(Expr.const(0), options.clock())
             got = isl.point(clock=options.clock()) if isl is not None else None
             if got is not None and got[0] is not None:  # re-checked exactly (else: ISL's conflict, Z3)
                 self._sat_model, self._satisfiable_checked, self._sat_proven = got[0], True, True
                 return
-        if not self.constraints.constraints or self.points.satisfiable():
+        if not self.constraints.constraints or (not guessed and self.points.satisfiable()):
             self._satisfiable_checked = self._sat_proven = True
             return
         isl = self.isl_engine(Expr.const(0), options.clock())
