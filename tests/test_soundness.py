@@ -200,6 +200,32 @@ def test_propagated_ranges_hold_every_valuation(kind):
     assert checked > 0
 
 
+@pytest.mark.parametrize("kind", ["presburger", "nonlinear", "big"])
+def test_propagation_skips_only_visits_that_change_nothing(kind, monkeypatch):
+    """A part whose other variables did not change since it last bounded a variable is not visited
+    again (``_settled``): the ranges and the infeasibility verdict are those of visiting every part
+    every round, on random sets and on chains long enough to reach the round limit."""
+    import random
+
+    from smtdims import ConstraintSet, options
+    from smtdims.rungs import intervals
+
+    sets = []
+    for i in range(300):
+        case = S.random_case(random.Random(f"skip-{kind}-{i}"), BATCH_CONFIGS[kind])
+        try:
+            sets.append(ConstraintSet.of(case.constraint_texts))
+        except ValueError:
+            continue
+    chain = [f"v{i} >= v{i + 1} + {i % 3}" for i in range(9)] + ["v9 >= 7", "v0 + v5 <= 400", "v3 == 2*v8 + 1"]
+    sets += [ConstraintSet.of(chain), ConstraintSet.of(chain[::-1])]
+    skipping = [intervals.propagate_var_ranges(cs, options.clock()) for cs in sets]
+    monkeypatch.setattr(intervals, "_settled", lambda *_: False)
+    every = [intervals.propagate_var_ranges(cs, options.clock()) for cs in sets]
+    assert skipping == every
+    assert sum(bool(cs.constraints) for cs in sets) > 100
+
+
 def test_the_oracle_judges_a_witness_by_the_normal_form_where_it_cancels_a_division():
     """``floordiv(8, a - 2) * mod(a, -1) + a`` is ``a`` in JAX's normal form (a ``mod`` by -1 is 0):
     at ``a = 2`` the text divides by zero, the normal form does not; a division that remains still

@@ -366,12 +366,22 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
     """
     names = sorted(constraints.variables())
     ranges: dict[str, Interval] = {n: (1, INF) for n in names}
+    parts = [(con, sorted(con.diff.variables())) for con in constraints.parts()]  # max(a, b) <= c bounds a and b
+    # A part bounds ``n`` by a function of its other variables' ranges; ranges only narrow, so where
+    # none of them changed since the part last bounded ``n``, bounding it again changes nothing.
+    # Such visits are skipped (a single-variable part is visited once): the same ranges after
+    # each round, with a third fewer visits on benchmark 4's sets.
+    stamp, changed_at = 0, dict.fromkeys(names, 0)
+    bounded_at: list[dict[str, int]] = [{} for _ in parts]  # part -> variable -> stamp when it last bounded it
     for _ in range(_PROPAGATION_ROUNDS):
         changed = False
         ev = IntervalEvaluator(ranges)
-        for con in constraints.parts():  # max(a, b) <= c bounds a and b
+        for (con, vs), done in zip(parts, bounded_at, strict=True):
+            if done and _settled(vs, done, changed_at):
+                continue
             fast = _LeaveOneOut.of(con.diff, ranges)
-            for n in sorted(con.diff.variables()):  # a fixed order: ranges after the last round depend on it
+            for n in vs:  # a fixed order: ranges after the last round depend on it
+                done[n] = stamp
                 if fast is not None:
                     got = fast.rest(n)
                     if got is None:
@@ -401,6 +411,8 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
                     if lo > hi:
                         return ranges, True
                     ranges[n] = (lo, hi)
+                    stamp += 1
+                    changed_at[n] = stamp
                     ev = IntervalEvaluator(ranges)
                     changed = True
                     if fast is not None:
@@ -408,6 +420,20 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
         if not changed:
             break
     return ranges, False
+
+
+def _settled(vs: list[str], done: dict[str, int], changed_at: dict[str, int]) -> bool:
+    """Whether no variable of ``vs`` changed since the part last bounded another one of them (linear
+    in ``vs``: the two latest changes; stamps are distinct, 0 where never changed)."""
+    first = second = 0
+    top = None
+    for m in vs:
+        t = changed_at[m]
+        if t > first:
+            first, second, top = t, first, m
+        elif t > second:
+            second = t
+    return all((second if n == top else first) <= done[n] for n in vs)
 
 
 class _LeaveOneOut:
@@ -445,6 +471,9 @@ class _LeaveOneOut:
 
     def _term(self, i: int) -> Interval:
         m, c = self.terms[i]
+        if len(m) == 1 and m[0][1] == 1:  # c*v, c != 0: c*lo and c*hi (an infinite end stays infinite)
+            lo, hi = self.ranges.get(m[0][0].name, (1, INF))
+            return (c * lo, c * hi) if c > 0 else (c * hi, c * lo)
         term: Interval = (c, c)
         for a, k in m:
             term = mul_interval(term, pow_interval(self.ranges.get(a.name, (1, INF)), k))
