@@ -203,7 +203,7 @@ def test_propagated_ranges_hold_every_valuation(kind):
 @pytest.mark.parametrize("kind", ["presburger", "nonlinear", "big"])
 def test_propagation_skips_only_visits_that_change_nothing(kind, monkeypatch):
     """A part whose other variables did not change since it last bounded a variable is not visited
-    again (``_settled``): the ranges and the infeasibility verdict are those of visiting every part
+    again (``settled``): the ranges and the infeasibility verdict are those of visiting every part
     every round, on random sets and on chains long enough to reach the round limit."""
     import random
 
@@ -220,7 +220,7 @@ def test_propagation_skips_only_visits_that_change_nothing(kind, monkeypatch):
     chain = [f"v{i} >= v{i + 1} + {i % 3}" for i in range(9)] + ["v9 >= 7", "v0 + v5 <= 400", "v3 == 2*v8 + 1"]
     sets += [ConstraintSet.of(chain), ConstraintSet.of(chain[::-1])]
     skipping = [intervals.propagate_var_ranges(cs, options.clock()) for cs in sets]
-    monkeypatch.setattr(intervals, "_settled", lambda *_: False)
+    monkeypatch.setattr(intervals, "settled", lambda *_: False)
     every = [intervals.propagate_var_ranges(cs, options.clock()) for cs in sets]
     assert skipping == every
     assert sum(bool(cs.constraints) for cs in sets) > 100

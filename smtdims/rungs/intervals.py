@@ -369,15 +369,15 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
     parts = [(con, sorted(con.diff.variables())) for con in constraints.parts()]  # max(a, b) <= c bounds a and b
     # A part bounds ``n`` by a function of its other variables' ranges; ranges only narrow, so where
     # none of them changed since the part last bounded ``n``, bounding it again changes nothing.
-    # Such visits are skipped (a single-variable part is visited once): the same ranges after
-    # each round, with a third fewer visits on benchmark 4's sets.
+    # Such visits are skipped (:func:`settled`; a single-variable part is visited once): the same
+    # ranges after each round, with a third fewer visits on benchmark 4's sets.
     stamp, changed_at = 0, dict.fromkeys(names, 0)
     bounded_at: list[dict[str, int]] = [{} for _ in parts]  # part -> variable -> stamp when it last bounded it
     for _ in range(_PROPAGATION_ROUNDS):
         changed = False
         ev = IntervalEvaluator(ranges)
         for (con, vs), done in zip(parts, bounded_at, strict=True):
-            if done and _settled(vs, done, changed_at):
+            if done and settled(vs, done, changed_at):
                 continue
             fast = _LeaveOneOut.of(con.diff, ranges)
             for n in vs:  # a fixed order: ranges after the last round depend on it
@@ -422,7 +422,7 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
     return ranges, False
 
 
-def _settled(vs: list[str], done: dict[str, int], changed_at: dict[str, int]) -> bool:
+def settled(vs: list[str], done: dict[str, int], changed_at: dict[str, int]) -> bool:
     """Whether no variable of ``vs`` changed since the part last bounded another one of them (linear
     in ``vs``: the two latest changes; stamps are distinct, 0 where never changed)."""
     first = second = 0
@@ -471,9 +471,10 @@ class _LeaveOneOut:
 
     def _term(self, i: int) -> Interval:
         m, c = self.terms[i]
-        if len(m) == 1 and m[0][1] == 1:  # c*v, c != 0: c*lo and c*hi (an infinite end stays infinite)
+        if len(m) == 1 and m[0][1] == 1:  # c*v, c != 0: the ends times c (no int is made a float)
             lo, hi = self.ranges.get(m[0][0].name, (1, INF))
-            return (c * lo, c * hi) if c > 0 else (c * hi, c * lo)
+            lo, hi = (_mul(c, lo), _mul(c, hi)) if c > 0 else (_mul(c, hi), _mul(c, lo))
+            return (lo, hi)
         term: Interval = (c, c)
         for a, k in m:
             term = mul_interval(term, pow_interval(self.ranges.get(a.name, (1, INF)), k))
