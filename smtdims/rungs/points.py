@@ -116,7 +116,8 @@ class Points:
 def guesses(names: list[str], ranges: Mapping[str, Interval]) -> Iterator[dict[str, int]]:
     """The valuations tried as known points, in order (``names`` sorted): all ones first. Made one
     at a time: the first point stops at the first that holds (the second, on most of benchmark 4's
-    sets, where all ones does not)."""
+    sets, where all ones does not). Each is a dict of its own: a caller that changes one changes no
+    later guess."""
     if not names:
         yield {}
         return
@@ -128,7 +129,7 @@ def guesses(names: list[str], ranges: Mapping[str, Interval]) -> Iterator[dict[s
 
     yield {n: 1 for n in names}
     low = {n: clip(n, 1) for n in names}
-    yield low
+    yield dict(low)
     highs = {n: ranges.get(n, (1, INF))[1] for n in names}
     bounded = all(not is_inf(h) for h in highs.values())
     if bounded:
@@ -136,9 +137,9 @@ def guesses(names: list[str], ranges: Mapping[str, Interval]) -> Iterator[dict[s
     k = len(names)
     # distinct values in both orders: a >= b admits only one of them
     up = {n: clip(n, low[n] + 6 + 4 * i) for i, n in enumerate(names)}
-    yield up
+    yield dict(up)
     down = {n: clip(n, low[n] + 6 + 4 * (k - 1 - i)) for i, n in enumerate(names)}
-    yield down
+    yield dict(down)
     yield {n: clip(n, low[n] + 1) for n in names}
     # far points: many constraints are homogeneous (b >= t) or lower bounds, which scaling keeps;
     # the fourth guess scaled (``up`` where the highs came third, else ``down``)
