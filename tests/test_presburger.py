@@ -204,6 +204,22 @@ def test_common_questions_are_answered_in_process_and_the_rest_by_the_worker(mon
     assert here[:2] == (min(e.evaluate(p) for p in points), max(e.evaluate(p) for p in points))
 
 
+@pytest.mark.parametrize("least", [False, True])
+@pytest.mark.parametrize("cons", [["a >= 5", "a <= 3"], ["a + b <= 1"], ["mod(a, 4) == 1", "a >= 2", "a <= 4"]])
+def test_an_empty_set_gives_no_bounds_in_either_tier(cons, least, monkeypatch):
+    """A set no valuation meets, one piece or several (the emptiness of a lone piece is not asked
+    first): no ends, in process and from the worker, whatever the expression (the gate refuses such
+    a scope before any question; a part of a scope the gate could not settle reaches the engine)."""
+    cs = ConstraintSet.of(cons)
+    assert not any(cs.holds({"a": a, "b": b}) for a in range(1, 20) for b in range(1, 20))
+    for text in ("a", "2*a - b + 3", "max(a, b) - floordiv(a, 3)"):
+        e = parse_expr(text)
+        assert presburger.Engine(cs).bounds(e, least=least, clock=options.clock()) is None
+        with monkeypatch.context() as m:
+            m.setattr(presburger, "LOCAL", False)
+            assert presburger.Engine(cs).bounds(e, least=least, clock=options.clock()) is None
+
+
 def test_a_set_with_more_local_variables_than_the_tier_takes_is_handed_on(monkeypatch):
     """Over ``LOCAL_DIVS`` local variables, the in-process tier hands the call on; the worker answers it,
     the same as the tier answers it within the limit."""
