@@ -376,7 +376,7 @@ class ConstraintScope:
         """See :meth:`smtdims.rungs.scope.Scope.points_at_hand`. ``e``'s other variables (no
         constraint restricts them) are 1."""
         free = dict.fromkeys(e.variables() - self.constraints.variables(), 1)
-        if self.points_made():
+        if self.points_made() and self.points.base:
             return [{**free, **p} for p in self.points.base]
         names = self.constraints.variables()
         root = self

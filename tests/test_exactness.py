@@ -128,3 +128,44 @@ def test_unsatisfiable_presburger_constraints_agree_with_isl():
     assert O.isl_bounds(case) is None  # 2a - 2b == 1 has no integer solution
     with pytest.raises(UnsatisfiableConstraintsError):
         Session(ConstraintSet.of(case.constraint_texts)).bounds(parse_expr("a"))
+
+
+def test_the_search_starts_from_the_gates_point_where_no_guess_holds(monkeypatch):
+    """Where none of the guesses holds, the search's first attained value is the satisfiability
+    gate's point (already checked), not one more solver check with no facts of its own; every end is
+    still exact (brute force over the finite box) with a witness that attains it."""
+    from smtdims.scope import ConstraintScope
+
+    factless = []
+    check = ConstraintScope.check
+
+    def spy(self, build, *exprs, ask):
+        try:
+            factless.append(build(None) == [])  # a check with facts reads the encoder
+        except AttributeError:
+            factless.append(False)
+        return check(self, build, *exprs, ask=ask)
+
+    monkeypatch.setattr(ConstraintScope, "check", spy)
+    texts = ("mod(a, 7) == 3", "a >= 20", "a <= 60", "b >= a + 5", "b <= 70", "mod(b + a, 5) == 2", "c >= b - a")
+    cs = ConstraintSet.of(texts)
+    box = [{"a": a, "b": b, "c": c} for a in range(1, 61) for b in range(1, 71) for c in range(1, 72)]
+    box = [p for p in box if cs.holds(p)]
+    rng = random.Random(4421)
+    with options.scoped(presburger=False):
+        for _ in range(12):
+            ka, kb, kc = (rng.randint(-3, 3) for _ in range(3))
+            e = parse_expr(f"{ka}*a + {kb}*b + {kc}*c")
+            s = Session(cs)
+            b = s.bounds(e)
+            assert not s.points.base  # the case this tests: no guess holds, the gate's point did
+            assert s.first_point() is None and s.any_point() is not None
+            values = [e.evaluate(p) for p in box]
+            lo = min(values) if kc >= 0 else -math.inf  # c is unbounded above; a and b are not
+            hi = max(values) if kc <= 0 else math.inf
+            assert (b.lo, b.hi, b.lo_tight, b.hi_tight) == (lo, hi, True, True), str(e)
+            for val, w in ((b.lo, b.lo_witness), (b.hi, b.hi_witness)):
+                if not math.isinf(val):
+                    assert cs.holds(w) and e.evaluate(w) == val
+            assert factless and not any(factless[1:]), factless  # the gate's own check comes first
+            factless.clear()

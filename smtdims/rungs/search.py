@@ -188,7 +188,7 @@ def answer(q: BoundsQuestion, scope: Scope) -> str | None:
     """
     e, s = q.e, q.focus
     lo0, hi0 = q.interval
-    extremes = q.extremes()
+    extremes = q.extremes() or _at_hand(e, s)
     if extremes is None:
         start = s.check(lambda enc: [], e, ask=q.ask)
         if start.status != SAT or start.model is None:
@@ -211,3 +211,19 @@ def answer(q: BoundsQuestion, scope: Scope) -> str | None:
     hi = End(INF, True, None) if rhi else s.search.end(e, hi0, vmax, wmax, q.ask, lower=False, ray_tried=True)
     q.answer(lo, hi, deterministic=not clock.expired)
     return NAME
+
+
+def _at_hand(e: Expr, s: Scope) -> tuple[tuple[int, dict[str, int]], tuple[int, dict[str, int]]] | None:
+    """The least and greatest values of ``e`` at the points at hand where no point is known (none of
+    the guesses holds): the satisfiability gate's point, all ones. A check with no facts of its own
+    would only find another such point (at 200 variables / 500 constraints, 4.5 ms of a 20 ms bound).
+    """
+    seen = []
+    for p in s.points_at_hand(e):
+        try:
+            seen.append((e.evaluate(p), p))
+        except ZeroDivisionError:
+            continue
+    if not seen:
+        return None
+    return min(seen, key=lambda x: x[0]), max(seen, key=lambda x: x[0])
