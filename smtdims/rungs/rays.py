@@ -18,6 +18,7 @@ divide every non-constant coefficient; a symbolic divisor refuses.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
@@ -392,8 +393,11 @@ _BIG = 10**1000  # coefficients are written as decimal text (Python refuses str(
 _MAX_SLOPE_TEXT = 4000
 
 
+@functools.lru_cache(maxsize=4096)
 def _smt_name(name: str) -> str:
-    """``name``'s real in the LP's SMT-LIB text: :func:`smtdims.engines.smt.symbol` of kind ``d``, quoted."""
+    """``name``'s real in the LP's SMT-LIB text: :func:`smtdims.engines.smt.symbol` of kind ``d``, quoted.
+    Cached: the LP's text names each variable once per constraint that holds it (at 500 constraints,
+    the import and the quoting were a third of writing the text)."""
     from ..engines.smt import symbol
 
     return f"|{symbol(name, 'd')}|"
