@@ -270,7 +270,8 @@ class Engine:
         ``known`` maps values of ``e`` to satisfying valuations already at hand: an end that one
         of them attains needs no sample point from ISL. ``least``: the witness ISL gives for any
         other finite end is one with the least sum of the variables (kept for :meth:`least_witness`:
-        a readable witness in the same call; people's bounds pass no ``known``).
+        a readable witness in the same call); ``known`` then holds only the caller's least-sum
+        valuations (:meth:`smtdims.scope.ConstraintScope.least_of`), kept as ISL's are.
         """
         known = known or {}
         if not available() or not self.eligible(e):
@@ -291,7 +292,7 @@ class Engine:
             if w is None or not self.constraints.holds(w) or e.evaluate(w) != end:
                 return None  # never trust an end without a witness that re-evaluates exactly
             witnesses.append(w)
-            if least and from_isl and len(self._least) < _LEAST_ENTRIES:
+            if least and len(self._least) < _LEAST_ENTRIES:
                 self._least[(e, int(end))] = w
         return lo, hi, witnesses[0], witnesses[1]
 

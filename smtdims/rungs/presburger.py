@@ -41,8 +41,11 @@ def _bounds(q: BoundsQuestion) -> str | None:
         # People's bounds: ISL's least-sum witness of every end, whatever points are known (a known
         # point spares ISL's witness only for other bounds); the values at the points at hand check
         # ISL's ends (the points are not made for this alone: about a fifth of a fresh scope's question)
-        seen = [e.evaluate(p) for p in s.points_at_hand(e)]
-        got = eng.bounds(e, clock=q.clock, least=True)
+        at_hand = s.points_at_hand(e)
+        seen = [e.evaluate(p) for p in at_hand]
+        # the one least-sum valuation of all, where at hand: ISL's least-sum witness of the end it attains
+        least = s.least_of(at_hand)
+        got = eng.bounds(e, None if least is None else {e.evaluate(least): least}, clock=q.clock, least=True)
     else:
         known = {v: env for v, env in q.values}
         seen = list(known)

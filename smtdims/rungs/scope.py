@@ -89,6 +89,10 @@ class Scope(Protocol):
         without making :attr:`points`: the known points where made, else all ones (where it meets
         them) and the satisfiability gate's point."""
 
+    def least_of(self, points: list[dict[str, int]]) -> dict[str, int] | None:
+        """The one of ``points`` (valuations that meet the constraints) with every variable at its
+        least value, if one is: the one valuation with the least sum of the variables."""
+
     def holds_everywhere(self, diff: Expr, op: str, ask: Question) -> tuple[bool, str]:
         """A rung's own sub-question (of the question ``ask``): whether ``diff op 0`` is proven, and the
         rung that settled it."""
