@@ -86,8 +86,8 @@ class Scope(Protocol):
 
     def points_at_hand(self, e: Expr) -> list[dict[str, int]]:
         """Valuations of the constraints' and ``e``'s variables that meet every constraint, at hand
-        without making :attr:`points`: the known points where made, else all ones (where it meets
-        them) and the satisfiability gate's point."""
+        without making :attr:`points`: the known points where made and one holds, else all ones
+        (where it meets them) and the satisfiability gate's point."""
 
     def least_of(self, points: list[dict[str, int]]) -> dict[str, int] | None:
         """The one of ``points`` (valuations that meet the constraints) with every variable at its
