@@ -166,28 +166,29 @@ class Bounds(tuple):
         deadline: float | None = None,
         clocked: str | None = None,
     ) -> Bounds:
-        from ..options import CLOCK_INTERRUPTED, REASON_DEADLINE, REASON_INCOMPLETE
-
         self = super().__new__(cls, (lo, hi))
-        # (ConstraintSet, budget, Expr): what explain() needs to find the session again; values only
-        object.__setattr__(self, "_context", context)
-        # False when the deadline cut the search short: then an end may be looser than the budget allows
-        object.__setattr__(self, "deterministic", deterministic)
         if reason is None:  # why an end is not tight: the clock that shaped it (``clocked``, the question's:
             # a check cut by Ctrl-C), else the budget / incompleteness
+            from ..options import CLOCK_INTERRUPTED, REASON_DEADLINE, REASON_INCOMPLETE
+
             reason = ("" if lo_tight and hi_tight else REASON_INCOMPLETE if deterministic
                       else clocked if clocked == CLOCK_INTERRUPTED else REASON_DEADLINE)
-        now_budget, now_deadline = _configured()
-        fields = dict(
-            reason=reason, budget=now_budget if budget is None else budget,
-            deadline=now_deadline if deadline is None else deadline,
+        if budget is None or deadline is None:
+            now_budget, now_deadline = _configured()
+            budget = now_budget if budget is None else budget
+            deadline = now_deadline if deadline is None else deadline
+        # the instance's own attributes, written past __setattr__ (which refuses: Bounds is immutable)
+        vars(self).update(
+            # (ConstraintSet, budget, Expr): what explain() needs to find the session again; values only
+            _context=context,
+            # False when the deadline cut the search short: then an end may be looser than the budget allows
+            deterministic=deterministic,
+            reason=reason, budget=budget, deadline=deadline,
             lo=lo, hi=hi, lo_tight=lo_tight, hi_tight=hi_tight,
             lo_witness=dict(lo_witness) if lo_witness is not None else None,
             hi_witness=dict(hi_witness) if hi_witness is not None else None,
             expr=expr, constraints=tuple(constraints), answered_by=answered_by,
         )
-        for k, v in fields.items():
-            object.__setattr__(self, k, v)
         return self
 
     def __setattr__(self, name: str, value: Any) -> None:
