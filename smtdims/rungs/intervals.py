@@ -373,7 +373,7 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
     # ranges after each round, with a third fewer visits on benchmark 4's sets.
     stamp, changed_at = 0, dict.fromkeys(names, 0)
     bounded_at: list[dict[str, int]] = [{} for _ in parts]  # part -> variable -> stamp when it last bounded it
-    shapes: list[_Shape | None | bool] = [False] * len(parts)  # each part's, made at its first visit
+    shapes = [_Shape.of(con.diff) for con, _ in parts]  # every part is visited in the first round
     for _ in range(_PROPAGATION_ROUNDS):
         changed = False
         ev: IntervalEvaluator | None = None  # made where a part needs it (not on the fast path)
@@ -381,8 +381,6 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
             if done and settled(vs, done, changed_at):
                 continue
             shape = shapes[i]
-            if shape is False:
-                shape = shapes[i] = _Shape.of(con.diff)
             fast = _LeaveOneOut(shape, ranges) if shape is not None else None
             for n in vs:  # a fixed order: ranges after the last round depend on it
                 done[n] = stamp
