@@ -59,7 +59,7 @@ def _value(v: Any) -> int | str | None:
         return "inf"
     if v.is_neginfty():
         return "-inf"
-    return int(str(v))
+    return int(v.to_str())  # not str(v): islpy's printer object, 2.2 against 0.8 us a value
 
 
 def _attaining(isl: Any, graph: Any, value: int) -> Any:
@@ -72,7 +72,7 @@ def _coords(isl: Any, points: Any, n: int) -> list[int] | None:
     pt = points.sample_point()
     if pt.is_void():
         return None
-    return [int(str(pt.get_coordinate_val(isl.dim_type.set, i))) for i in range(n)]
+    return [int(pt.get_coordinate_val(isl.dim_type.set, i).to_str()) for i in range(n)]
 
 
 def _sum_of_variables(isl: Any, space: Any) -> Any:
@@ -103,18 +103,19 @@ def _least(isl: Any, ctx: Any, points: Any, n: int, max_divs: int | None = None,
         v = one.min_val(obj)
         if not v.is_int():  # never -inf (every variable is >= 1); nan: give up
             return None
-        if best is None or int(str(v)) < best[0]:
-            best = (int(str(v)), one)
+        if best is None or int(v.to_str()) < best[0]:
+            best = (int(v.to_str()), one)
     if best is None:
         return None
-    total = isl.Aff.val_on_domain(isl.LocalSpace.from_space(points.get_space()), isl.Val.read_from_str(ctx, str(best[0])))
-    return _coords(isl, best[1].intersect(obj.eq_set(total)), n)
+    # the sum's level set as one basic set (sum - least == 0): a third of eq_set's cost with its intersection
+    level = obj.add_constant_val(isl.Val.read_from_str(ctx, str(-best[0]))).zero_basic_set()
+    return _coords(isl, best[1].intersect(isl.Set.from_basic_set(level)), n)
 
 
 def _expression(isl: Any, ctx: Any, dom: Any, req: dict) -> Any:
     """The request's expression as a piecewise affine function on the domain's space, built from
     its ``tree`` through ISL's API (half the cost of parsing its text)."""
-    return _build(isl, ctx, isl.LocalSpace.from_space(dom.get_space()), req["tree"])
+    return _pw(isl, _build(isl, ctx, isl.LocalSpace.from_space(dom.get_space()), req["tree"]))
 
 
 def _domain(isl: Any, ctx: Any, dom: str | dict) -> Any:
@@ -131,7 +132,7 @@ def _domain(isl: Any, ctx: Any, dom: str | dict) -> Any:
         out = out.lower_bound_val(isl.dim_type.set, i, one)
     ls = isl.LocalSpace.from_space(space)
     for tree, kind in dom["parts"]:
-        f = _build(isl, ctx, ls, tree)
+        f = _pw(isl, _build(isl, ctx, ls, tree))
         if kind == ">=":
             out = out.intersect(f.nonneg_set())
         elif kind == "==":
@@ -145,10 +146,19 @@ def _val(isl: Any, ctx: Any, text: str) -> Any:
     return isl.Val.read_from_str(ctx, text)
 
 
+def _pw(isl: Any, f: Any) -> Any:
+    """``f`` (an affine function or a piecewise one) as a piecewise affine function."""
+    return isl.PwAff.from_aff(f) if isinstance(f, isl.Aff) else f
+
+
 def _build(isl: Any, ctx: Any, ls: Any, tree: list) -> Any:
-    """``[[coefficient, atom], ...]`` (see ``presburger._tree``) as a piecewise affine function: its
-    constant and variable terms as one affine function (a piecewise sum per term cost a sixth more
-    on benchmark 4's), plus each operation's piecewise function."""
+    """``[[coefficient, atom], ...]`` (see ``presburger._tree``) as an affine function where no
+    ``max``/``min`` occurs in it, else a piecewise one (:func:`_pw` makes either piecewise).
+
+    Variables, constants, ``floordiv`` and ``mod`` by constants are quasi-affine: one affine function
+    with integer divisions, whose sums cost no piecewise domains (a piecewise sum is 20 us, an affine
+    one under 1; the expressions of benchmark 4 build in 29 against 49 us a question, the same
+    functions: ``is_equal`` on all 200). Only ``max``/``min`` make pieces; they are added last."""
     aff = None
     total = None
     for coef, atom in tree:
@@ -160,23 +170,26 @@ def _build(isl: Any, ctx: Any, ls: Any, tree: list) -> Any:
         piece = _build_atom(isl, ctx, ls, atom)
         if coef != "1":
             piece = piece.scale_val(_val(isl, ctx, coef))
-        total = piece if total is None else total.add(piece)
-    if aff is not None:
-        total = isl.PwAff.from_aff(aff) if total is None else total.add(isl.PwAff.from_aff(aff))
-    return total if total is not None else isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls))
+        if isinstance(piece, isl.Aff):
+            aff = piece if aff is None else aff.add(piece)
+        else:
+            total = piece if total is None else total.add(piece)
+    if total is None:
+        return aff if aff is not None else isl.Aff.zero_on_domain(ls)
+    return total if aff is None else total.add(isl.PwAff.from_aff(aff))
 
 
 def _build_atom(isl: Any, ctx: Any, ls: Any, atom: int | list) -> Any:
     if isinstance(atom, int):
-        return isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, atom))
+        return isl.Aff.var_on_domain(ls, isl.dim_type.set, atom)
     op, lhs, rhs = atom
     x = _build(isl, ctx, ls, lhs)
     if op in ("max", "min"):
-        y = _build(isl, ctx, ls, rhs)
-        return x.max(y) if op == "max" else x.min(y)
+        y = _pw(isl, _build(isl, ctx, ls, rhs))
+        return _pw(isl, x).max(y) if op == "max" else _pw(isl, x).min(y)
     d = int(rhs)
     # Python's floor division and modulo: x // d == floor(-x / -d); x % d == -((-x) % -d) for d < 0
-    # (ISL's floor and mod_val by a positive constant are Python's)
+    # (ISL's floor and mod_val by a positive constant are Python's, on affine and piecewise functions)
     if op == "floordiv":
         return (x if d > 0 else x.neg()).scale_down_val(_val(isl, ctx, str(abs(d)))).floor()
     if op == "mod":
