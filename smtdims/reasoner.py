@@ -94,6 +94,12 @@ NEED_SIGN_LT = Precision.STRICT_SIGN
 NEED_BEST = Precision.BEST
 
 
+def _wants_small(value: int | float, tight: bool, env: dict[str, int] | None) -> bool:
+    """Whether an end's witness is one :meth:`Session._small_witness` makes smaller: a tight finite
+    end's, in a small scope."""
+    return env is not None and tight and not is_inf(value) and len(env) <= _SMALL_WITNESS_MAX_VARS
+
+
 def prestart_workers() -> None:
     """Start the ISL worker's process and one Z3 worker's now, without waiting for them.
 
@@ -342,8 +348,10 @@ class Session(ConstraintScope):
 
     def _readable_bounds(self, e: Expr, b: Bounds) -> Bounds:
         """``b`` with the smallest witnesses; not deterministic if a clock cut their search."""
-        lo_w = self._small_witness(e, b.lo, b.lo_tight, b.lo_witness)
-        hi_w = self._small_witness(e, b.hi, b.hi_tight, b.hi_witness)
+        ends = ((b.lo, b.lo_tight, b.lo_witness), (b.hi, b.hi_tight, b.hi_witness))
+        # the focus's ISL engine, looked up once for both ends
+        eng = self.focus(e).isl_engine(e, options.clock()) if any(_wants_small(*end) for end in ends) else None
+        lo_w, hi_w = (self._small_witness(e, *end, eng) for end in ends)
         if lo_w == b.lo_witness and hi_w == b.hi_witness:
             return b
         return Bounds(
@@ -377,8 +385,8 @@ class Session(ConstraintScope):
             deterministic=deterministic, reason=reason, budget=budget, deadline=deadline, clocked=options.clocked(),
         )
 
-    def _small_witness(self, e: Expr, value: int | float, tight: bool,
-                       env: dict[str, int] | None) -> dict[str, int] | None:
+    def _small_witness(self, e: Expr, value: int | float, tight: bool, env: dict[str, int] | None,
+                       eng: presburger.Engine | None) -> dict[str, int] | None:
         """A witness of a tight end that a reader checks at a glance: ``b = 1, batch = 3``, not
         ``batch = 9216``; ``a = b = 1`` for ``max(a, b) - min(a, b) = 0``, not ``a = b = 1024``.
 
@@ -392,7 +400,7 @@ class Session(ConstraintScope):
         that fails or says unknown keeps the witness found so far. Small scopes only
         (``_SMALL_WITNESS_MAX_VARS``), as for decisions.
         """
-        if env is None or not tight or is_inf(value) or len(env) > _SMALL_WITNESS_MAX_VARS:
+        if not _wants_small(value, tight, env):
             return env
 
         def attains(w: dict[str, int]) -> bool:
@@ -407,7 +415,7 @@ class Session(ConstraintScope):
             except ZeroDivisionError:
                 return False
 
-        eng = self.focus(e).isl_engine(e, options.clock()) if isinstance(value, int) else None
+        eng = eng if isinstance(value, int) else None
         given = eng.given_least(e, value) if eng is not None else None
         if given is not None and all(env.get(v) == x for v, x in given.items()):
             # The cone of influence's part is ISL's least-sum point for this end: no valuation of
