@@ -118,7 +118,10 @@ def set_defaults(*, budget: int | None = None, deadline: float | None = None, pr
 def scoped(*, budget: int | None = None, deadline: float | None = None,
            presburger: bool | None = None) -> Iterator[Options]:
     """Override the budget, the deadline and/or the ISL rung for the block (this thread / task only)."""
-    token = _SCOPED.set(replace(current(), **_overrides(budget, deadline, presburger)))
+    kw = _overrides(budget, deadline, presburger)
+    # the options in force, pinned for the block (a copy only where something is overridden: every
+    # public call opens this block, most with no override)
+    token = _SCOPED.set(replace(current(), **kw) if kw else current())
     try:
         yield current()
     finally:

@@ -180,12 +180,18 @@ class ConstraintSet:
 
     def holds(self, env: dict[str, int]) -> bool:
         """Whether ``env`` (all variables >= 1) satisfies every constraint; zero divisors fail."""
-        if any(v < 1 for v in env.values()):
-            return False
+        # loops, not any()/all() over generators: a known point is checked several times per fresh
+        # question (the gate's guesses, the points at hand, each witness)
+        for v in env.values():
+            if v < 1:
+                return False
         try:
-            return all(c.holds(env) for c in self.constraints)
+            for c in self.constraints:
+                if not c.holds(env):
+                    return False
         except ZeroDivisionError:
             return False
+        return True
 
     def failing(self, env: Mapping[str, int]) -> list[int]:
         """Positions of the constraints that do not hold at ``env`` (a zero divisor or a missing

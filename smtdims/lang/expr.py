@@ -761,8 +761,9 @@ def const(value: int) -> Expr:
 def symbolic_divisors(e: Expr) -> list[Expr]:
     """The non-constant divisors of every ``floordiv``/``mod`` in ``e`` (nested ones included)."""
     out: list[Expr] = []
-    for a in sorted(e.atoms(), key=lambda a: a.sort_key()):
-        if isinstance(a, Op) and a.op in (FLOORDIV, MOD) and not a.rhs.is_constant and a.rhs not in out:
+    symbolic = [a for a in e.atoms() if isinstance(a, Op) and a.op in (FLOORDIV, MOD) and not a.rhs.is_constant]
+    for a in sorted(symbolic, key=lambda a: a.sort_key()):  # only these sorted: most expressions have none
+        if a.rhs not in out:
             out.append(a.rhs)
     return out
 
