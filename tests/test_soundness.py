@@ -226,6 +226,39 @@ def test_propagation_skips_only_visits_that_change_nothing(kind, monkeypatch):
     assert sum(bool(cs.constraints) for cs in sets) > 100
 
 
+@pytest.mark.parametrize("kind", ["presburger", "nonlinear", "big"])
+def test_linear_parts_inline_bound_as_the_general_sums_do(kind, monkeypatch):
+    """A linear part's sums computed inline (``_Shape.lin``) give the ranges and the infeasibility
+    verdict of :class:`_LeaveOneOut`'s general sums, on random sets (huge coefficients, equalities,
+    unbounded highs) and on chains that narrow a range many times."""
+    import random
+
+    from smtdims import ConstraintSet, options
+    from smtdims.rungs import intervals
+
+    sets = []
+    for i in range(300):
+        case = S.random_case(random.Random(f"lin-{kind}-{i}"), BATCH_CONFIGS[kind])
+        try:
+            sets.append(ConstraintSet.of(case.constraint_texts))
+        except ValueError:
+            continue
+    chain = [f"v{i} >= v{i + 1} + {i % 3}" for i in range(9)] + ["v9 >= 7", "v0 + v5 <= 400", "v3 == 2*v8 + 1"]
+    sets += [ConstraintSet.of(chain), ConstraintSet.of(chain[::-1]),
+             ConstraintSet.of(["-3*a + 2*b - c == -5", "a <= 9", "c >= 2", "b - 4*c <= 12"])]
+    inline = [intervals.propagate_var_ranges(cs, options.clock()) for cs in sets]
+
+    def general(diff):
+        shape = intervals._Shape.of(diff)  # a fresh one (the kept ones stay as they are)
+        if shape is not None:
+            shape.lin = None
+        return sorted(diff.variables()), shape
+
+    monkeypatch.setattr(intervals, "_part_shape", general)
+    assert inline == [intervals.propagate_var_ranges(cs, options.clock()) for cs in sets]
+    assert sum(bool(cs.constraints) for cs in sets) > 100
+
+
 def test_the_oracle_judges_a_witness_by_the_normal_form_where_it_cancels_a_division():
     """``floordiv(8, a - 2) * mod(a, -1) + a`` is ``a`` in JAX's normal form (a ``mod`` by -1 is 0):
     at ``a = 2`` the text divides by zero, the normal form does not; a division that remains still

@@ -379,10 +379,42 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
         for (con, (vs, shape)), done in zip(parts, bounded_at, strict=True):
             if done and settled(vs, done, changed_at):
                 continue
-            fast = _LeaveOneOut(shape, ranges) if shape is not None else None
+            lin = shape.lin if shape is not None else None
+            fast = _LeaveOneOut(shape, ranges) if shape is not None and lin is None else None
+            if lin is not None:
+                # a linear part (most): _LeaveOneOut's sums, inline. Its terms' ends: c*lo and c*hi, a
+                # low always an int (ranges start at 1 and only narrow), a high an int or INF;
+                # the finite ends summed, the infinite ones counted
+                const, coefs = lin
+                lo_fin = hi_fin = const
+                lo_inf = hi_inf = 0
+                for m, cm in coefs.items():
+                    mlo, mhi = ranges[m]
+                    if cm > 0:
+                        lo_fin += cm * mlo
+                        if mhi == INF:
+                            hi_inf += 1
+                        else:
+                            hi_fin += cm * mhi
+                    else:
+                        hi_fin += cm * mlo
+                        if mhi == INF:
+                            lo_inf += 1
+                        else:
+                            lo_fin += cm * mhi
             for n in vs:  # a fixed order: ranges after the last round depend on it
                 done[n] = stamp
-                if fast is not None:
+                if lin is not None:
+                    c = coefs[n]
+                    nlo, nhi = ranges[n]
+                    # the rest: the sums without n's term
+                    if c > 0:
+                        rlo = -INF if lo_inf else lo_fin - c * nlo
+                        rhi = (INF if hi_inf > 1 else hi_fin) if nhi == INF else (INF if hi_inf else hi_fin - c * nhi)
+                    else:
+                        rhi = INF if hi_inf else hi_fin - c * nlo
+                        rlo = (-INF if lo_inf > 1 else lo_fin) if nhi == INF else (-INF if lo_inf else lo_fin - c * nhi)
+                elif fast is not None:
                     got = fast.rest(n)
                     if got is None:
                         continue
@@ -417,7 +449,29 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
                     changed_at[n] = stamp
                     ev = None  # its memo holds the old range
                     changed = True
-                    if fast is not None:
+                    if lin is not None:  # n's term again: its old ends out, its new ones in
+                        c = coefs[n]
+                        if c > 0:
+                            lo_fin += c * (lo - nlo)
+                            if nhi == INF:
+                                hi_inf -= 1
+                            else:
+                                hi_fin -= c * nhi
+                            if hi == INF:
+                                hi_inf += 1
+                            else:
+                                hi_fin += c * hi
+                        else:
+                            hi_fin += c * (lo - nlo)
+                            if nhi == INF:
+                                lo_inf -= 1
+                            else:
+                                lo_fin -= c * nhi
+                            if hi == INF:
+                                lo_inf += 1
+                            else:
+                                lo_fin += c * hi
+                    elif fast is not None:
                         fast.update(n)
         if not changed:
             break
@@ -451,21 +505,30 @@ class _Shape:
     """What :class:`_LeaveOneOut` reads of a constraint that no range changes (its terms, which
     variable is in which)."""
 
-    __slots__ = ("terms", "by_var", "linear", "names")
+    __slots__ = ("terms", "by_var", "linear", "names", "lin")
 
     def __init__(self, diff: Expr):
         self.terms = diff.terms
         self.by_var: dict[str, list[int]] = {}
         self.linear: dict[str, int] = {}  # variable -> index of its degree-1 term
         self.names: list[str | None] = []  # per term: its variable where the term is c*v, else None
-        for i, (m, _) in enumerate(self.terms):
+        # (constant, {variable: coefficient}) where every term is a constant or c*v (each variable in
+        # one term: the terms are distinct monomials), else None
+        const, coefs, linear = 0, {}, True
+        for i, (m, c) in enumerate(self.terms):
             for a, _k in m:
                 self.by_var.setdefault(a.name, []).append(i)
             if len(m) == 1 and m[0][1] == 1:
                 self.linear[m[0][0].name] = i
                 self.names.append(m[0][0].name)
+                coefs[m[0][0].name] = c
             else:
                 self.names.append(None)
+                if m:
+                    linear = False
+                else:
+                    const += c
+        self.lin: tuple[int, dict[str, int]] | None = (const, coefs) if linear else None
 
     @classmethod
     def of(cls, diff: Expr) -> _Shape | None:
