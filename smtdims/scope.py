@@ -22,13 +22,15 @@ from . import options
 from .engines import presburger
 from .engines.smt import COUNTS_LOCK, SAT, UNSAT, CheckResult, Encoder, SolverSession
 from .errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
-from .lang.constraints import ConstraintSet
+from .lang.constraints import Constraint, ConstraintSet
 from .lang.expr import CACHE_MAX_TERMS, Expr, deep_recursion, nesting, symbolic_divisors
 from .rungs.intervals import Interval, IntervalEvaluator, combined_interval, propagate_var_ranges
 from .rungs.points import Points, first_point, shrink
 from .rungs.question import Precision, sign_interval, sign_reduce
 from .rungs.search import EndSearch
 
+_FOCUS_MEMO = 1024  # variable sets whose focus a scope keeps (then it starts over)
+_UNKNOWN: Any = object()  # not in a memo
 _SMALL_WITNESS_MAX_VARS = 32  # beyond this, an undetermined answer's witnesses are left as found
 
 # The names answers are counted under in stats() (always listed, 0 until one answers); a rung added to
@@ -211,6 +213,7 @@ class ConstraintScope:
         # (checks nobody reads) and its answers are not counted (the question that asked it is).
         self.internal = False
         self._focus: dict[frozenset[int], Self] = {}
+        self._focus_of: dict[frozenset[str], Self | None] = {}  # a question's variables -> focus() (None: itself)
         self._interval_cache = _ScopeCache()  # Expr -> Interval
         self._stock_record = [0, 0]  # linear questions the stock rung was asked / settled (record_stock)
         self._constraint_nesting: int | None = None  # nesting() of the constraints, on the first question
@@ -492,7 +495,22 @@ class ConstraintScope:
         cs = self.constraints.constraints
         if len(cs) < 2:
             return self
-        want = set().union(*(e.variables() for e in exprs))
+        names = exprs[0].variables() if len(exprs) == 1 else frozenset().union(*(e.variables() for e in exprs))
+        # the focus depends on the variables alone: kept per variable set (the bounds, their rung and
+        # their readable witnesses each ask for it)
+        got = self._focus_of.get(names, _UNKNOWN)
+        if got is _UNKNOWN:
+            got = self._focus_uncached(cs, names)
+            if len(self._focus_of) >= _FOCUS_MEMO:
+                self._focus_of.clear()
+            # the scope itself kept as None: a reference to itself would keep a dropped scope (and its
+            # solver's share of the Z3 context) alive until the cycle collector runs
+            self._focus_of[names] = None if got is self else got
+            return got
+        return self if got is None else got
+
+    def _focus_uncached(self, cs: tuple[Constraint, ...], names: frozenset[str]) -> Self:
+        want = set(names)
         keep: set[int] = set()
         changed = True
         while changed:
