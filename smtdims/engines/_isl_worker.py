@@ -155,8 +155,14 @@ def _orthant(isl: Any, ctx: Any, n: int) -> tuple[Any, Any]:
     return got[1], got[2]
 
 
+_SMALL = 2**31 - 1  # fits a C long everywhere (32 bits on Windows)
+
+
 def _val(isl: Any, ctx: Any, text: str) -> Any:
-    return isl.Val.read_from_str(ctx, text)
+    """The integer ``text`` as ISL's value: made from a machine integer where it fits one (half the
+    cost of reading the text), read from the text at any size."""
+    v = int(text)
+    return isl.Val.int_from_si(ctx, v) if -_SMALL <= v <= _SMALL else isl.Val.read_from_str(ctx, text)
 
 
 def _pw(isl: Any, f: Any) -> Any:
