@@ -492,7 +492,8 @@ def settled(vs: list[str], done: dict[str, int], changed_at: dict[str, int]) -> 
     return all((second if n == top else first) <= done[n] for n in vs)
 
 
-@sized_memo(entries=8192, total=PARSE_CACHE_SIZE, size=lambda got: len(got[0]))
+@sized_memo(entries=8192, total=PARSE_CACHE_SIZE,
+            size=lambda got: 1 + len(got[0]) + (len(got[1].terms) if got[1] is not None else 0))
 def _part_shape(diff: Expr) -> tuple[list[str], _Shape | None]:
     """A constraint part's variables (sorted: the order of the visits) and :class:`_Shape`, which no
     range changes: made once per part and kept with the parsed constraints (the parts are kept so,
