@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..lang.constraints import ConstraintSet
-from ..lang.expr import FLOORDIV, MAX, MIN, MOD, PARSE_CACHE_SIZE, Atom, Expr, Op, Var, sized_memo
+from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
 from .question import SAT, UNSAT, SignQuestion, rel_range
 from .scope import Scope
 
@@ -366,7 +366,12 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
     """
     names = sorted(constraints.variables())
     ranges: dict[str, Interval] = {n: (1, INF) for n in names}
-    parts = [(con, _part_shape(con.diff)) for con in constraints.parts()]  # max(a, b) <= c bounds a and b
+    # max(a, b) <= c bounds a and b. Each part: its variables, its linear form (most parts), else its
+    # shape where its atoms are all variables (:class:`_LeaveOneOut`), made once per propagation
+    parts = []
+    for con in constraints.parts():
+        lin = _linear_form(con.diff)
+        parts.append((con, sorted(con.diff.variables()), lin, _Shape.of(con.diff) if lin is None else None))
     # A part bounds ``n`` by a function of its other variables' ranges; ranges only narrow, so where
     # none of them changed since the part last bounded ``n``, bounding it again changes nothing.
     # Such visits are skipped (:func:`settled`; a single-variable part is visited once): the same
@@ -376,11 +381,10 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
     for _ in range(_PROPAGATION_ROUNDS):
         changed = False
         ev: IntervalEvaluator | None = None  # made where a part needs it (not on the fast path)
-        for (con, (vs, shape)), done in zip(parts, bounded_at, strict=True):
+        for (con, vs, lin, shape), done in zip(parts, bounded_at, strict=True):
             if done and settled(vs, done, changed_at):
                 continue
-            lin = shape.lin if shape is not None else None
-            fast = _LeaveOneOut(shape, ranges) if shape is not None and lin is None else None
+            fast = _LeaveOneOut(shape, ranges) if shape is not None else None
             if lin is not None:
                 # a linear part (most): _LeaveOneOut's sums, inline. Its terms' ends: c*lo and c*hi, a
                 # low always an int (ranges start at 1 and only narrow), a high an int or INF;
@@ -492,44 +496,39 @@ def settled(vs: list[str], done: dict[str, int], changed_at: dict[str, int]) -> 
     return all((second if n == top else first) <= done[n] for n in vs)
 
 
-@sized_memo(entries=8192, total=PARSE_CACHE_SIZE,
-            size=lambda got: 1 + len(got[0]) + (len(got[1].terms) if got[1] is not None else 0))
-def _part_shape(diff: Expr) -> tuple[list[str], _Shape | None]:
-    """A constraint part's variables (sorted: the order of the visits) and :class:`_Shape`, which no
-    range changes: made once per part and kept with the parsed constraints (the parts are kept so,
-    :meth:`Constraint.parts`), not again for every set that holds the part (a fresh set's ranges: 35
-    against 44 us on benchmark 4's). Callers only read the result."""
-    return sorted(diff.variables()), _Shape.of(diff)
+def _linear_form(diff: Expr) -> tuple[int, dict[str, int]] | None:
+    """(constant, {variable: coefficient}) where every term of ``diff`` is a constant or ``c*v``
+    (each variable in one term: the terms are distinct monomials), else None."""
+    const, coefs = 0, {}
+    for m, c in diff.terms:
+        if not m:
+            const += c
+        elif len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], Var):
+            coefs[m[0][0].name] = c
+        else:
+            return None
+    return const, coefs
 
 
 class _Shape:
     """What :class:`_LeaveOneOut` reads of a constraint that no range changes (its terms, which
-    variable is in which)."""
+    variable is in which): made once per propagation for a part that is not linear."""
 
-    __slots__ = ("terms", "by_var", "linear", "names", "lin")
+    __slots__ = ("terms", "by_var", "linear", "names")
 
     def __init__(self, diff: Expr):
         self.terms = diff.terms
         self.by_var: dict[str, list[int]] = {}
         self.linear: dict[str, int] = {}  # variable -> index of its degree-1 term
         self.names: list[str | None] = []  # per term: its variable where the term is c*v, else None
-        # (constant, {variable: coefficient}) where every term is a constant or c*v (each variable in
-        # one term: the terms are distinct monomials), else None
-        const, coefs, linear = 0, {}, True
-        for i, (m, c) in enumerate(self.terms):
+        for i, (m, _) in enumerate(self.terms):
             for a, _k in m:
                 self.by_var.setdefault(a.name, []).append(i)
             if len(m) == 1 and m[0][1] == 1:
                 self.linear[m[0][0].name] = i
                 self.names.append(m[0][0].name)
-                coefs[m[0][0].name] = c
             else:
                 self.names.append(None)
-                if m:
-                    linear = False
-                else:
-                    const += c
-        self.lin: tuple[int, dict[str, int]] | None = (const, coefs) if linear else None
 
     @classmethod
     def of(cls, diff: Expr) -> _Shape | None:
