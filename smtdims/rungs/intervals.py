@@ -386,38 +386,28 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
                 continue
             fast = _LeaveOneOut(shape, ranges) if shape is not None else None
             if lin is not None:
-                # a linear part (most): _LeaveOneOut's sums, inline. Its terms' ends: c*lo and c*hi, a
-                # low always an int (ranges start at 1 and only narrow), a high an int or INF;
-                # the finite ends summed, the infinite ones counted
+                # a linear part (most): _LeaveOneOut's sums, inline: the finite ends of its terms
+                # summed, the infinite ones counted
                 const, coefs = lin
                 lo_fin = hi_fin = const
                 lo_inf = hi_inf = 0
                 for m, cm in coefs.items():
-                    mlo, mhi = ranges[m]
-                    if cm > 0:
-                        lo_fin += cm * mlo
-                        if mhi == INF:
-                            hi_inf += 1
-                        else:
-                            hi_fin += cm * mhi
+                    tlo, thi = _linear_term(cm, *ranges[m])
+                    if tlo == -INF:
+                        lo_inf += 1
                     else:
-                        hi_fin += cm * mlo
-                        if mhi == INF:
-                            lo_inf += 1
-                        else:
-                            lo_fin += cm * mhi
+                        lo_fin += tlo
+                    if thi == INF:
+                        hi_inf += 1
+                    else:
+                        hi_fin += thi
             for n in vs:  # a fixed order: ranges after the last round depend on it
                 done[n] = stamp
-                if lin is not None:
+                if lin is not None:  # the rest: the sums without n's term
                     c = coefs[n]
-                    nlo, nhi = ranges[n]
-                    # the rest: the sums without n's term
-                    if c > 0:
-                        rlo = -INF if lo_inf else lo_fin - c * nlo
-                        rhi = (INF if hi_inf > 1 else hi_fin) if nhi == INF else (INF if hi_inf else hi_fin - c * nhi)
-                    else:
-                        rhi = INF if hi_inf else hi_fin - c * nlo
-                        rlo = (-INF if lo_inf > 1 else lo_fin) if nhi == INF else (-INF if lo_inf else lo_fin - c * nhi)
+                    tlo, thi = _linear_term(c, *ranges[n])
+                    rlo = -INF if lo_inf - (tlo == -INF) else lo_fin - (0 if tlo == -INF else tlo)
+                    rhi = INF if hi_inf - (thi == INF) else hi_fin - (0 if thi == INF else thi)
                 elif fast is not None:
                     got = fast.rest(n)
                     if got is None:
@@ -454,27 +444,11 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
                     ev = None  # its memo holds the old range
                     changed = True
                     if lin is not None:  # n's term again: its old ends out, its new ones in
-                        c = coefs[n]
-                        if c > 0:
-                            lo_fin += c * (lo - nlo)
-                            if nhi == INF:
-                                hi_inf -= 1
-                            else:
-                                hi_fin -= c * nhi
-                            if hi == INF:
-                                hi_inf += 1
-                            else:
-                                hi_fin += c * hi
-                        else:
-                            hi_fin += c * (lo - nlo)
-                            if nhi == INF:
-                                lo_inf -= 1
-                            else:
-                                lo_fin -= c * nhi
-                            if hi == INF:
-                                lo_inf += 1
-                            else:
-                                lo_fin += c * hi
+                        ulo, uhi = _linear_term(c, lo, hi)
+                        lo_inf += (ulo == -INF) - (tlo == -INF)
+                        lo_fin += (0 if ulo == -INF else ulo) - (0 if tlo == -INF else tlo)
+                        hi_inf += (uhi == INF) - (thi == INF)
+                        hi_fin += (0 if uhi == INF else uhi) - (0 if thi == INF else thi)
                     elif fast is not None:
                         fast.update(n)
         if not changed:
@@ -496,6 +470,14 @@ def settled(vs: list[str], done: dict[str, int], changed_at: dict[str, int]) -> 
     return all((second if n == top else first) <= done[n] for n in vs)
 
 
+def _linear_term(c: int, lo: int, hi: Bound) -> Interval:
+    """The interval of ``c*v`` for ``v`` in ``[lo, hi]`` (a low is an int: ranges start at 1 and only
+    narrow; a high an int or INF)."""
+    if c > 0:
+        return c * lo, (INF if hi == INF else c * hi)
+    return (-INF if hi == INF else c * hi), c * lo
+
+
 def _linear_form(diff: Expr) -> tuple[int, dict[str, int]] | None:
     """(constant, {variable: coefficient}) where every term of ``diff`` is a constant or ``c*v``
     (each variable in one term: the terms are distinct monomials), else None."""
@@ -514,21 +496,17 @@ class _Shape:
     """What :class:`_LeaveOneOut` reads of a constraint that no range changes (its terms, which
     variable is in which): made once per propagation for a part that is not linear."""
 
-    __slots__ = ("terms", "by_var", "linear", "names")
+    __slots__ = ("terms", "by_var", "linear")
 
     def __init__(self, diff: Expr):
         self.terms = diff.terms
         self.by_var: dict[str, list[int]] = {}
         self.linear: dict[str, int] = {}  # variable -> index of its degree-1 term
-        self.names: list[str | None] = []  # per term: its variable where the term is c*v, else None
         for i, (m, _) in enumerate(self.terms):
             for a, _k in m:
                 self.by_var.setdefault(a.name, []).append(i)
             if len(m) == 1 and m[0][1] == 1:
                 self.linear[m[0][0].name] = i
-                self.names.append(m[0][0].name)
-            else:
-                self.names.append(None)
 
     @classmethod
     def of(cls, diff: Expr) -> _Shape | None:
@@ -554,15 +532,7 @@ class _LeaveOneOut:
         self.terms = shape.terms
         self.by_var = shape.by_var
         self.linear = shape.linear
-        parts: list[Interval] = []
-        for i, (name, (_, c)) in enumerate(zip(shape.names, self.terms, strict=True)):
-            if name is not None:  # c*v: _term's first case, inline (most terms; a call each cost a tenth)
-                lo, hi = ranges.get(name, (1, INF))
-                if type(lo) is int and type(hi) is int:  # noqa: E721 (as in _term)
-                    parts.append((c * lo, c * hi) if c > 0 else (c * hi, c * lo))
-                    continue
-            parts.append(self._term(i))
-        self.parts = parts
+        self.parts = [self._term(i) for i in range(len(self.terms))]
         lo_fin = hi_fin = lo_inf = hi_inf = 0
         for lo, hi in self.parts:
             if lo == -INF:
