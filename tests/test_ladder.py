@@ -256,6 +256,8 @@ def test_stock_procedure_that_recurses_without_end_is_cut_short(installed):
     ("floordiv(a + 2, a + 5)", 0, 0),
     ("floordiv(a + 13, -a - 4)", -3, -2),  # -1 + floordiv(9, -a - 4)
     ("mod(a + 13, a + 4)", 0, 9),  # mod(9, a + 4)
+    ("b - mod(b, 3)", 0, math.inf),  # 3*floordiv(b, 3): the mod rewritten where its dividend cancels
+    ("a + 2*b - mod(a + 2*b + 5, 5)", 0, math.inf),  # 5*floordiv(a + 2*b + 5, 5) - 5
 ])
 def test_interval_rules_are_sound_and_settle(expr, lo, hi):
     from smtdims.reasoner import REGISTRY
