@@ -105,6 +105,17 @@ def add_interval(x: Interval, y: Interval) -> Interval:
     return (lo, hi)
 
 
+def scale_interval(c: int, lo: Bound, hi: Bound) -> Interval:
+    """``c*[lo, hi]`` for an integer ``c``: the ends times ``c``, swapped where ``c < 0``. An infinite
+    end stays infinite, its sign times ``c``'s (``0*inf`` is 0, as :func:`_mul`), and no int is
+    made a float (ints may exceed float range)."""
+    if c > 0:
+        return (lo if is_inf(lo) else c * lo, hi if is_inf(hi) else c * hi)
+    if c < 0:
+        return (-hi if is_inf(hi) else c * hi, -lo if is_inf(lo) else c * lo)
+    return (0, 0)
+
+
 # Atoms an evaluator keeps: a scope asked about for the whole process (the empty constraint set of
 # public calls) kept every max/mod it ever saw (issue 28's memory line). Large enough that one
 # expression's shared atoms stay memoised while it is evaluated (a DAG of nested max is walked once).
@@ -273,13 +284,8 @@ class IntervalEvaluator:
         for i, (m, c) in enumerate(e.terms):
             if i % _SUM_STRIDE == _SUM_STRIDE - 1 and clock.expired:
                 return UNBOUNDED
-            if len(m) == 1 and m[0][1] == 1:  # c*atom (most terms): _term_interval's answer, inline
-                lo, hi = self.atom(m[0][0], clock)
-                if c > 0:  # an infinite end keeps its sign (and an int is never made a float)
-                    t = (lo if is_inf(lo) else c * lo, hi if is_inf(hi) else c * hi)
-                else:
-                    t = (-hi if is_inf(hi) else c * hi, -lo if is_inf(lo) else c * lo)
-                total = add_interval(total, t)
+            if len(m) == 1 and m[0][1] == 1:  # c*atom (most terms): no product of factors to form
+                total = add_interval(total, scale_interval(c, *self.atom(m[0][0], clock)))
                 if total[0] == -INF and total[1] == INF:
                     return UNBOUNDED
                 continue
@@ -308,8 +314,7 @@ def _term_interval(c: int, factors: list[Interval]) -> Interval:
         hi: Bound = 1
         for f0, f1 in factors:
             lo, hi = _mul(lo, f0), _mul(hi, f1)
-        x, y = _mul(c, lo), _mul(c, hi)
-        return (x, y) if c > 0 else (y, x)
+        return scale_interval(c, lo, hi)
     term: Interval = (c, c)
     for f in factors:
         term = mul_interval(term, f)
@@ -416,7 +421,7 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
                 lo_fin = hi_fin = const
                 lo_inf = hi_inf = 0
                 for m, cm in coefs.items():
-                    tlo, thi = _linear_term(cm, *ranges[m])
+                    tlo, thi = scale_interval(cm, *ranges[m])
                     if tlo == -INF:
                         lo_inf += 1
                     else:
@@ -429,7 +434,7 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
                 done[n] = stamp
                 if lin is not None:  # the rest: the sums without n's term
                     c = coefs[n]
-                    tlo, thi = _linear_term(c, *ranges[n])
+                    tlo, thi = scale_interval(c, *ranges[n])
                     rlo = -INF if lo_inf - (tlo == -INF) else lo_fin - (0 if tlo == -INF else tlo)
                     rhi = INF if hi_inf - (thi == INF) else hi_fin - (0 if thi == INF else thi)
                 elif fast is not None:
@@ -468,7 +473,7 @@ def propagate_var_ranges(constraints: ConstraintSet, clock: Deadline) -> tuple[d
                     ev = None  # its memo holds the old range
                     changed = True
                     if lin is not None:  # n's term again: its old ends out, its new ones in
-                        ulo, uhi = _linear_term(c, lo, hi)
+                        ulo, uhi = scale_interval(c, lo, hi)
                         lo_inf += (ulo == -INF) - (tlo == -INF)
                         lo_fin += (0 if ulo == -INF else ulo) - (0 if tlo == -INF else tlo)
                         hi_inf += (uhi == INF) - (thi == INF)
@@ -492,14 +497,6 @@ def settled(vs: list[str], done: dict[str, int], changed_at: dict[str, int]) -> 
         elif t > second:
             second = t
     return all((second if n == top else first) <= done[n] for n in vs)
-
-
-def _linear_term(c: int, lo: int, hi: Bound) -> Interval:
-    """The interval of ``c*v`` for ``v`` in ``[lo, hi]`` (a low is an int: ranges start at 1 and only
-    narrow; a high an int or INF)."""
-    if c > 0:
-        return c * lo, (INF if hi == INF else c * hi)
-    return (-INF if hi == INF else c * hi), c * lo
 
 
 def _linear_form(diff: Expr) -> tuple[int, dict[str, int]] | None:
@@ -571,11 +568,8 @@ class _LeaveOneOut:
 
     def _term(self, i: int) -> Interval:
         m, c = self.terms[i]
-        if len(m) == 1 and m[0][1] == 1:  # c*v, c != 0: the ends times c (no int is made a float)
-            lo, hi = self.ranges.get(m[0][0].name, (1, INF))
-            if type(lo) is int and type(hi) is int:  # noqa: E721 (bool is not an end; float ends go through _mul)
-                return (c * lo, c * hi) if c > 0 else (c * hi, c * lo)
-            return (_mul(c, lo), _mul(c, hi)) if c > 0 else (_mul(c, hi), _mul(c, lo))
+        if len(m) == 1 and m[0][1] == 1:  # c*v
+            return scale_interval(c, *self.ranges.get(m[0][0].name, (1, INF)))
         term: Interval = (c, c)
         for a, k in m:
             term = mul_interval(term, pow_interval(self.ranges.get(a.name, (1, INF)), k))
