@@ -113,9 +113,9 @@ def _least(isl: Any, ctx: Any, points: Any, n: int, max_divs: int | None = None,
 
 
 def _expression(isl: Any, ctx: Any, dom: Any, req: dict) -> Any:
-    """The request's expression as a piecewise affine function on the domain's space, built from
-    its ``tree`` through ISL's API (half the cost of parsing its text)."""
-    return _pw(isl, _build(isl, ctx, isl.LocalSpace.from_space(dom.get_space()), req["tree"]))
+    """The request's expression on the domain's space, built from its ``tree`` through ISL's API
+    (half the cost of parsing its text): affine where no max/min occurs in it (:func:`_build`)."""
+    return _build(isl, ctx, isl.LocalSpace.from_space(dom.get_space()), req["tree"])
 
 
 def _sign_set(isl: Any, f: Any, rel: str) -> Any:
@@ -307,11 +307,10 @@ def handle(isl: Any, ctx: Any, domains: OrderedDict, req: dict, max_divs: int | 
     n = len(tup.split(", ")) if tup else 0
     if req["op"] == "point":  # a point of the domain, or None where it is empty (ISL's proof)
         return {"point": _coords(isl, _within(isl, dom, max_divs), n)}
-    if req["op"] == "sat":
-        cond = _sign_set(isl, _build(isl, ctx, isl.LocalSpace.from_space(dom.get_space()), req["tree"]), req["rel"])
-        return {"sat": not _within(isl, dom.intersect(cond), max_divs).is_empty()}
     f = _expression(isl, ctx, dom, req)
-    graph = isl.Map.from_pw_aff(f).intersect_domain(dom)
+    if req["op"] == "sat":
+        return {"sat": not _within(isl, dom.intersect(_sign_set(isl, f, req["rel"])), max_divs).is_empty()}
+    graph = isl.Map.from_pw_aff(_pw(isl, f)).intersect_domain(dom)
     if req["op"] == "least":
         return {"point": _least(isl, ctx, _attaining(isl, graph, int(req["value"])), n, max_divs) if n else None}
     values = graph.range()
