@@ -270,6 +270,20 @@ def test_interval_rules_are_sound_and_settle(expr, lo, hi):
     assert got == (lo, hi)
 
 
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_interval_rung_combines_constraints_wherever_they_stand(where):
+    """One-step elimination with the constraints that share a monomial with the expression, wherever
+    they stand in a long set: ``a*b >= c + 5 >= 6`` and ``a*b <= 100 - d <= 99`` (the variables' own
+    ranges give [1, inf])."""
+    from smtdims.reasoner import REGISTRY
+
+    filler = [f"x{i} >= {i % 7 + 1}" for i in range(300)]
+    mine = ["a*b - c >= 5", "100 - a*b - d >= 0"]
+    session = REGISTRY.get(ConstraintSet.of(mine + filler if where == "first" else filler + mine))
+    assert session.interval(parse_expr("a*b")) == (6, 99)
+    assert session.interval(parse_expr("a*b + x5")) == (12, math.inf)  # x5 >= 6 from its own constraint
+
+
 # Found by a stress run (random Presburger sets at the ISL rung's limits): the conflict's
 # minimisation ran inside Z3's unsat_core(), where no watchdog reaches, for 3.4 s.
 SLOW_CORE = [

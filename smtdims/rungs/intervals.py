@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..lang.constraints import ConstraintSet
-from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
+from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Monomial, Op, Var
 from .question import SAT, UNSAT, SignQuestion, rel_range
 from .scope import Scope
 
@@ -606,6 +606,16 @@ class _LeaveOneOut:
 _COMBINE_LIMIT = 24  # constraints tried per question: one-step elimination, not a search
 
 
+def _parts_by_monomial(constraints: ConstraintSet, clock: Deadline) -> dict[Monomial, tuple[int, ...]]:
+    """For each non-constant monomial, the positions of the constraints' parts whose difference has it."""
+    acc: dict[Monomial, list[int]] = {}
+    for i, con in enumerate(constraints.parts()):
+        for m, _ in con.diff.terms:
+            if m:
+                acc.setdefault(m, []).append(i)
+    return {m: tuple(ix) for m, ix in acc.items()}
+
+
 def combined_interval(ev: IntervalEvaluator, e: Expr, constraints: ConstraintSet, clock: Deadline) -> Interval:
     """Interval of ``e``, tightened by one-step elimination with each constraint.
 
@@ -623,10 +633,14 @@ def combined_interval(ev: IntervalEvaluator, e: Expr, constraints: ConstraintSet
     if not mine:
         return (lo, hi)
     tried = 0
-    for con in constraints.parts():
+    parts = constraints.parts()
+    index = constraints.derived("parts_by_monomial", _parts_by_monomial, clock)
+    # the parts sharing a monomial with e, in the parts' order (the same parts, tried in the same
+    # order, as a scan of all of them: at 500 constraints the scan was 1-1.5 ms of a fresh bound)
+    near = sorted({i for m in mine for i in index.get(m, ())})
+    for i in near:
+        con = parts[i]
         shared = [(mine[m], cc) for m, cc in con.diff.terms if m in mine]
-        if not shared:
-            continue
         tried += 1
         if tried > _COMBINE_LIMIT or clock.expired:
             break
