@@ -518,16 +518,19 @@ class ConstraintScope:
         return self if got is None else got
 
     def _focus_uncached(self, cs: tuple[Constraint, ...], names: frozenset[str]) -> Self:
-        want = set(names)
+        # the constraints reachable from the names through shared variables: one pass over the
+        # variable index (rescanning every constraint until nothing changed was 0.5-1.2 ms at 500)
+        by_var = self.constraints.by_variable()
+        want, todo = set(names), list(names)
         keep: set[int] = set()
-        changed = True
-        while changed:
-            changed = False
-            for i, c in enumerate(cs):
-                if i not in keep and c.diff.variables() & want:
+        while todo:
+            for i in by_var.get(todo.pop(), ()):
+                if i not in keep:
                     keep.add(i)
-                    want |= c.diff.variables()
-                    changed = True
+                    for v in cs[i].diff.variables():
+                        if v not in want:
+                            want.add(v)
+                            todo.append(v)
         if len(keep) == len(cs):
             return self
         key = frozenset(keep)
