@@ -115,6 +115,16 @@ class ConstraintSet:
     _parts_memo: tuple[Constraint, ...] | None = field(default=None, compare=False, repr=False)
     _index_memo: dict[str, tuple[int, ...]] | None = field(default=None, compare=False, repr=False)
     _derived_memo: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    _hash_memo: int | None = field(default=None, compare=False, repr=False)
+
+    def __hash__(self) -> int:
+        """The constraints' hash, kept: every public call looks its session up by its set (0.3 ms a
+        lookup at 500 constraints, hashing each one again)."""
+        h = self._hash_memo
+        if h is None:
+            h = hash(self.constraints)
+            object.__setattr__(self, "_hash_memo", h)
+        return h
 
     def __reduce__(self) -> tuple:
         """Copies and pickles carry the constraints alone: the memos are rebuilt on use (the derived
