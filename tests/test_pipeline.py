@@ -7,6 +7,7 @@ End-to-end tests each start one fresh Python process (all samples batched into i
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 
@@ -243,6 +244,39 @@ def test_outside_shape_of_seed_row_18_is_proven_outside():
     assert ch.is_outside(((3, 3, 5),))  # division remainder 1
     assert ch.is_outside(((3, 4, 2),))  # b mismatch
     assert not ch.is_outside(((3, 3, 4),))
+
+
+# -- scalar arguments --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("fn, specs", [
+    (seed_rows.scaled, ("float32[b]", "float32[]")),
+    (seed_rows.stepped, ("float32[b, 3]", "float32[]")),
+    (seed_rows.scaled, ("int32[b]", "int32[]")),
+    (seed_rows.scaled_tree, ({"x": "float32[b]", "s": "float32[]", "n": "int8[]"},)),
+])
+def test_a_scalar_argument_is_sent_as_a_scalar(fn, specs):
+    """A rank-0 input reaches the device process as rank 0 (not (1,): every sample failed so)."""
+    report = export_and_verify(fn, *specs, samples=3)
+    _assert_ok(report)
+    assert any(a.endswith("[]") for a in report.in_avals), report.in_avals
+
+
+def test_rank_zero_arrays_travel_as_rank_zero():
+    from smtdims_jax.pipeline.fresh import _pack, _unpack
+
+    arrays = [np.float32(1.5) * np.ones(()), np.int8(3) * np.ones((), np.int8), np.ones((2, 0, 3)), np.arange(4.0)[::2]]
+    f = io.BytesIO()
+    leaves = _pack(arrays, f)
+    back = _unpack(f.getvalue(), leaves)
+    assert [a.shape for a in back] == [a.shape for a in arrays]
+    for a, b in zip(arrays, back):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_cli_export_takes_a_scalar_spec(capsys):
+    rc = _cli(["export", f"{SEED_FILE}:scaled", "--spec", "float32[b]", "--spec", "float32[]", "--samples", "3", "-q"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.out + captured.err
+    assert "OK: 3/3" in captured.out
 
 
 # -- CLI -----------------------------------------------------------------------------------------------------

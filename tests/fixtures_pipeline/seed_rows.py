@@ -121,3 +121,16 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# -- scalar arguments (a temperature, a step size, a count): rank-0 inputs beside symbolic ones --------
+def scaled(x, s):
+    return x * s
+
+
+def stepped(x, lr):
+    return x - lr * jnp.tanh(x)
+
+
+def scaled_tree(tree):
+    return tree["x"] * tree["s"] + tree["n"]

@@ -51,7 +51,7 @@ START_TIMEOUT_S = 300.0  # a TPU backend starts in 6-30 s; a machine that waits 
 def _pack(arrays: Sequence[np.ndarray], f: Any) -> list[dict[str, Any]]:
     leaves = []
     for a in arrays:
-        a = np.ascontiguousarray(a)
+        a = np.asarray(a, order="C")  # not ascontiguousarray: it makes a 0-d array (a scalar argument) 1-d
         data = a.tobytes()
         leaves.append({"dtype": a.dtype.name, "shape": list(a.shape), "offset": f.tell(), "nbytes": len(data)})
         f.write(data)
