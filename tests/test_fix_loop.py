@@ -20,7 +20,7 @@ import pytest
 from fixtures_pipeline import needs_fixes as nf
 from jax import export
 from smtdims_jax.pipeline import export_and_verify
-from smtdims_jax.pipeline.fixes import FIXED, normalise_constraint, synthesize
+from smtdims_jax.pipeline.fixes import FIXED, NARROW, normalise_constraint, synthesize
 from smtdims_jax.pipeline.specs import build_specs
 
 from smtdims import cli
@@ -97,8 +97,9 @@ def test_whole_fix_admits_exactly_the_native_shapes(fn, specs, shapes, constrain
     ok = {s for s, good in native.items() if good}
     assert ok, "the box must hold shapes where the function runs"
     assert {s for s in native if s in admitted} == ok, "the fix must admit every native shape of the box, and no other"
-    # the pipeline's own measure says the same
-    assert result.box is not None and result.box.weakest and result.box.native_ok == len(ok)
+    # the pipeline's own measure (traced shapes chosen by reasoning, not the grid) says the same
+    assert result.box is not None and result.box.weakest and result.box.native_ok >= 1
+    assert result.box.traces <= 48, "a few chosen native traces, not a grid"  # the grid was 64 or 400
     # and JAX agrees: the ready-to-paste specification exports
     scope = export.SymbolicScope(result.constraints)
     args = [jax.ShapeDtypeStruct(export.symbolic_shape(s, scope=scope), jnp.float32) for s in result.shapes]
@@ -108,7 +109,9 @@ def test_whole_fix_admits_exactly_the_native_shapes(fn, specs, shapes, constrain
 def test_a_fix_that_excludes_native_shapes_says_so():
     """b == 2*a is the only fix smtdims can state, but b == 1 broadcasts natively: the report must say so."""
     result = _fix(nf.doubled, ["a", "b"])
-    assert result.status == FIXED and result.shapes == ("a", "2*a")
+    # verified, but not called "fixed": it excludes b == 1, where doubled runs on non-empty arrays
+    assert result.status == NARROW and result.shapes == ("a", "2*a")
+    assert "b = 1" in result.detail and "narrower" in "\n".join(result.lines()).lower()
     box = result.box
     assert box is not None and not box.weakest and box.admitted_ok < box.native_ok
     assert all(v["b"] == 1 for v in box.excluded_ok)
@@ -172,7 +175,7 @@ def test_cli_fix_json_end_to_end(capsys):
     assert "export.symbolic_shape('2*b', constraints=('b >= 8',))" in fix["code"]
     assert fix["cli"] == '--spec "float32[2*b]" -c "b >= 8"'
     box = fix["box"]
-    assert box["weakest"] and box["native_ok"] == box["admitted_ok"] == 25 and box["shapes"] == 64
+    assert box["weakest"] and box["native_ok"] == box["admitted_ok"] >= 1 and box["traces"] <= 48
 
 
 def test_unsupported_shapes_get_the_excluding_constraint():

@@ -261,12 +261,12 @@ def test_a_scalar_argument_is_sent_as_a_scalar(fn, specs):
 
 
 def test_rank_zero_arrays_travel_as_rank_zero():
-    from smtdims_jax.pipeline.fresh import _pack, _unpack
+    from smtdims_jax.pipeline.fresh import pack_arrays, unpack_arrays
 
     arrays = [np.float32(1.5) * np.ones(()), np.int8(3) * np.ones((), np.int8), np.ones((2, 0, 3)), np.arange(4.0)[::2]]
     f = io.BytesIO()
-    leaves = _pack(arrays, f)
-    back = _unpack(f.getvalue(), leaves)
+    leaves = pack_arrays(arrays, f)
+    back = unpack_arrays(f.getvalue(), leaves)
     assert [a.shape for a in back] == [a.shape for a in arrays]
     for a, b in zip(arrays, back):
         np.testing.assert_array_equal(a, b)

@@ -122,9 +122,9 @@ def test_long_phases_say_how_far_they_got(monkeypatch):
     said: list[str] = []
     report = export_and_verify(m.patch_pool, "float32[b, h, w]", fix=True, samples=3, progress=said.append)
     assert report.fix is not None and report.fix.ok
-    assert any(s.startswith("fix: box: ") and "shapes traced" in s for s in said), said
+    assert any(s.startswith("fix: ") and "native traces so far" in s for s in said), said
     assert any("verified candidate(s); measuring them" in s for s in said), said
-    assert any(s.startswith("fix: measured ") for s in said), said
+    assert any(s.startswith("fix: tracing where ") and "candidates disagree" in s for s in said), said
 
 
 def test_intermediate_shapes_reach_inner_programs():

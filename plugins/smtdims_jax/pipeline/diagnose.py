@@ -127,7 +127,8 @@ def diagnose(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, s
     if native_fails:
         spec = spec_of(spec_leaves, scope)
         box = NativeBox(fn, spec.dims, spec.dtypes, in_tree, spec.constraint_set(), side=box_side, deadline=stop,
-                        extra=[*native_fails, *artifact_only])
+                        extra=[*native_fails, *artifact_only], budget=budget)
+        box.measure(list(box.env))  # chosen shapes (the failed samples first): what the lower bounds read
         exprs = [d for leaf in spec.dims for d in leaf] + [adapter_ir(d) for a in exp.out_avals for d in a.shape]
         exprs += intermediate_dims(fn, spec_leaves, in_tree, budget)
         chosen: list[str] = []
@@ -149,15 +150,20 @@ def diagnose(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, s
             if before[2] == 0 or time.monotonic() > stop:
                 break
             scored = []
+            trials = []
             for text in [*_divisibilities(exprs), *_lower_bounds(box)]:
                 if text in chosen:
                     continue
                 try:
                     text = normalise_constraint(text)
-                    trial = current.apply(FixPart("constraint", text))
-                    weak = box.weakness(trial.dims, trial.constraint_set())
+                    trials.append((text, current.apply(FixPart("constraint", text))))
                 except Exception:  # noqa: BLE001 - a candidate we cannot state is no candidate
                     continue
+            box.prepare([(current.dims, current.constraint_set()), *((t.dims, t.constraint_set()) for _, t in trials)])
+            ne_all, ok_all = box.weakness(spec.dims, spec.constraint_set())[:2]
+            before = misjudged(box.weakness(current.dims, current.constraint_set()))
+            for text, trial in trials:
+                weak = box.weakness(trial.dims, trial.constraint_set())
                 tried.append((text, weak[1], -weak[2]))
                 scored.append((misjudged(weak), text, trial))
             if not scored:

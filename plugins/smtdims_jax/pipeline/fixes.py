@@ -6,16 +6,18 @@ reshape's "The remainder ... should be 0"; a broadcast of two different dimensio
 first kind that offers any for every verified fix of it
 (:func:`smtdims.answers.explain.suggest_fixes`: constraints and spec rewrites, each re-decided
 with the fix in place), and keeps the *weakest*: the one whose specification admits the
-most shapes of a box of small shapes where the native function runs (:mod:`.box`), then
-the fewest where it fails. It re-exports with that fix and goes on until the export
-succeeds, no fix is found, or the round or time limit is reached (the result says
-which). Minimising then drops each part in turn and keeps the drop when the export
-still succeeds and no more box shapes that fail natively are admitted. The result is
-verified by the whole pipeline (export, fresh process, samples) and measured on the box.
+most traced shapes where the native function runs (:mod:`.box`: shapes chosen by reasoning,
+those where the candidates disagree), then the fewest where it fails. It re-exports with that
+fix and goes on until the export succeeds, no fix is found, or the round or time limit is
+reached (the result says which). Minimising then drops each part in turn and keeps the drop
+when the export still succeeds and no more traced shapes that fail natively are admitted. The
+result is verified by the whole pipeline (export, fresh process, samples) and measured: called
+"fixed" only when it admits every traced shape where the function runs on non-empty arrays,
+else "found, narrower than needed", with an example.
 
-Why greedy by the box, and why it is sound: every part is verified (the export succeeds
+Why greedy by native runs, and why it is sound: every part is verified (the export succeeds
 with the whole fix, by JAX's own checks, and the artifact runs in a stock process), so
-the box only chooses among correct fixes; its counts are reported, never trusted as a
+the traces only choose among correct fixes; their counts are reported, never trusted as a
 proof. A fix that excludes shapes that run natively is said so plainly.
 """
 
@@ -66,13 +68,16 @@ from .report import _first_line
 
 NOT_NEEDED, FIXED, NO_FIX, ROUND_LIMIT, DEADLINE = "not needed", "fixed", "no fix found", "round limit", "deadline"
 NOT_VERIFIED = "found, not verified"  # the export succeeds with the fix, but its end-to-end verification did not pass
+# verified end to end, but it excludes traced shapes where the function runs on non-empty arrays
+NARROW = "found, narrower than needed"
 DEFAULT_ROUNDS = 8
 DEFAULT_DEADLINE = 120.0  # seconds for the rounds and the minimisation (the final verification runs after)
 
 
 @dataclass(frozen=True)
 class FixOptions:
-    """How far the loop may go: rounds, seconds, and the box side (None: by the number of variables)."""
+    """How far the loop may go: rounds, seconds, and the grid's side (None: shapes chosen by reasoning,
+    :mod:`.box`)."""
 
     rounds: int = DEFAULT_ROUNDS
     deadline: float = DEFAULT_DEADLINE
@@ -100,11 +105,13 @@ class FixRound:
 class FixResult:
     """The whole fix of a failed export, as the user would write it, with how it was found and checked.
 
-    ``status``: ``"fixed"`` (the export succeeds with ``parts`` and the fixed specification verified
-    end to end), ``"found, not verified"`` (the export succeeds with ``parts``, but the verification
-    failed or could not run: ``detail`` says which), ``"no fix found"``, ``"round limit"``,
-    ``"deadline"`` or ``"not needed"``. ``verified``: the whole
-    pipeline passed with the fixed specification (None: not run). ``box``: the fixed
+    ``status``: ``"fixed"`` (the export succeeds with ``parts``, the fixed specification verified
+    end to end, and it admits every traced shape where the function runs on non-empty arrays that the
+    original specification admitted, apart from sizes the fix must pin), ``"found, narrower than
+    needed"`` (verified, but it excludes such shapes: ``box.excluded_ok`` has examples), ``"found, not
+    verified"`` (the export succeeds with ``parts``, but the verification failed or could not run:
+    ``detail`` says which), ``"no fix found"``, ``"round limit"``, ``"deadline"`` or ``"not needed"``.
+    ``verified``: the whole pipeline passed with the fixed specification (None: not run). ``box``: the fixed
     specification measured against native runs on small shapes.
     """
 
@@ -129,7 +136,8 @@ class FixResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == FIXED and self.verified is True
+        """The fixed specification exports and verified end to end (a narrower one too: it says so)."""
+        return self.status in (FIXED, NARROW) and self.verified is True
 
     def code(self) -> str:
         """Ready-to-paste ``jax.export`` code for the fixed specification."""
@@ -168,15 +176,16 @@ class FixResult:
             for f, ok, bad, ne in r.candidates[:4]:
                 mark = "->" if f == r.chosen else "  "
                 failing = f", {bad} native-failing" if bad else ""
-                out.append(f"    {mark} {f}  [admits {ok} native-ok ({ne} non-empty){failing} box shapes]")
+                out.append(f"    {mark} {f}  [admits {ok} native-ok ({ne} non-empty){failing} traced shapes]")
         if self.dropped:
             out.append(f"  minimised: dropped {'; '.join(self.dropped)}")
         if self.parts:
-            label = {FIXED: "the fix", NOT_VERIFIED: "the fix found (the export succeeds with it; NOT verified)"}.get(
+            label = {FIXED: "the fix", NARROW: "the fix found (verified; NARROWER than needed: see the count below)",
+                     NOT_VERIFIED: "the fix found (the export succeeds with it; NOT verified)"}.get(
                 self.status, "partial fix (the export still fails with it)")
             out.append(f"  {label}: " + "; ".join(str(p) for p in self.parts))
             out.append(f"  in_avals {', '.join(self.in_avals)}; constraints {', '.join(self.constraints) or 'none'}")
-            if self.status in (FIXED, NOT_VERIFIED):  # a command and code only where the export succeeds
+            if self.status in (FIXED, NARROW, NOT_VERIFIED):  # a command and code only where the export succeeds
                 out.append(f"  {self.command()}")
                 if not self.target:
                     out.append("  (MODULE:FUNCTION: the function is a lambda or local; define it at module level to name it)")
@@ -201,9 +210,9 @@ class FixResult:
             "box": self.box.to_dict() if self.box is not None else None, "verified": self.verified,
             "extremes": [{"valuation": env, "runs_natively": runs, "admitted": admits} for env, runs, admits in self.extremes],
             "verification": list(self.verification),
-            "code": self.code() if self.parts and self.status in (FIXED, NOT_VERIFIED) else "",
+            "code": self.code() if self.parts and self.status in (FIXED, NARROW, NOT_VERIFIED) else "",
             "cli": self.cli() if self.parts else "",
-            "command": self.command() if self.parts and self.status in (FIXED, NOT_VERIFIED) else "",
+            "command": self.command() if self.parts and self.status in (FIXED, NARROW, NOT_VERIFIED) else "",
             "target": self.target, "seconds": round(self.seconds, 3), "stock": self.stock,
         }
 
@@ -413,20 +422,26 @@ def specialisations(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tup
                     budget: int | None, att: Attempt, box: NativeBox, name: str = "") -> list[Candidate]:
     """A variable fixed where the program uses it as a number (``s = int(math.sqrt(n))``): no constraint
     or rewrite makes a symbolic dimension a Python number, a constant does. For each variable of the
-    specification, the value at which the most box shapes run natively (the largest among equals), kept
-    only when the export then gets past this refusal (tried: one export per variable)."""
+    specification, the value a person fixes: the user's example's, else the smallest traced size at
+    which the function runs on non-empty arrays (the smallest the model is built for; on a grid, the
+    value at which the most grid shapes run); kept only when the export then gets past this refusal
+    (tried: one export per variable)."""
     if not any(isinstance(r, ConstantNeeded) for r in att.refusals):
         return []
     key = refusal_key(att)
     names = sorted(frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf)) & set(box.variables))
     out: list[Candidate] = []
     for v in names:
-        counts = collections.Counter(env[v] for s, env in box.env.items() if box.ok.get(s))
-        if not counts:
-            continue
-        k = max(counts, key=lambda x: (counts[x], x))
-        part = FixPart(SPEC, str(k), v, f"{v} is used as a number: fixed at {k}, where {name or 'the function'} "
-                                        "runs natively")
+        k = next((e[v] for e in box.examples if v in e), None)
+        why = "the example's size"
+        if k is None and not box.grid:
+            k, why = box.smallest_running(v), "the smallest traced size where it runs"
+        if k is None:
+            counts = collections.Counter(env[v] for s, env in box.env.items() if box.ok.get(s))
+            if not counts:
+                continue
+            k, why = max(counts, key=lambda x: (counts[x], x)), "where the most traced shapes run"
+        part = FixPart(SPEC, str(k), v, f"{v} is used as a number: fixed at {k}, {why}")
         trial = _apply_all(spec, [part])
         if trial is None:
             continue
@@ -441,18 +456,22 @@ Scored = tuple[tuple[int, int, int, int], tuple[FixPart, ...], int, int, int]  #
 
 def _scored(offered: Sequence[Candidate], spec: Spec, box: NativeBox, some_nonempty: bool,
             tick: Callable[[str | Callable[[], str]], None] = lambda m: None) -> list[Scored]:
-    """The candidates JAX accepts, each with its box score; the degenerate ones dropped."""
-    out: list[Scored] = []
-    for i, (group, rank) in enumerate(offered):
-        tick(lambda i=i: f"fix: measured {i} of {len(offered)} candidates on the box")
+    """The candidates JAX accepts, each with its score on the traced shapes (those where they disagree
+    traced first: :meth:`.box.NativeBox.prepare`); the degenerate ones dropped."""
+    trials = []
+    for group, rank in offered:
         trial = _apply_all(spec, group)
         if trial is None or not _jax_accepts(trial):
             continue  # a rewrite we cannot apply, or a constraint JAX's parser refuses: no candidate
-        measured = _divisibility_form(spec, group) or trial  # the box sees shapes, not variables
-        nonempty, ok, bad = box.weakness(measured.dims, measured.constraint_set())
+        trials.append((group, rank, trial))
+    tick(lambda: f"fix: tracing where {len(trials)} candidates disagree")
+    box.prepare([(t.dims, t.constraint_set()) for _, _, t in trials])
+    some_nonempty = some_nonempty or bool(box.nonempty & box._admitted(spec.dims, spec.constraint_set()))
+    out: list[Scored] = []
+    for group, rank, trial in trials:
+        nonempty, ok, bad = box.weakness(trial.dims, trial.constraint_set())
         if some_nonempty and nonempty == 0 and ok - bad > 0:  # weakness gives -(admitted failing)
-            # degenerate: every box shape it admits computes on empty arrays (n <= 15 under a stride of 16);
-            # one admitting no box shape at all (a rewrite 8*h past a box of side 7) is not judged here
+            # degenerate: every traced shape it admits computes on empty arrays (n <= 15 under a stride of 16)
             continue
         out.append(((-nonempty, -ok, -bad, rank), group, ok, -bad, nonempty))
     return out
@@ -481,7 +500,8 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
                plats: tuple[str, ...] | None, *, budget: int | None = None, rounds: int = DEFAULT_ROUNDS,
                deadline: float = DEFAULT_DEADLINE, box_side: int | None = None, native: str = "eval_shape",
                say: Progress = lambda m: None, verify: Callable[[Any, Any], Any] | None = None,
-               name: str = "", start: Sequence[FixPart] = (), start_round: FixRound | None = None) -> FixResult:
+               name: str = "", start: Sequence[FixPart] = (), start_round: FixRound | None = None,
+               examples: Sequence[dict[str, int]] = ()) -> FixResult:
     """Find, minimise and verify the whole fix of ``fn``'s export (see the module docstring).
 
     ``verify(specs, scope)`` runs the whole pipeline on the fixed specification and returns
@@ -490,14 +510,16 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
     exclusion the diagnosis found joins the fix (a divisibility of a spec variable as the spec
     rewrite a person writes, ``7*h`` for ``h``) and the loop goes on until the fixed export
     verifies or nothing is left to try. ``start``: parts already found (the samples of an export
-    that succeeded failed natively), with the round that found them.
+    that succeeded failed natively), with the round that found them. ``examples``: valuations of the
+    specification's variables the user runs (traced first; a size that must be pinned is pinned there).
     """
     t_start = time.perf_counter()
     stop = time.monotonic() + deadline
     original = spec_of(spec_leaves, scope)
-    say(f"fix: measuring the native function on a box of small shapes ({native})")
+    say(f"fix: tracing the native function ({native}) " + (f"on the grid 1..{box_side}" if box_side else
+                                                          "at shapes chosen by reasoning"))
     box = NativeBox(fn, original.dims, original.dtypes, in_tree, original.constraint_set(), side=box_side,
-                    native=native, deadline=stop, say=say)
+                    native=native, deadline=stop, say=say, examples=examples, budget=budget)
     spec, parts, done_rounds = original, list(start), [start_round] if start_round is not None else []
     if start:
         spec = _apply_all(original, start) or original
@@ -555,6 +577,9 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
                 continue
             trial_parts = parts[:i] + parts[i + 1:]
             trial = _apply_all(original, trial_parts)
+            if trial is not None:  # what the wider specification admits besides: traced before it is judged
+                box.prepare([(spec.dims, spec.constraint_set()), (trial.dims, trial.constraint_set())])
+                base_bad = -box.score(spec.dims, spec.constraint_set())[1]
             if trial is not None and -box.score(trial.dims, trial.constraint_set())[1] <= base_bad:
                 if attempt(fn, trial, in_tree, plats, budget).ok:
                     say(f"fix: minimised: {parts[i]} is not needed")
@@ -595,13 +620,24 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         extremes = _measure_extremes(box, spec, original, budget)
         if extremes:  # the edges are box points now (t = 513 runs natively or not): count them
             count = box.count(spec.dims, spec.constraint_set())
-    stock = exports_on_stock(fn, spec, in_tree, plats) if status in (FIXED, NOT_VERIFIED) else None
+    if status == FIXED and count is not None and count.excluded_running > 0 and not _pins(parts):
+        # verified, but narrower than the function: honest words, not "fixed" (a pinned size excludes the
+        # others by necessity: the program uses it as a number, or only one size settles the equation)
+        status = NARROW
+        detail = (f"it excludes {count.excluded_running} traced shape(s) where {name or 'the function'} runs on "
+                  "non-empty arrays, e.g. " + "; ".join(format_valuation(v) for v in count.excluded_ok[:2]))
+    stock = exports_on_stock(fn, spec, in_tree, plats) if status in (FIXED, NARROW, NOT_VERIFIED) else None
     return FixResult(
         status=status, detail=detail, parts=tuple(parts), in_avals=spec.aval_texts(), shapes=spec.shape_texts(),
         constraints=spec.constraints, rounds=tuple(done_rounds), dropped=tuple(dropped), box=count, verified=verified,
         verification=lines, function=name, seconds=time.perf_counter() - t_start, report=report,
         target=paste_target(fn), extremes=extremes, stock=stock,
     )
+
+
+def _pins(parts: Sequence[FixPart]) -> bool:
+    """Whether the fix pins a variable to a size (a spec rewrite to a constant)."""
+    return any(p.kind == SPEC and p.text.strip().isdigit() for p in parts)
 
 
 def _measure_extremes(box: NativeBox, spec: Spec, original: Spec,
@@ -618,7 +654,7 @@ def _measure_extremes(box: NativeBox, spec: Spec, original: Spec,
         for v in sorted(fixed.variables() & set(names)):
             b = session.bounds(Expr.var(v))
             for end, step in ((b.hi, 1), (b.lo, -1)):
-                if not math.isfinite(end) or (step < 0 and end <= box.side):
+                if not math.isfinite(end) or (step < 0 and end <= max(box.side, 1)):
                     continue
                 for value in (int(end), int(end) + step):
                     env = {**least, v: value}
@@ -682,20 +718,6 @@ def as_parts(constraints: Sequence[str], spec: Spec) -> list[FixPart]:
             continue
         out.append(FixPart("constraint", normalise_constraint(text)))
     return out
-
-
-def _divisibility_form(spec: Spec, group: Sequence[FixPart]) -> Spec | None:
-    """``spec`` with a group of rewrites ``k*v`` for ``v`` written as the constraints ``mod(v, k) == 0``
-    instead, for measuring on the box (None unless every part is such a rewrite): both admit exactly the
-    same shapes (``v >= 1`` is a multiple of ``k`` exactly when ``v = k*v'`` with ``v' >= 1``), but the
-    box enumerates the variables in ``1..side``, so ``8*v`` would reach few of its measured shapes."""
-    out = []
-    for p in group:
-        k, star, v = p.text.partition("*")
-        if p.kind != SPEC or not star or v != p.variable or not k.isdigit() or int(k) < 2:
-            return None
-        out.append(FixPart("constraint", f"mod({v}, {int(k)}) == 0"))
-    return _apply_all(spec, out)
 
 
 def exclusion(d: Any, spec: Spec, fn: Callable[..., Any], in_tree: Any, plats: tuple[str, ...] | None,

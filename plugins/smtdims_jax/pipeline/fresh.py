@@ -48,7 +48,8 @@ EXCLUSIVE = frozenset({"tpu"})  # devices one process at a time may hold
 START_TIMEOUT_S = 300.0  # a TPU backend starts in 6-30 s; a machine that waits for a free chip, longer
 
 
-def _pack(arrays: Sequence[np.ndarray], f: Any) -> list[dict[str, Any]]:
+def pack_arrays(arrays: Sequence[np.ndarray], f: Any) -> list[dict[str, Any]]:
+    """Write ``arrays``' bytes to ``f``; each one's dtype, shape and place (what :func:`unpack_arrays` reads)."""
     leaves = []
     for a in arrays:
         a = np.asarray(a, order="C")  # not ascontiguousarray: it makes a 0-d array (a scalar argument) 1-d
@@ -58,7 +59,8 @@ def _pack(arrays: Sequence[np.ndarray], f: Any) -> list[dict[str, Any]]:
     return leaves
 
 
-def _unpack(blob: bytes, leaves: Sequence[dict[str, Any]]) -> list[np.ndarray]:
+def unpack_arrays(blob: bytes, leaves: Sequence[dict[str, Any]]) -> list[np.ndarray]:
+    """The arrays :func:`pack_arrays` wrote (views of ``blob``), rank 0 included."""
     return [
         np.frombuffer(blob[x["offset"]: x["offset"] + x["nbytes"]], dtype=jnp.dtype(x["dtype"])).reshape(x["shape"])
         for x in leaves
@@ -430,10 +432,10 @@ def run_on_device(artifact: bytes, samples: Sequence[Sequence[np.ndarray]],
                 ref = references[i - 1] if i - 1 < len(references) else None
                 if ref is not None:
                     Path(d, f"ref_{i}.bin").write_bytes(ref)
-                job["samples"].append({"index": i, "inputs": _pack(leaves, f),
+                job["samples"].append({"index": i, "inputs": pack_arrays(leaves, f),
                                        "reference": f"ref_{i}.bin" if ref is not None else None})
             job["reject"] = [{"avals": [[dt, list(shape)] for dt, shape in avals],
-                              "inputs": None if leaves is None else _pack(leaves, f)} for avals, leaves in reject]
+                              "inputs": None if leaves is None else pack_arrays(leaves, f)} for avals, leaves in reject]
         Path(d, "artifact.bin").write_bytes(artifact)
         Path(d, "job.json").write_text(json.dumps(job))
         held = adapter.started_backends() & EXCLUSIVE
@@ -487,7 +489,7 @@ def _read(d: str, dev: Device, failure: str) -> DeviceRun:
     blob = Path(d, "outputs.bin").read_bytes() if Path(d, "outputs.bin").exists() else b""
 
     def arrays(leaves: Any) -> list[np.ndarray] | None:
-        return None if leaves is None else [x.copy() for x in _unpack(blob, leaves)]
+        return None if leaves is None else [x.copy() for x in unpack_arrays(blob, leaves)]
 
     return DeviceRun(dev, result, [arrays(s.get("outputs")) for s in result.get("samples", [])],
                      [arrays(s.get("ref_outputs")) for s in result.get("samples", [])], failure)

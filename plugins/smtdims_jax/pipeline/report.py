@@ -172,6 +172,8 @@ class VerificationReport:
                 what = f"write {', '.join(fix.in_avals)}" + (f" with {', '.join(fix.constraints)}" if fix.constraints else "")
             else:
                 what = "; ".join(str(p) for p in fix.parts)
+            if fix.status != "fixed":  # verified, but it excludes shapes where the function runs: said first
+                return f"FIX FOUND, NARROWER THAN NEEDED: {what} (verified end to end; {fix.detail})"
             return f"FIXED: {what} (verified end to end)"
         if self.export_error is not None:
             return f"FAILED: the export failed ({self.export_error.type})"
@@ -253,7 +255,8 @@ class VerificationReport:
         if fails:
             if fixed:
                 lines += _wrap("; ".join(_first_line(f, 160) for f in fails), "  as specified: ", " " * 4)
-                lines += _wrap(f"with {self.fix.cli()} every check passes (the whole fix above)", "  FIXED: ", " " * 4)
+                label = "  FIXED: " if self.fix.status == "fixed" else "  FIX FOUND (narrower than needed): "
+                lines += _wrap(f"with {self.fix.cli()} every check passes (the whole fix above)", label, " " * 4)
             else:
                 lines.append("  FAILED:" if not self.not_run else "  NOT VERIFIED:")
                 for f in fails[:8] if not verbose else fails:
