@@ -174,19 +174,23 @@ def reduce_divisions(e: Expr, positive: Positive | None = None) -> Expr:
 
 
 def _reduced(e: Expr, positive: Positive | None, memo: dict[Op, Expr | None]) -> Expr | None:
-    """``e`` with its atoms rewritten (:func:`reduce_divisions`), or None where none changed."""
-    parts: list[Expr] = []
-    changed = False
-    for m, c in e.terms:
-        term = Expr.const(c)
-        here = False
-        for a, k in m:
-            new = _reduced_atom(a, positive, memo) if isinstance(a, Op) else None
-            here = here or new is not None
-            term = term * ((Expr.atom(a) if new is None else new) ** k)
-        changed = changed or here
-        parts.append(term)
-    return Expr.sum(parts) if changed else None
+    """``e`` with its atoms rewritten (:func:`reduce_divisions`), or None where none changed. Only the
+    terms holding a changed atom are multiplied out again (an expanded power has thousands of terms)."""
+    changed: dict[int, Expr] = {}
+    for i, (m, c) in enumerate(e.terms):
+        news = [_reduced_atom(a, positive, memo) if isinstance(a, Op) else None for a, _ in m]
+        if any(n is not None for n in news):
+            term = Expr.const(c)
+            for (a, k), new in zip(m, news, strict=True):
+                term = term * ((Expr.atom(a) if new is None else new) ** k)
+            changed[i] = term
+    if not changed:
+        return None
+    acc: dict[Monomial, int] = {}
+    for i, (m, c) in enumerate(e.terms):
+        for mm, cc in changed[i].terms if i in changed else ((m, c),):
+            acc[mm] = acc.get(mm, 0) + cc
+    return Expr._from_dict(acc)
 
 
 def _reduced_atom(a: Op, positive: Positive | None, memo: dict[Op, Expr | None]) -> Expr | None:
