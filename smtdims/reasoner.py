@@ -65,7 +65,6 @@ from .rungs.question import (
     one_refuted,
     precision,
     sign_interval,
-    sign_reduce,
     sufficient,
 )
 from .rungs.table import BOUNDS, DECISION, LADDERS, SIGN
@@ -279,7 +278,7 @@ class Session(ConstraintScope):
             return (c, c)
         lo, hi = self.interval(e)
         if not sufficient(need, lo, hi) and need != Precision.BEST:
-            red = sign_reduce(e)
+            red = self.sign_reduced(e)
             if red is not e and red != e:
                 lo, hi = sign_interval(lo, hi, *self.interval(red))
         if sufficient(need, lo, hi) and not self._infeasible_hint:
@@ -323,7 +322,7 @@ class Session(ConstraintScope):
             return (max(lo, 0), hi), True
         if above.status == UNSAT:
             return (lo, min(hi, -1 if strict else 0)), True
-        if q.reasons and self.focus(e)._isl_clock_stopped(sign_reduce(e)):
+        if q.reasons and (f := self.focus(e))._isl_clock_stopped(f.sign_reduced(e)):
             options.mark_clocked(options.CLOCK_ISL)  # an unknown where ISL, late, would have decided
         return (lo, hi), REASON_DEADLINE not in q.reasons
 

@@ -26,7 +26,7 @@ from .lang.constraints import Constraint, ConstraintSet
 from .lang.expr import CACHE_MAX_TERMS, Expr, deep_recursion, nesting, symbolic_divisors
 from .rungs.intervals import Interval, IntervalEvaluator, combined_interval, propagate_var_ranges
 from .rungs.points import Points, first_point, shrink
-from .rungs.question import Precision, sign_interval, sign_reduce
+from .rungs.question import Precision, proven_positive, sign_interval, sign_reduce
 from .rungs.search import EndSearch
 
 _FOCUS_MEMO = 1024  # variable sets whose focus a scope keeps (then it starts over)
@@ -263,8 +263,13 @@ class ConstraintScope:
         lo, hi = self.interval(e)
         if lo >= 0 or hi <= -1:
             return (lo, hi)
-        red = sign_reduce(e)
+        red = self.sign_reduced(e)
         return sign_interval(lo, hi, *self.interval(red)) if red != e else (lo, hi)
+
+    def sign_reduced(self, e: Expr) -> Expr:
+        """``e`` divided by its common factor proven >= 1 (:func:`smtdims.rungs.question.sign_reduce`),
+        the atoms' positivity proven by the interval rules: the same sign at every valuation."""
+        return sign_reduce(e, proven_positive(self.interval))
 
     def _question(self, *exprs: Expr) -> _SessionQuestion:
         """One question about ``exprs``: the session's lock, recursion room for their nesting, the
@@ -281,9 +286,10 @@ class ConstraintScope:
 
     def check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr, ask: options.Question) -> CheckResult:
         """A solver check of the constraints and ``build``'s facts for the question ``ask``; a model is
-        re-checked exactly."""
+        re-checked exactly. ``exprs``: the first is the one ``build`` encodes (whether the shared linear
+        solver takes the check is read from it); every one names variables the model gives."""
         res = self.solver.check(
-            build, linear=self.linear(*exprs), ask=ask, model_vars=frozenset().union(*(e.variables() for e in exprs))
+            build, linear=self.linear(*exprs[:1]), ask=ask, model_vars=frozenset().union(*(e.variables() for e in exprs))
         )
         if res.status == SAT:
             if res.model is None or not self.constraints.holds(res.model):

@@ -217,3 +217,33 @@ def test_a_framework_reraised_error_still_gets_its_fix(fn):
     report = export_and_verify(fn, "float32[b, t, 32]", fix=True, samples=4)
     assert report.fix is not None and report.fix.ok, report.table()
     assert report.fix.constraints == ("t <= 128",)
+
+
+
+def make_pad_to_16():
+    """A fresh function each time (JAX caches a trace by the function: stock's and smtdims' exports
+    must not share one)."""
+
+    def pad_to_16(x):  # pad the sequence to a multiple of 16, then split it into blocks of 16
+        b, t, d = x.shape
+        pad = (-t) % 16
+        y = jnp.pad(x, ((0, 0), (0, pad), (0, 0)))
+        return y.reshape(b, -1, 16, d)
+
+    return pad_to_16
+
+
+def test_pad_to_a_multiple_then_reshape_exports_as_written(installed):
+    """The reshape asks whether ``mod(8*b*mod(-t, 16) + 8*b*t, -128*b)`` is 0: the common factor ``8*b``
+    of the remainder's operands divided out, the linear rungs prove ``mod(t + mod(-t, 16), -16) == 0``.
+    Stock JAX refuses it (it cannot divide the remainder's operands); no constraint or fix is needed."""
+    fn = make_pad_to_16()
+    exp = export.export(jax.jit(fn))(jax.ShapeDtypeStruct(export.symbolic_shape("b, t, 8"), jnp.float32))
+    for t in (1, 15, 16, 17, 33):
+        x = jnp.asarray(RNG.standard_normal((2, t, 8)), jnp.float32)
+        got, want = exp.call(x), jax.jit(fn)(x)
+        assert got.shape == want.shape == (2, -(-t // 16), 16, 8)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    installed.uninstall()
+    with pytest.raises(Exception, match="should be 0"):  # stock JAX: an inconclusive remainder
+        export.export(jax.jit(make_pad_to_16()))(jax.ShapeDtypeStruct(export.symbolic_shape("b, t, 8"), jnp.float32))

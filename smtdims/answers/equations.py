@@ -13,8 +13,9 @@ from typing import Any
 
 from ..errors import SmtdimsError
 from ..lang.constraints import Constraint, ConstraintSet
-from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
+from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op
 from ..reasoner import Session
+from ..rungs.question import common_factor, divide_common
 from .explain import SPEC, proves_with, suggest_fixes
 
 
@@ -80,7 +81,8 @@ def normalise_constraint(text: str) -> str:
 
 def cancel_common_factor(e: Expr, d: Expr) -> tuple[Expr, Expr]:
     """``(e/g, d/g)`` for the largest ``g`` dividing every term of both: a positive integer (the gcd of
-    the coefficients) times a product of variables.
+    the coefficients) times a product of variables (:func:`smtdims.rungs.question.common_factor`, the
+    factor the ladder's sign reduction divides out of a division too).
 
     Why it is sound for ``mod(e, d) == 0``: variables are >= 1, so ``g >= 1`` and
     ``mod(g*x, g*y) == g*mod(x, y)`` (floor(g*x / (g*y)) == floor(x / y)); one is 0 exactly when
@@ -91,23 +93,10 @@ def cancel_common_factor(e: Expr, d: Expr) -> tuple[Expr, Expr]:
     terms = e.terms + d.terms
     if not terms or any(not m for m, _ in terms):
         return e, d
-    common: dict[Any, int] | None = None
-    for m, _ in terms:
-        powers = {a: k for a, k in m if isinstance(a, Var)}
-        common = powers if common is None else {a: min(k, powers[a]) for a, k in common.items() if a in powers}
-    common = common or {}
-    g = math.gcd(*(c for _, c in terms))
-    if not common and g <= 1:
+    g, powers = common_factor(terms)
+    if not powers and g <= 1:
         return e, d
-
-    def divide(x: Expr) -> Expr:
-        out: dict[Any, int] = {}
-        for m, c in x.terms:
-            rest = tuple((a, k - common.get(a, 0)) for a, k in m if k - common.get(a, 0) > 0)
-            out[rest] = out.get(rest, 0) + c // g
-        return Expr._from_dict(out)
-
-    return divide(e), divide(d)
+    return divide_common(e, g, powers), divide_common(d, g, powers)
 
 
 def fix_rank(f: Any) -> int:

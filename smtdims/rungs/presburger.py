@@ -7,7 +7,7 @@ proven bounds, the values at the known points); the engine re-checks its witness
 
 from __future__ import annotations
 
-from .question import SAT, UNSAT, BoundsQuestion, End, SignQuestion, sign_reduce
+from .question import SAT, UNSAT, BoundsQuestion, End, SignQuestion
 from .scope import Scope
 
 NAME = "presburger"
@@ -18,7 +18,7 @@ def answer(q: SignQuestion | BoundsQuestion, scope: Scope) -> str | None:
     if isinstance(q, BoundsQuestion):
         return _bounds(q)
     s = scope.focus(q.e)
-    red = sign_reduce(q.e)
+    red = s.sign_reduced(q.e)
     eng = s.isl_engine(red, q.clock)
     if eng is None:
         return None

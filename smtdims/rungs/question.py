@@ -11,7 +11,7 @@ sets ``ends``. The walk of :mod:`smtdims.rungs.table` stops at the first rung th
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import z3
 
 from ..engines.smt import SAT, UNSAT
-from ..lang.expr import Expr, Var
+from ..lang.expr import FLOORDIV, MOD, Atom, ExpansionTooLarge, Expr, Monomial, Op, Var
 from ..lang.results import FALSE, TRUE
 
 if TYPE_CHECKING:
@@ -88,31 +88,152 @@ def rel_range(rel: str, lo: float, hi: float) -> str | None:
     return "all" if verdict == TRUE else "none" if verdict == FALSE else None
 
 
-def sign_reduce(e: Expr) -> Expr:
-    """``e`` divided by a positive common factor: the same sign at every valuation.
+Positive = Callable[[Atom], bool]
+"""Whether an atom other than a variable is proven >= 1 at every valuation (a scope's interval rules)."""
 
-    Every term of ``e`` shares the factor ``g * v1^k1 * ...`` (``g`` the gcd of the
-    coefficients, ``vi`` variables, each >= 1), so ``e = factor * e'`` with ``factor >= 1``
-    and ``sign(e) == sign(e')``. Reshapes compare ``b*4*n`` with ``b*32*floordiv(n, 8)``:
-    dividing by ``4*b`` makes the question linear.
+
+def proven_positive(interval: Callable[[Expr], Interval]) -> Positive:
+    """The :data:`Positive` test of a scope: the interval rules' lower bound of the atom is at least 1."""
+    return lambda a: interval(Expr.atom(a))[0] >= 1
+
+
+def common_factor(terms: Iterable[tuple[Monomial, int]], positive: Positive | None = None) -> tuple[int, dict[Atom, int]]:
+    """``(g, powers)``: the largest factor ``g * a1^k1 * ...`` of every term that is >= 1 at every valuation.
+
+    ``g`` is the gcd of the coefficients (>= 1; 0 where there are no terms), each ``ai`` an atom in
+    every term at its least power there: a variable (>= 1 by the semantics), or another atom that
+    ``positive`` proves >= 1 (none without it: ``floordiv(n, 8)`` is 0 at ``n = 1``, ``min(-a, -1)``
+    is negative). A constant term leaves only ``g``.
     """
+    terms = list(terms)
+    g = math.gcd(*(c for _, c in terms))
+    common: dict[Atom, int] | None = None
+    for m, _ in terms:
+        if common is None:
+            common = dict(m)
+        else:
+            powers = dict(m)
+            common = {a: min(k, powers[a]) for a, k in common.items() if a in powers}
+        if not common:
+            return g, {}
+    common = common or {}
+    return g, {a: k for a, k in common.items() if isinstance(a, Var) or (positive is not None and positive(a))}
+
+
+def divide_common(x: Expr, g: int, powers: dict[Atom, int]) -> Expr:
+    """``x`` divided by the factor ``g * a1^k1 * ...`` that :func:`common_factor` found in every term of
+    ``x`` (exact: ``g`` divides every coefficient, each ``ai^ki`` every monomial)."""
+    out: dict[Monomial, int] = {}
+    for m, c in x.terms:
+        rest = tuple((a, k - powers.get(a, 0)) for a, k in m if k - powers.get(a, 0) > 0)
+        out[rest] = out.get(rest, 0) + c // g
+    return Expr._from_dict(out)
+
+
+def _factor_expr(g: int, powers: dict[Atom, int]) -> Expr:
+    out = Expr.const(g)
+    for a, k in powers.items():
+        out = out * Expr.atom(a) ** k
+    return out
+
+
+def reduce_divisions(e: Expr, positive: Positive | None = None) -> Expr:
+    """``e`` with every ``floordiv``/``mod`` by a symbolic divisor reduced by the common factor of
+    its operands: the same value at every valuation where ``e`` is defined (``e`` itself where
+    nothing reduces).
+
+    The rules, for ``f = g * a1^k1 * ...`` the :func:`common_factor` of every term of both operands
+    (so ``f >= 1`` at every valuation: ``g >= 1`` and each ``ai >= 1``):
+
+    * ``floordiv(f*x, f*y) = floordiv(x, y)``
+    * ``mod(f*x, f*y) = f*mod(x, y)``
+
+    Proof: where the division is defined, ``f*y != 0``, so ``y != 0``, and as real numbers
+    ``(f*x) / (f*y) = x / y`` (``f != 0``): the floors agree, ``floordiv(f*x, f*y) = floor(x / y)``.
+    Python's remainder is ``mod(u, v) = u - v*floor(u / v)``, so ``mod(f*x, f*y) = f*x - f*y*floor(x / y)
+    = f*(x - y*floor(x / y)) = f*mod(x, y)``. Signs: ``y`` may be negative (``mod(8*t, -128*b)`` is
+    ``8*mod(t, -16*b)``, in ``(-128*b, 0]`` both ways); only ``f != 0`` is used, and ``f >= 1`` is asked
+    so that the rewrite never defines a division the original leaves undefined (``f = 0`` with
+    ``y != 0``) and :func:`sign_reduce` may divide the factor ``f`` out of a sum afterwards. Example:
+    JAX's reshape of ``(b, t + mod(-t, 16), 8)`` into ``(b, -1, 16, 8)`` asks for
+    ``mod(8*b*mod(-t, 16) + 8*b*t, -128*b) == 0``; with ``f = 8*b`` it is
+    ``8*b*mod(mod(-t, 16) + t, -16)``, whose sign is that of a linear expression.
+
+    Inner divisions first (bottom-up), each atom rewritten once; a product that would expand past
+    the limits (:class:`ExpansionTooLarge`) leaves ``e`` as it is. Divisions by a constant are left
+    alone: the rule only shrinks their constant, and the linear engines take either.
+    """
+    if not any(isinstance(a, Op) and a.op in (FLOORDIV, MOD) and not a.rhs.is_constant for a in e.atoms()):
+        return e
+    memo: dict[Op, Expr | None] = {}
+    try:
+        out = _reduced(e, positive, memo)
+    except ExpansionTooLarge:
+        return e
+    return e if out is None else out
+
+
+def _reduced(e: Expr, positive: Positive | None, memo: dict[Op, Expr | None]) -> Expr | None:
+    """``e`` with its atoms rewritten (:func:`reduce_divisions`), or None where none changed. Only the
+    terms holding a changed atom are multiplied out again (an expanded power has thousands of terms)."""
+    changed: dict[int, Expr] = {}
+    for i, (m, c) in enumerate(e.terms):
+        news = [_reduced_atom(a, positive, memo) if isinstance(a, Op) else None for a, _ in m]
+        if any(n is not None for n in news):
+            term = Expr.const(c)
+            for (a, k), new in zip(m, news, strict=True):
+                term = term * ((Expr.atom(a) if new is None else new) ** k)
+            changed[i] = term
+    if not changed:
+        return None
+    acc: dict[Monomial, int] = {}
+    for i, (m, c) in enumerate(e.terms):
+        for mm, cc in changed[i].terms if i in changed else ((m, c),):
+            acc[mm] = acc.get(mm, 0) + cc
+    return Expr._from_dict(acc)
+
+
+def _reduced_atom(a: Op, positive: Positive | None, memo: dict[Op, Expr | None]) -> Expr | None:
+    if a in memo:
+        return memo[a]
+    lhs, rhs = _reduced(a.lhs, positive, memo), _reduced(a.rhs, positive, memo)
+    out = None
+    x = a.lhs if lhs is None else lhs
+    y = a.rhs if rhs is None else rhs
+    factor: Expr | None = None
+    if a.op in (FLOORDIV, MOD) and not y.is_constant:
+        g, powers = common_factor((*x.terms, *y.terms), positive)
+        if g > 1 or powers:
+            if a.op == MOD:
+                factor = _factor_expr(g, powers)
+            x, y = divide_common(x, g, powers), divide_common(y, g, powers)
+    if factor is not None or x is not a.lhs or y is not a.rhs:
+        out = getattr(x, a.op)(y)
+        if factor is not None:
+            out = factor * out
+    memo[a] = out
+    return out
+
+
+def sign_reduce(e: Expr, positive: Positive | None = None) -> Expr:
+    """``e`` divided by a positive common factor: the same sign at every valuation (``e`` itself where
+    nothing divides).
+
+    First every division by a symbolic divisor is reduced by its operands' common factor
+    (:func:`reduce_divisions`: the same value). Then every term of ``e`` shares the factor
+    ``f = g * a1^k1 * ...`` (:func:`common_factor`: ``g`` the gcd of the coefficients, each ``ai`` a
+    variable or an atom ``positive`` proves >= 1), so ``e = f * e'`` with ``f >= 1`` and
+    ``sign(e) == sign(e')``. Reshapes compare ``b*4*n`` with ``b*32*floordiv(n, 8)``: dividing by
+    ``4*b`` makes the question linear; and ask ``mod(8*b*t + 8*b*mod(-t, 16), -128*b) == 0``, which
+    is ``8*b*mod(t + mod(-t, 16), -16)``, of the sign of ``mod(t + mod(-t, 16), -16)``.
+    """
+    e = reduce_divisions(e, positive)
     if not e.terms or e.is_constant:
         return e
-    g = math.gcd(*(c for _, c in e.terms))
-    common: dict[Var, int] | None = None
-    for m, _ in e.terms:
-        here = {a: k for a, k in m if isinstance(a, Var)}
-        common = here if common is None else {a: min(k, here[a]) for a, k in common.items() if a in here}
-        if not common and g == 1:
-            return e
-    common = common or {}
-    if not common and g == 1:
+    g, powers = common_factor(e.terms, positive)
+    if not powers and g == 1:
         return e
-    acc: dict = {}
-    for m, c in e.terms:
-        mono = tuple((a, k - common.get(a, 0)) for a, k in m if k - common.get(a, 0) > 0)
-        acc[mono] = acc.get(mono, 0) + c // g
-    return Expr._from_dict(acc)
+    return divide_common(e, g, powers)
 
 
 def sign_interval(lo, hi, rlo, rhi) -> Interval:

@@ -58,6 +58,10 @@ class Scope(Protocol):
     def interval(self, e: Expr) -> Interval:
         """Sound (possibly loose) bounds of ``e`` by the interval rules; no solver."""
 
+    def sign_reduced(self, e: Expr) -> Expr:
+        """``e`` divided by a common factor proven >= 1, its divisions reduced alike: the same sign at
+        every valuation (:func:`smtdims.rungs.question.sign_reduce`)."""
+
     def focus(self, *exprs: Expr) -> Scope:
         """The cone of influence: the scope of the constraints connected to ``exprs``' variables."""
 
@@ -66,7 +70,9 @@ class Scope(Protocol):
 
     def check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr, ask: Question) -> CheckResult:
         """A solver check of the constraints and ``build``'s facts for the question ``ask``; a model
-        is re-checked exactly."""
+        is re-checked exactly. The first of ``exprs`` is the one ``build`` encodes (the shared linear
+        solver takes the check where it and the constraints are linear); every one names variables
+        the model gives."""
 
     def isl_engine(self, e: Expr, clock: Deadline) -> presburger.Engine | None:
         """This scope's ISL engine where the rung is on, islpy is installed, ``e`` is linear and the
