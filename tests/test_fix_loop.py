@@ -109,13 +109,26 @@ def test_whole_fix_admits_exactly_the_native_shapes(fn, specs, shapes, constrain
 def test_a_fix_that_excludes_native_shapes_says_so():
     """b == 2*a is the only fix smtdims can state, but b == 1 broadcasts natively: the report must say so."""
     result = _fix(nf.doubled, ["a", "b"])
-    # verified, but not called "fixed": it excludes b == 1, where doubled runs on non-empty arrays
-    assert result.status == NARROW and result.shapes == ("a", "2*a")
-    assert "b = 1" in result.detail and "narrower" in "\n".join(result.lines()).lower()
+    # still "fixed": the shapes it excludes broadcast a size 1, which no symbolic specification admits
+    # beside b == 2*a (the refusal itself excludes them); the count says so all the same
+    assert result.status == FIXED and result.shapes == ("a", "2*a")
     box = result.box
     assert box is not None and not box.weakest and box.admitted_ok < box.native_ok
     assert all(v["b"] == 1 for v in box.excluded_ok)
     assert "EXCLUDES" in box.sentence("doubled")
+
+
+def test_a_fix_narrower_than_the_function_is_not_called_fixed():
+    """Python branches on the size: each side of ``b >= 16`` settles the export, and each excludes sizes
+    where the function runs (on non-empty arrays): found and exportable, but narrower than needed."""
+    result = _fix(nf.branchy, ["b"])
+    assert result.status == NARROW, "\n".join(result.lines())
+    assert "it excludes" in result.detail and "b = " in result.detail
+    assert "NARROWER" in "\n".join(result.lines())
+    excluded = [v["b"] for v in result.box.excluded_ok]
+    kept = ConstraintSet.of(result.constraints)
+    assert excluded and not any(kept.holds({"b": b}) for b in excluded)
+    assert all(_native_ok(nf.branchy, [str(b)], 1)[((b,),)] for b in excluded), "each excluded size runs natively"
 
 
 def test_a_relation_beats_a_bound_that_excludes_valid_shapes():

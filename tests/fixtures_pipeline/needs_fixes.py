@@ -45,3 +45,7 @@ def doubled(x, y):  # "a", "b": concatenate x twice and add y: b == 2*a (or b ==
 
 def quarters(x, y):  # "b, 2*d", "b, d": exports, but b*d must be a multiple of 4 at run time
     return y.reshape(y.shape[0] * y.shape[1] // 4, 4), x
+
+
+def branchy(x):  # "b": Python branches on b >= 16; each side runs natively, no one specification admits both
+    return x[:16] * 2 if x.shape[0] >= 16 else x * 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import jax
@@ -31,13 +32,14 @@ def _valuation(text: str) -> dict[str, int]:
 
 def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tuple[str, ...] | None,
                           spec_leaves: Sequence[Any], in_tree: Any, scope: Any,
-                          budget: int | None = None) -> ExportFailure:
+                          budget: int | None = None, reexport: bool = True) -> ExportFailure:
     """JAX's message, smtdims' witness lines, and a fix that was re-exported to check it.
 
     An inconclusive comparison raised with smtdims installed already says (in its
     ``str()``) where both answers occur and the first fix smtdims verified for that
     comparison; a reshape's "The remainder mod(b, -2) should be 0" gets the spec rewrite
-    (write ``2*b`` for ``b``) that makes the size divisible for every valuation.
+    (write ``2*b`` for ``b``) that makes the size divisible for every valuation. ``reexport``: export
+    again with the fix to verify it (the whole fix does that in its first round: :func:`settled_by`).
     """
     text = str(err)
     help_msg = getattr(type(err), "_help_msg", None)
@@ -85,9 +87,13 @@ def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tup
             fixed_specs = tuple(_aval_text(x) for x in leaves)
             fixed_constraints = texts
             try:
+                if not reexport:
+                    raise _NotReexported
                 with enabled(budget=budget):
                     export.export(jax.jit(fn), platforms=plats)(*jax.tree_util.tree_unflatten(in_tree, leaves))
                 verified = True
+            except _NotReexported:
+                pass
             except Exception as e:  # noqa: BLE001 - any refusal: the fix is not enough
                 if _raised_by_smtdims(e):
                     raise
@@ -101,6 +107,23 @@ def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tup
         fix_kind=kind, fix_verified=verified, fix_detail=detail, fixed_specs=fixed_specs,
         fixed_constraints=fixed_constraints,
     )
+
+
+class _NotReexported(Exception):
+    """The fix is left to the whole fix's first round to export (``reexport=False``)."""
+
+
+def settled_by(failure: ExportFailure, whole: Any) -> ExportFailure:
+    """``failure`` with its fix's verdict read from the whole fix's first round, where that round chose
+    the same fix: the export succeeds with it (one round) or still fails (the next round's refusal)."""
+    if not failure.fix or failure.fix_verified is not None or whole is None or not whole.rounds:
+        return failure
+    first = whole.rounds[0]
+    if first.chosen != failure.fix:
+        return failure
+    if len(whole.rounds) > 1:
+        return replace(failure, fix_verified=False, fix_detail=_first_line(whole.rounds[1].error, 200))
+    return replace(failure, fix_verified=whole.status in ("fixed", "found, narrower than needed", "found, not verified"))
 
 
 def _remainder_fix(session: Session, remainder: str) -> Fix | None:

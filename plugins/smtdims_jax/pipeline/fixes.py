@@ -273,6 +273,8 @@ class Attempt:
     # the last equalities JAX's shape checks asked and smtdims could not prove, oldest first: the
     # equation a failed broadcast, concatenate, split or reshape needed is the last one
     equations: tuple[tuple[Expr, Expr], ...] = ()
+    exported: Any = field(default=None, repr=False)  # the Exported where the export succeeded
+    spec: Any = None  # the Spec exported, where it was one (:func:`attempt`)
 
     @property
     def message(self) -> str:
@@ -314,6 +316,18 @@ def attempt(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, 
         args, scope = spec.build(in_tree)
     except Exception as err:  # noqa: BLE001 - JAX refused the rewritten specification itself
         return Attempt(False, err, seconds=time.perf_counter() - t0)
+    got = export_attempt(fn, jax.tree_util.tree_leaves(args), in_tree, scope, plats, budget, t0)
+    got.spec = spec
+    return got
+
+
+def export_attempt(fn: Callable[..., Any], leaves: Sequence[Any], in_tree: Any, scope: Any,
+                   plats: tuple[str, ...] | None, budget: int | None, t0: float | None = None) -> Attempt:
+    """Export ``fn`` at the spec ``leaves`` (in ``scope``) with smtdims installed, listening to what JAX
+    asks: the one export of a specification, whose refusal the fix loop reads and whose success the
+    verification uses."""
+    t0 = time.perf_counter() if t0 is None else t0
+    args = jax.tree_util.tree_unflatten(in_tree, list(leaves))
     seen: list[dict[str, Any]] = []
     equations: collections.deque[tuple[Any, Any]] = collections.deque(maxlen=_EQUATIONS_KEPT)
     # (lhs, rhs, asked by JAX?): JAX's unproven ones and the program's == that stock answered False, in order
@@ -332,7 +346,7 @@ def attempt(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, 
         with enabled(budget=budget):
             adapter.add_listener(listener)
             try:
-                export.export(jax.jit(fn), platforms=plats)(*args)
+                exported = export.export(jax.jit(fn), platforms=plats)(*args)
             finally:
                 adapter.remove_listener(listener)
     except Exception as err:  # noqa: BLE001 - a refusal is data
@@ -357,7 +371,7 @@ def attempt(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, 
             except Exception:  # noqa: BLE001 - an operand smtdims cannot read: not an equation it can fix
                 continue
         return Attempt(False, err, q, scope, time.perf_counter() - t0, tuple(eqs))
-    return Attempt(True, scope=scope, seconds=time.perf_counter() - t0)
+    return Attempt(True, scope=scope, seconds=time.perf_counter() - t0, exported=exported)
 
 
 def _complexity(parts: Sequence[FixPart]) -> tuple[int, int]:
@@ -501,7 +515,7 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
                deadline: float = DEFAULT_DEADLINE, box_side: int | None = None, native: str = "eval_shape",
                say: Progress = lambda m: None, verify: Callable[[Any, Any], Any] | None = None,
                name: str = "", start: Sequence[FixPart] = (), start_round: FixRound | None = None,
-               examples: Sequence[dict[str, int]] = ()) -> FixResult:
+               examples: Sequence[dict[str, int]] = (), first: Attempt | None = None) -> FixResult:
     """Find, minimise and verify the whole fix of ``fn``'s export (see the module docstring).
 
     ``verify(specs, scope)`` runs the whole pipeline on the fixed specification and returns
@@ -512,6 +526,8 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
     verifies or nothing is left to try. ``start``: parts already found (the samples of an export
     that succeeded failed natively), with the round that found them. ``examples``: valuations of the
     specification's variables the user runs (traced first; a size that must be pinned is pinned there).
+    ``first``: the refused export of the specification as given, when the caller ran it (each export
+    runs once). ``verify`` gets the fixed export's ``Exported`` as its third argument.
     """
     t_start = time.perf_counter()
     stop = time.monotonic() + deadline
@@ -526,13 +542,17 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
     status, detail = ROUND_LIMIT, f"{rounds} rounds"
     errors_seen: set[tuple[str, str]] = set()
     last: Attempt | None = None
+    sides: list[Expr] = []  # the sizes each refused equation compared, in the original variables
+    done: Attempt | None = None  # the export that succeeded, of the specification it was made with
     for _ in range(rounds + 1):
         if time.monotonic() > stop:
             status, detail = DEADLINE, f"{deadline:.0f}s"
             break
         t0 = time.perf_counter()
-        last = attempt(fn, spec, in_tree, plats, budget)
+        last = first if first is not None and spec is original else attempt(fn, spec, in_tree, plats, budget)
+        first = None
         if last.ok:
+            done = last
             status, detail = (FIXED, "") if parts else (NOT_NEEDED, "the export succeeds as specified")
             break
         if len(done_rounds) >= rounds:
@@ -543,6 +563,8 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
             status, detail = NO_FIX, f"the same refusal came back: {msg}"
             break
         errors_seen.add(key)
+        if spec.dims == original.dims:
+            sides += [e for r in last.refusals for e in r.sides()]
         session = Session(spec.constraint_set(), budget) if last.scope is None else adapter.session_for_scope(last.scope)
         say(f"fix round {len(done_rounds) + 1}: {msg}")
         some_nonempty = box.weakness(spec.dims, spec.constraint_set())[0] > 0
@@ -581,10 +603,11 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
                 box.prepare([(spec.dims, spec.constraint_set()), (trial.dims, trial.constraint_set())])
                 base_bad = -box.score(spec.dims, spec.constraint_set())[1]
             if trial is not None and -box.score(trial.dims, trial.constraint_set())[1] <= base_bad:
-                if attempt(fn, trial, in_tree, plats, budget).ok:
+                got = attempt(fn, trial, in_tree, plats, budget)
+                if got.ok:
                     say(f"fix: minimised: {parts[i]} is not needed")
                     dropped.append(str(parts[i]))
-                    parts, spec = trial_parts, trial
+                    parts, spec, done = trial_parts, trial, got
             i -= 1
     if status == FIXED:
         spec = _without_implied(spec, budget)
@@ -597,7 +620,7 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
             break
         say("fix: verifying the fixed specification end to end")
         args, new_scope = spec.build(in_tree)
-        report = verify(args, new_scope)
+        report = verify(args, new_scope, done.exported if done is not None and done.spec == spec else None)
         verified = bool(report.ok)
         lines = tuple(report.failures)
         more = _exclusions(report, spec, fn, in_tree, plats, budget) if not verified else None
@@ -606,7 +629,7 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         group, trial, why = more  # samples failed where the function fails: exclude them and go on
         say(f"fix: the fixed export's samples fail natively; excluding them: {_group_text(group)}")
         parts.extend(group)
-        spec = _without_implied(trial, budget)
+        spec, done = _without_implied(trial, budget), None
         ne, ok, bad = box.weakness(spec.dims, spec.constraint_set())
         done_rounds.append(FixRound(why, ((_group_text(group), ok, -bad, ne),), _group_text(group), 0.0))
         count = box.count(spec.dims, spec.constraint_set())
@@ -620,12 +643,13 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         extremes = _measure_extremes(box, spec, original, budget)
         if extremes:  # the edges are box points now (t = 513 runs natively or not): count them
             count = box.count(spec.dims, spec.constraint_set())
-    if status == FIXED and count is not None and count.excluded_running > 0 and not _pins(parts):
+    lost = _lost(box, original, spec, sides) if status == FIXED and count is not None and not _pins(parts) else []
+    if lost:
         # verified, but narrower than the function: honest words, not "fixed" (a pinned size excludes the
         # others by necessity: the program uses it as a number, or only one size settles the equation)
         status = NARROW
-        detail = (f"it excludes {count.excluded_running} traced shape(s) where {name or 'the function'} runs on "
-                  "non-empty arrays, e.g. " + "; ".join(format_valuation(v) for v in count.excluded_ok[:2]))
+        detail = (f"it excludes {len(lost)} traced shape(s) where {name or 'the function'} runs on non-empty "
+                  "arrays, e.g. " + "; ".join(format_valuation(v) for v in lost[:2]))
     stock = exports_on_stock(fn, spec, in_tree, plats) if status in (FIXED, NARROW, NOT_VERIFIED) else None
     return FixResult(
         status=status, detail=detail, parts=tuple(parts), in_avals=spec.aval_texts(), shapes=spec.shape_texts(),
@@ -633,6 +657,26 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         verification=lines, function=name, seconds=time.perf_counter() - t_start, report=report,
         target=paste_target(fn), extremes=extremes, stock=stock,
     )
+
+
+def _lost(box: NativeBox, original: Spec, spec: Spec, sides: Sequence[Expr]) -> list[dict[str, int]]:
+    """The traced shapes where the function runs on non-empty arrays that the original specification admits
+    and the fix excludes, apart from those the refusal itself excludes: where a size a refused equation
+    compared is 1 (the function broadcasts it there; a symbolic dimension never broadcasts, so no
+    specification that keeps it symbolic admits both ``b == 2*a`` and ``b == 1``)."""
+    cs, fixed = original.constraint_set(), spec.constraint_set()
+    out = []
+    for s in sorted(box.nonempty, key=lambda s: sum(x for leaf in s for x in leaf)):
+        env = box.env[s]
+        if not box.admits(original.dims, cs, s) or box.admits(spec.dims, fixed, s):
+            continue
+        try:
+            if any(e.evaluate(env) == 1 for e in sides):
+                continue
+        except (ZeroDivisionError, KeyError):
+            pass
+        out.append(env)
+    return out
 
 
 def _pins(parts: Sequence[FixPart]) -> bool:

@@ -102,6 +102,10 @@ class Refusal:
         """A fixed size where no fix survives; None where this kind has no last resort."""
         return None
 
+    def sides(self) -> tuple[Expr, ...]:
+        """The sizes an equation of this refusal compared (a broadcast's two): none for a comparison."""
+        return ()
+
 
 @dataclass(frozen=True)
 class Inconclusive(Refusal):
@@ -153,6 +157,9 @@ class UnprovenEquation(Refusal):
 
     def last_resort(self, session: Session) -> list[Candidate]:
         return _fixed_size(session, *self.equations[-1])
+
+    def sides(self) -> tuple[Expr, ...]:
+        return self.equations[-1]
 
 
 @dataclass(frozen=True)
@@ -248,6 +255,9 @@ class BroadcastMismatch(Refusal):
 
     def last_resort(self, session: Session) -> list[Candidate]:
         return _fixed_size(session, self.x, self.y)
+
+    def sides(self) -> tuple[Expr, ...]:
+        return (self.x, self.y)
 
 
 @dataclass(frozen=True)

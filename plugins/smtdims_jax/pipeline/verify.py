@@ -27,12 +27,12 @@ from jax import export
 
 from smtdims.errors import format_valuation
 
-from .. import adapter, enabled
-from ._common import Progress, _fn_name, _local_platform, _normalise_platforms, _progress_fn, _raised_by_smtdims, _solver_budget
+from .. import adapter
+from ._common import Progress, _fn_name, _local_platform, _normalise_platforms, _progress_fn, _solver_budget
 from .compare import INT_RANGE, compare, random_input
 from .diagnose import diagnose, intermediate_dims
-from .failure import describe_export_error
-from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, synthesize
+from .failure import describe_export_error, settled_by
+from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, export_attempt, synthesize
 from .fresh import (
     FRESH,
     IN_PROCESS,
@@ -299,13 +299,10 @@ def judge(plan: SamplePlan, run: DeviceRun | None, native_errors: Sequence[str],
     return results, list(tols), worst
 
 
-def _export(fn: Callable[..., Any], specs: tuple[Any, ...], plats: tuple[str, ...] | None, budget: int | None) -> Any:
-    with enabled(budget=budget):
-        return export.export(jax.jit(fn), platforms=plats)(*specs)
-
-
 def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, specialised: list[str], opts: VerifyOptions,
-            say: Progress, x64: bool) -> VerificationReport:
+            say: Progress, x64: bool, exported: Any = None) -> VerificationReport:
+    """The pipeline on ``specs``; ``exported``: their export, where the fix loop already made it (each
+    export runs once)."""
     name = _fn_name(fn)
     spec_leaves, in_tree = jax.tree_util.tree_flatten(specs)
     dev: Device | None = None
@@ -317,13 +314,16 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
     say(f"exporting {name} for {', '.join(plats) if plats else 'the default platform'} with smtdims installed"
         + (" (jax_enable_x64 on for the 64-bit inputs)" if x64 else ""))
     t0 = time.perf_counter()
-    try:
-        exp = _export(fn, specs, plats, opts.budget)
-    except Exception as err:  # JAX refused the function: a failed check, reported like the others
-        if _raised_by_smtdims(err):
-            raise  # a bug of smtdims' own (not JAX refusing the function): not the user's to fix
-        say(f"export failed: {type(err).__name__}; looking for a fix")
-        return _failed_export(fn, err, spec_leaves, in_tree, scope, plats, opts, say, x64, name)
+    if exported is not None and (plats is None or tuple(exported.platforms) == tuple(plats)):
+        exp = exported
+    else:
+        # listening to what JAX asks: a refusal is round 1 of the fix loop as it is (raises smtdims' own bugs)
+        got = export_attempt(fn, spec_leaves, in_tree, scope, plats, opts.budget)
+        if not got.ok:  # JAX refused the function: a failed check, reported like the others
+            assert got.error is not None
+            say(f"export failed: {type(got.error).__name__}; looking for a fix")
+            return _failed_export(fn, got.error, spec_leaves, in_tree, scope, plats, opts, say, x64, name, got)
+        exp = got.exported
     export_s = time.perf_counter() - t0
     checks = [Check("export", PASS, f"{export_s:.2f}s for {', '.join(exp.platforms)}"
                     + ("; jax_enable_x64 on for the 64-bit inputs" if x64 else ""))]
@@ -445,7 +445,7 @@ def _fix_from_samples(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tre
     return synthesize(fn, spec_leaves, in_tree, scope, plats, budget=opts.budget, rounds=fx.rounds,
                       deadline=fx.deadline, box_side=fx.box, say=say, name=_fn_name(fn), start=group,
                       start_round=FixRound(why, ((_group_text(group), 0, 0, 0),), _group_text(group), 0.0),
-                      verify=lambda s, sc: _verify(fn, s, sc, [], replace(opts, fix=None, out=None), say, x64))
+                      verify=lambda s, sc, e: _verify(fn, s, sc, [], replace(opts, fix=None, out=None), say, x64, e))
 
 
 def _not_run_cause(run: DeviceRun) -> str:
@@ -475,8 +475,10 @@ def _process_check(dev: Device, run: DeviceRun | None, not_run: str) -> Check:
 
 def _failed_export(fn: Callable[..., Any], err: BaseException, spec_leaves: Sequence[Any], in_tree: Any, scope: Any,
                    plats: tuple[str, ...] | None, opts: VerifyOptions, say: Progress, x64: bool,
-                   name: str) -> VerificationReport:
-    failure = describe_export_error(err, fn, plats, spec_leaves, in_tree, scope, opts.budget)
+                   name: str, first: Any = None) -> VerificationReport:
+    # with the whole fix to come, its first round re-exports with the first fix: not here a second time
+    failure = describe_export_error(err, fn, plats, spec_leaves, in_tree, scope, opts.budget,
+                                    reexport=opts.fix is None)
     skipped = "not run: the export failed"
     checks = [Check("export", FAIL, f"{failure.type}: {_first_line(failure.message, 300)}")]
     checks += [Check(c, SKIP, skipped) for c in
@@ -486,9 +488,10 @@ def _failed_export(fn: Callable[..., Any], err: BaseException, spec_leaves: Sequ
         fx = opts.fix
         whole = synthesize(
             fn, spec_leaves, in_tree, scope, plats, budget=opts.budget, rounds=fx.rounds, deadline=fx.deadline,
-            box_side=fx.box, say=say, name=name,
-            verify=lambda s, sc: _verify(fn, s, sc, [], replace(opts, fix=None), say, x64),
+            box_side=fx.box, say=say, name=name, first=first,
+            verify=lambda s, sc, e: _verify(fn, s, sc, [], replace(opts, fix=None), say, x64, e),
         )
+    failure = settled_by(failure, whole)
     return VerificationReport(
         function=name, platforms=plats or (_local_platform(),),
         constraints=tuple(c.text for c in adapter.scope_constraints(scope)),
