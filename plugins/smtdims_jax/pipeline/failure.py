@@ -119,7 +119,7 @@ def settled_by(failure: ExportFailure, whole: Any) -> ExportFailure:
     if not failure.fix or failure.fix_verified is not None or whole is None or not whole.rounds:
         return failure
     first = whole.rounds[0]
-    if first.chosen != failure.fix:
+    if not first.chosen or not failure.fix.startswith(first.chosen):  # the fix text may carry its note after
         return failure
     if len(whole.rounds) > 1:
         return replace(failure, fix_verified=False, fix_detail=_first_line(whole.rounds[1].error, 200))
