@@ -42,9 +42,49 @@ def _load(rel: str, name: str):
     return mod
 
 
+def nano_gpt():
+    """A nanoGPT in flax nnx at a size whose trace costs what a real model's does (6 blocks of attention and
+    MLP, ~0.1 s a trace here): the learned position table (512) sliced to the sequence."""
+    import jax
+    from flax import nnx
+
+    class Block(nnx.Module):
+        def __init__(self, d: int, rngs: nnx.Rngs):
+            self.ln1, self.ln2 = nnx.LayerNorm(d, rngs=rngs), nnx.LayerNorm(d, rngs=rngs)
+            self.attn = nnx.MultiHeadAttention(num_heads=4, in_features=d, decode=False, rngs=rngs)
+            self.fc, self.proj = nnx.Linear(d, 4 * d, rngs=rngs), nnx.Linear(4 * d, d, rngs=rngs)
+
+        def __call__(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.proj(jax.nn.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nnx.Module):
+        def __init__(self, rngs: nnx.Rngs, d: int = 64, layers: int = 6):
+            self.tok, self.pos = nnx.Embed(1000, d, rngs=rngs), nnx.Embed(512, d, rngs=rngs)
+            self.blocks = nnx.List([Block(d, rngs) for _ in range(layers)]) if hasattr(nnx, "List") else \
+                [Block(d, rngs) for _ in range(layers)]
+            self.head = nnx.Linear(d, 1000, rngs=rngs)
+
+        def __call__(self, ids):
+            x = self.tok(ids) + self.pos.embedding[...][: ids.shape[1]]
+            for blk in self.blocks:
+                x = blk(x)
+            return self.head(x)
+
+    model = GPT(nnx.Rngs(0))
+
+    def nano_gpt(ids):
+        return model(ids)
+    return nano_gpt
+
+
 def models() -> list[tuple[str, object, list[str]]]:
     """(name, function, specs) for every model the benchmark fixes."""
     out: list[tuple[str, object, list[str]]] = []
+    try:
+        out.append(("nanoGPT, 6 blocks (flax nnx)", nano_gpt(), ["int32[b, t]"]))
+    except Exception as err:  # noqa: BLE001 - flax missing
+        print(f"(nanoGPT skipped: {type(err).__name__}: {err})")
     try:
         lib = _load("tests/test_library_models.py", "_bench_library_models")
         for name, (build, specs, *_rest) in lib.CASES.items():
