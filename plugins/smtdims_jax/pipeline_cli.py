@@ -44,7 +44,8 @@ examples:
   smtdims export mymodel:predict --spec "b" --fix     # a failed export: its whole fix, verified
 
 A spec may carry its dtype ("int32[b, 4]"); otherwise --dtype applies (once for all
-specs, or once per spec in order; default float32). All specs share one symbolic scope
+specs, or once per spec in order; default float32; one that contradicts a spec's own
+dtype is a usage error). All specs share one symbolic scope
 with the -c constraints. 64-bit dtypes (float64, int64) turn on jax_enable_x64 for
 the run. Exit status: 0 all checks passed; 1 a check failed (a failed export too: the
 report says why and how to fix it); 2 usage or input error; 70 internal error;
