@@ -6,6 +6,7 @@ specification a person writes for it, verified with ``export_and_verify`` on the
 - ``vit``: 8x8 patches by reshape, a learned 8x8 grid of position embeddings sliced to the patch grid,
   one attention block, a mean-pooled classifier; ``float32[b, 8*p, 8*q, 3]`` with ``p <= 8, q <= 8``.
 
+    pip install flax                           # flax is not a dependency of smtdims (the test extra has it)
     python examples/accelerator_models.py      # verifies both here (CPU, or the TPU/GPU JAX finds)
 """
 

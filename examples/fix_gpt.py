@@ -2,7 +2,7 @@
 export fails on stock JAX; ``export_and_verify(..., fix=True)`` finds the fix a person writes
 (``t <= 512``), re-exports with it and verifies it end to end.
 
-    pip install flax        # (the test extra has it)
+    pip install flax        # flax is not a dependency of smtdims (the test extra has it)
     python examples/fix_gpt.py
 """
 

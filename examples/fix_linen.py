@@ -3,6 +3,7 @@ patch axis is made for an 8x8 grid of patches (64 tokens). Exported for any grid
 raises ``ScopeParamShapeError`` (the parameter is ``(64, 64)``, the grid asks for ``(p*q, p*q)``); the
 fix loop reads the equation flax evaluated, ``p*q == 64``, exports with it and verifies it end to end.
 
+    pip install flax        # flax is not a dependency of smtdims (the test extra has it)
     python examples/fix_linen.py
 """
 

@@ -15,8 +15,9 @@ export JAX_PLATFORMS=cpu MPLBACKEND=module://matplotlib_inline.backend_inline PY
 exec .venv/bin/python - "$@" <<'PY'
 """Execute each notebook with a kernel running this interpreter; write outputs in place.
 
-nbclient directly (not `jupyter nbconvert`, which .venv need not have); no timing metadata,
-so regenerating an unchanged notebook changes nothing but what the cells print.
+nbclient directly (not `jupyter nbconvert`, which .venv need not have); no timing metadata.
+A notebook whose outputs show the same as before (tools/notebook_outputs.py: durations, object
+addresses and pictures aside) is left untouched, so a run on an unchanged tree leaves git status clean.
 """
 import json
 import pathlib
@@ -25,6 +26,9 @@ import tempfile
 
 import nbformat
 from nbclient import NotebookClient
+
+sys.path.insert(0, "tools")
+from notebook_outputs import write_if_changed  # noqa: E402
 
 with tempfile.TemporaryDirectory() as tmp:
     # A kernel spec for the running interpreter, whatever "python3" means on this machine.
@@ -44,6 +48,8 @@ with tempfile.TemporaryDirectory() as tmp:
                        resources={"metadata": {"path": str(path.parent)}}).execute()
         nb.metadata.pop("widgets", None)
         nbformat.validate(nb)
-        nbformat.write(nb, path)
-        print(f"{name}: executed, {path.stat().st_size // 1024} KiB")
+        if write_if_changed(path, nb):
+            print(f"{name}: executed, outputs written, {path.stat().st_size // 1024} KiB")
+        else:
+            print(f"{name}: executed, outputs unchanged (durations, addresses and pictures aside): left as it is")
 PY

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.machinery
 import math
 import os
 import signal
@@ -773,8 +774,8 @@ class _Interrupts:
     ``gc.callbacks`` hook), where gc prints "Exception ignored" and drops the KeyboardInterrupt;
     a bare ``except:`` in a library drops it too, and the run went on to exit 1. So the handler
     records the Ctrl-C; it raises KeyboardInterrupt only where the exception can travel (not
-    inside a gc callback, a ``__del__`` or an import, not while a KeyboardInterrupt is already
-    unwinding, not in :func:`main`'s own frame), and a watcher thread re-delivers SIGINT every
+    inside a gc callback, a ``__del__`` or an extension's initialisation, not while a
+    KeyboardInterrupt is already unwinding, not in :func:`main`'s own frame), and a watcher thread re-delivers SIGINT every
     ``REDELIVER_S`` seconds until :func:`main` has the interrupt in hand. :func:`main` returns
     130 whenever one was recorded. (A Ctrl-C in the first ~0.2 s, while ``smtdims.cli`` itself
     is imported, gets Python's default: a traceback, and death by SIGINT, which shells report
@@ -833,20 +834,27 @@ def _unwinding_interrupt() -> bool:
 
 def _swallowing(frame: Any) -> bool:
     """Whether ``frame`` runs where an exception is dropped or fatal: a ``gc.callbacks`` hook, a
-    ``__del__`` or a weakref callback (Python prints "Exception ignored" and goes on), or an import (measured: a
-    KeyboardInterrupt in Python code that jaxlib's extension calls while it initialises aborts the
-    process, SIGABRT; elsewhere it became an ImportError)."""
+    ``__del__`` or a weakref callback (Python prints "Exception ignored" and goes on), or an extension
+    module's initialisation (measured: a KeyboardInterrupt in Python code that jaxlib's extension calls
+    while it initialises aborts the process, SIGABRT). A pure-Python import is not one: the user's
+    module may sleep or compute at import for minutes (``smtdims export file.py:fn``), and a
+    KeyboardInterrupt there travels as from any other code."""
     import gc
 
     hooks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
     f = frame
     while f is not None:
         code = f.f_code
-        if code in hooks or code.co_name == "__del__" or code.co_filename.startswith("<frozen importlib") \
+        if code in hooks or code.co_name == "__del__" or code in _EXTENSION_INIT \
                 or os.path.basename(code.co_filename) in ("weakref.py", "_weakrefset.py"):  # weakref callbacks too
             return True
         f = f.f_back
     return False
+
+
+# The frames that run an extension module's C initialisation (Python code it calls sits above them).
+_EXTENSION_INIT = frozenset({importlib.machinery.ExtensionFileLoader.create_module.__code__,
+                             importlib.machinery.ExtensionFileLoader.exec_module.__code__})
 
 
 def _interrupted(json_out: bool) -> int:

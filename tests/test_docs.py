@@ -108,3 +108,51 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
     for name in ("smtdims.bounds", "smtdims.decide", "smtdims_jax.install", "smtdims_jax.pipeline.export_and_verify"):
         assert f'id="{name}"' in reference, f"the API reference lacks {name}"
     assert "Tight bounds of" in reference  # a docstring, rendered
+
+
+# -- what the pages say about the code, checked against the code ------------------------------------------------
+_CORE_DEPS = {"jax", "numpy", "z3", "smtdims", "smtdims_jax", "islpy", "flatbuffers", "__future__"}
+
+
+def test_examples_that_need_an_extra_package_say_how_to_install_it():
+    """An example importing a package smtdims does not install (flax) says ``pip install`` it, and
+    docs/install.md names it."""
+    install = (DOCS / "install.md").read_text()
+    for path in sorted((ROOT / "examples").glob("*.py")):
+        text = path.read_text()
+        tops = {m.group(1).split(".")[0] for m in re.finditer(r"^\s*(?:from|import)\s+([\w.]+)", text, re.M)}
+        for extra in sorted(tops - _CORE_DEPS - set(sys.stdlib_module_names)):
+            assert f"pip install {extra}" in text, f"{path.name} imports {extra} without saying `pip install {extra}`"
+            assert f"`pip install {extra}`" in install and path.name in install, (extra, path.name)
+
+
+def test_fix_result_methods_are_documented_on_the_fix_page():
+    """FixResult's ways to write the fix (``.code()``, ``.cli()``, ``.command()``) are listed in docs/fix.md."""
+    from smtdims_jax.pipeline import FixResult
+
+    page = (DOCS / "fix.md").read_text()
+    for name in ("code", "cli", "command", "to_dict"):
+        assert callable(getattr(FixResult, name))
+        assert f"`.{name}()`" in page, name
+
+
+def test_debugging_page_says_check_constraints_reports_a_self_guarded_divisor():
+    """check_constraints reports a divisor only its own constraints keep nonzero; it does not raise."""
+    import smtdims
+
+    report = smtdims.check_constraints(["floordiv(a, b - 2) >= 1"])
+    assert report.self_guarded == ("b - 2",)
+    page = (DOCS / "debugging.md").read_text()
+    assert "self_guarded" in page and "else `PossibleDivisionByZeroError`" not in page
+
+
+def test_export_page_constraint_examples_run():
+    """The constraints docs/export.md shows as working are accepted; the 2**40 it names needs a 64-bit input."""
+    from smtdims_jax.pipeline import build_specs
+
+    page = (DOCS / "export.md").read_text()
+    assert '`"float32[2**4, n]"`, `n <= 2**20`, `n >= n // 2` work' in page
+    build_specs(["float32[2**4, n]"], ["n <= 2**20", "n >= n // 2"])
+    build_specs(["float64[n]"], ["n <= 2**40"])
+    with pytest.raises(ValueError, match="out of range"):
+        build_specs(["float32[n]"], ["n <= 2**40"])

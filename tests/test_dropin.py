@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import copy
 import gc
+import io
 import pickle
+import pickletools
 import subprocess
 import sys
 import weakref
@@ -64,15 +66,50 @@ def test_copies_reason_under_their_constraints():
     assert t3 - b3 >= 16 and smtdims.bounds(t3).lo == 20
 
 
+class _ClassRecorder(pickle.Unpickler):
+    """Unpickles and records every (module, name) the pickle asks for: GLOBAL, STACK_GLOBAL
+    and any other way, exactly as the loader resolves them."""
+
+    def __init__(self, file):
+        super().__init__(file)
+        self.globals: set[tuple[str, str]] = set()
+
+    def find_class(self, module, name):
+        self.globals.add((module, name))
+        return super().find_class(module, name)
+
+
+# Refuses every smtdims import, so the child unpickles as a machine with stock JAX alone would
+# (the test's virtualenv may hold smtdims installed, which no PYTHONPATH change removes).
+_NO_SMTDIMS = """
+import importlib.abc, sys
+class _Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("smtdims", "smtdims_jax", "smtdims_pytest"):
+            raise ImportError("smtdims is not importable here: " + name)
+        return None
+sys.meta_path.insert(0, _Refuse())
+"""
+
+
 def test_pickle_bytes_carry_no_smtdims_state_and_load_on_stock_jax(tmp_path):
+    """The pickle names no smtdims module, class or attribute, and loads where smtdims cannot
+    be imported. It may carry the checkout's path (a scope keeps the file that made it), so the
+    check reads the pickle's opcodes, not its bytes: a clone in a folder named `smtdims` passes."""
     b, t = _busy_scope()
     data = pickle.dumps((b, t, b.scope))
-    assert b"smtdims" not in data
+    recorder = _ClassRecorder(io.BytesIO(data))
+    recorder.load()
+    modules = {module.split(".")[0] for module, _ in recorder.globals}
+    assert modules and not modules & {"smtdims", "smtdims_jax", "smtdims_pytest"}, recorder.globals
+    # attribute names and keys (`_smtdims_state`) are identifiers; a path is not one
+    names = [arg for _, arg, _ in pickletools.genops(data) if isinstance(arg, str) and arg.isidentifier()]
+    assert not [n for n in names if "smtdims" in n], names
     path = tmp_path / "dims.pkl"
     path.write_bytes(data)
     # jax.export sets up JAX's decision procedure (jax 0.7 does not when only unpickling)
-    code = ("import pickle, sys; from jax import export; b, t, s = pickle.load(open(sys.argv[1], 'rb')); "
-            "assert 'smtdims' not in sys.modules; assert t - b >= 16; print(t - b)")
+    code = (_NO_SMTDIMS + "import pickle; from jax import export; b, t, s = pickle.load(open(sys.argv[1], 'rb')); "
+            "assert not {m.split('.')[0] for m in sys.modules} & {'smtdims', 'smtdims_jax'}; assert t - b >= 16; print(t - b)")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(t - b)

@@ -363,3 +363,38 @@ def test_fix_ranking_box_stays_bounded_with_hundreds_of_variables():
     cons = [f"v{i + 1} >= v{i} + 1" for i in range(150)] + [f"mod(v{i} + v{i + 1}, 3) == 1" for i in range(0, 150, 7)]
     ex = explain("3*v140 + v7", "<=", "7", constraints=cons, deadline=5)
     assert ex.status in ("false", "undetermined", "unknown")
+
+
+# -- degenerate fixes: a bound that empties a quotient of the question ranks after the others --------------------
+def _fixes(question: str, *constraints: str) -> list:
+    from smtdims.answers.explain import best_fixes
+    from smtdims.lang.parser import parse_comparison
+    from smtdims.reasoner import Session
+
+    lhs, op, rhs = parse_comparison(question)
+    return best_fixes(Session(ConstraintSet.of(list(constraints)), None), lhs, op, rhs)
+
+
+def test_a_fix_that_empties_a_floordiv_is_noted_and_ranked_after_the_others():
+    """``h <= 7`` settles ``floordiv(h, 8)*floordiv(w, 8) <= 64`` by leaving no patch at all."""
+    fixes = _fixes("floordiv(h, 8)*floordiv(w, 8) <= 64")
+    texts = [f.text for f in fixes]
+    assert texts[0] == "floordiv(h, 8)*floordiv(w, 8) <= 64" and {"h <= 7", "w <= 7"} <= set(texts[1:])
+    h7 = next(f for f in fixes if f.text == "h <= 7")
+    assert "leaves floordiv(h, 8) == 0 everywhere" in h7.note and h7.verified
+
+
+def test_degenerate_bounds_no_longer_lead_when_the_box_cannot_tell_them_apart():
+    """On the ranking box (1..20 for two variables) every fix keeps every valuation: the order was
+    suggest_fixes' (``h <= 31`` first, which leaves floordiv(h, 32) == 0), the comparison last."""
+    fixes = _fixes("floordiv(h, 32)*floordiv(w, 32) <= 0")
+    assert fixes[0].text == "floordiv(h, 32)*floordiv(w, 32) <= 0", [str(f) for f in fixes]
+    assert all("== 0 everywhere" in f.note for f in fixes[1:])
+    assert "leaves" not in str(smtdims.explain("floordiv(h, 32)*floordiv(w, 32) <= 0").fixes[0])
+
+
+def test_bounds_that_keep_the_quotient_alive_are_not_degenerate():
+    fixes = _fixes("floordiv(h, 8) <= 4")
+    assert [f.text for f in fixes][:1] == ["h <= 39"] and not any("everywhere" in f.note for f in fixes)
+    # already zero under the constraints: the fix is not what empties it
+    assert not any("everywhere" in f.note for f in _fixes("floordiv(h, 8)*w <= 64 + w", "h <= 7", "w >= 1"))

@@ -229,6 +229,36 @@ def test_ctrl_c_during_export_fix_exits_130(delay):
     assert "smtdims: interrupted" in err and "Exception ignored in: <function _xla_gc_callback" not in err
 
 
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT to a subprocess: POSIX only")
+@pytest.mark.parametrize("nested", [False, True], ids=["the-module", "a-module-it-imports"])
+def test_ctrl_c_while_export_imports_the_users_module_exits_130(tmp_path, nested):
+    """The SIGINT handler deferred a Ctrl-C that landed in any import until the import ended (a module
+    that slept 30 s at import exited 25 s after Ctrl-C); only an extension's initialisation defers it now."""
+    sleeper = "import sys, time\nprint('importing', file=sys.stderr, flush=True)\ntime.sleep(20)\n"
+    if nested:
+        (tmp_path / "slow_helper.py").write_text(sleeper)
+        (tmp_path / "slow_model.py").write_text("import slow_helper  # noqa: F401\ndef fn(x):\n    return x\n")
+    else:
+        (tmp_path / "slow_model.py").write_text(sleeper + "def fn(x):\n    return x\n")
+    cmd = [sys.executable, "-m", "smtdims", "export", str(tmp_path / "slow_model.py") + ":fn", "--spec", "b", "-q"]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu",
+           "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "plugins"), os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert p.stderr is not None
+    assert p.stderr.readline().strip() == "importing", p.communicate()
+    time.sleep(1.5)
+    t = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    try:
+        out, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise AssertionError("Ctrl-C during the import did not stop the run within 10 s") from None
+    assert p.returncode == cli.EXIT_INTERRUPTED, (p.returncode, err[-2000:])
+    assert time.monotonic() - t < 5.0 and "smtdims: interrupted" in err
+
+
 # -- 5. smtdims run lists a caught reshape failure, as pytest --smtdims lists it -----------------------------------
 def test_run_lists_a_caught_reshape_failure(tmp_path, capsys):
     run_mod = pytest.importorskip("smtdims_jax.run")

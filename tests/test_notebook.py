@@ -5,6 +5,7 @@ rendering helpers it uses are exact."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import random
 import re
@@ -111,46 +112,11 @@ def _check_outputs(nb) -> None:
     assert [o for o in cells["plot-fixed"].outputs if "image/png" in o.get("data", {})]
 
 
-_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
-_DURATION = re.compile(r"\b\d+(\.\d+)? ?(ms|s)\b")
-
-
-def visible_outputs(nb) -> list[tuple[str, str, str]]:
-    """``(cell id, kind, text)`` of everything the code cells show, normalised for comparison.
-
-    Normalisation (documented in docs/debugging.md, Notebook): pictures (``image/*``) are left out, since
-    their bytes depend on the matplotlib and freetype builds, not on smtdims; object addresses
-    (``at 0x7f...``) and durations (``0.52 s``, ``13 ms``) are masked; consecutive stream chunks
-    are joined (the kernel may split one print). Everything else must match exactly.
-    """
-    out: list[tuple[str, str, str]] = []
-    for c in nb.cells:
-        if c.cell_type != "code":
-            continue
-        for o in c.outputs:
-            if o.output_type == "stream":
-                if out and out[-1][0] == c.id and out[-1][1] == o.name:
-                    out[-1] = (c.id, o.name, out[-1][2] + o.text)
-                else:
-                    out.append((c.id, o.name, o.text))
-            elif o.output_type in ("display_data", "execute_result"):
-                for k, v in sorted(o.data.items()):
-                    if not k.startswith("image/"):
-                        out.append((c.id, k, v if isinstance(v, str) else "".join(v)))
-            elif o.output_type == "error":
-                out.append((c.id, "error", o.ename))
-    return [(cid, kind, _DURATION.sub("<t>", _ADDRESS.sub(" at 0x", text))) for cid, kind, text in out]
-
-
-def stale_outputs(committed, executed) -> str:
-    """A diff of what the committed notebook shows against a fresh execution ("" when current)."""
-    import difflib
-
-    a, b = visible_outputs(committed), visible_outputs(executed)
-    if a == b:
-        return ""
-    flat = lambda xs: [f"[{cid} {kind}] {line}" for cid, kind, text in xs for line in text.splitlines()]  # noqa: E731
-    return "\n".join(difflib.unified_diff(flat(a), flat(b), "committed", "executed now", lineterm="", n=1))
+_TOOL = ROOT / "tools" / "notebook_outputs.py"
+_spec = importlib.util.spec_from_file_location("notebook_outputs", _TOOL)
+notebook_outputs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(notebook_outputs)
+visible_outputs, stale_outputs = notebook_outputs.visible_outputs, notebook_outputs.stale_outputs
 
 
 def test_notebook_is_committed_with_its_outputs():
@@ -376,3 +342,24 @@ def test_demo_headings_name_what_they_show(capsys):
         assert ":" in h and len(h.split(":")[0]) > 8, h
     assert any(h.startswith("undetermined comparison") for h in headings)
     assert any(h.startswith("equal sizes spelled differently") for h in headings)
+
+
+def test_regenerating_writes_only_when_what_the_cells_show_changed(tmp_path):
+    """scripts/notebook.sh leaves the committed notebook untouched when a run differs only in a wall time
+    (the whole fix's "2 round(s), 0.7s"), an address or a picture, so git status stays clean."""
+    path = tmp_path / NOTEBOOK.name
+    shutil.copy(NOTEBOOK, path)
+    fresh = nbformat.read(path, as_version=4)
+    cell = next(c for c in fresh.cells if c.cell_type == "code" and any(o.output_type == "stream" for o in c.outputs))
+    out = next(o for o in cell.outputs if o.output_type == "stream")
+    out.text = out.text + "whole fix: fixed, 2 round(s), 9.9s\n"
+    committed = nbformat.read(path, as_version=4)
+    next(o for o in next(c for c in committed.cells if c.id == cell.id).outputs
+         if o.output_type == "stream").text += "whole fix: fixed, 2 round(s), 0.7s\n"
+    nbformat.write(committed, path)
+    written = path.read_bytes()
+    assert not notebook_outputs.write_if_changed(path, fresh)  # only the duration differs
+    assert path.read_bytes() == written
+    out.text = out.text.replace("2 round(s)", "3 round(s)")
+    assert notebook_outputs.write_if_changed(path, fresh)  # what it shows changed: written
+    assert path.read_bytes() != written

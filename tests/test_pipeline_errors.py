@@ -192,3 +192,56 @@ def test_deadline_is_accepted_after_export(capsys):
     capsys.readouterr()
     assert cli.main(["export", f"{FAILING}:slice16", "--spec", "b", "-q", "--deadline", "0"]) == 2
     assert "--deadline must be a positive number" in capsys.readouterr().err
+
+
+# -- specs read by smtdims' parser before JAX's, and the cheap checks first --------------------------------------
+@pytest.mark.parametrize("spec, words", [
+    ("float32[b, 1000000000000000000000000000000]", ["argument spec 'float32[b, 1000", "out of range", "int32",
+                                                     "write a smaller size"]),
+    ("float32[b, 10**30]", ["argument spec 'float32[b, 10**30]'", "out of range", "int32"]),
+    ("float32[b", ["argument spec 'float32[b'", "bracket is missing or extra", "'float32[b, 4]'"]),
+    ("float32[b, 1)", ["argument spec 'float32[b, 1)'", "bracket"]),
+    ("float32[b, 2*]", ["argument spec 'float32[b, 2*]'", "dimension 1 '2*' does not parse", "position"]),
+])
+def test_bad_spec_is_a_clear_value_error(spec, words):
+    """Were: a TypeError from MLIR's get() (a constant past int32), JAX's raw parser errors."""
+    with pytest.raises(ValueError) as info:
+        export_and_verify(lambda x: x, spec, progress=False)
+    msg = str(info.value)
+    assert all(w in msg for w in words), msg
+    assert "get()" not in msg and "DOUBLESTAR" not in msg and "LSQB" not in msg
+
+
+def test_spec_constants_in_python_spelling_and_int64():
+    specs, _, _ = build_specs(["float32[2**4, b // 2 * 2]"])
+    assert str(specs[0].shape[0]) == "16"
+    build_specs(["int64[b, 2**40]"])  # a 64-bit input: int64 dimensions
+    with pytest.raises(ValueError, match="int32"):
+        build_specs(["float32[b, 2**40]"])
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--spec", "float32[b, 10**30]"], ["argument spec 'float32[b, 10**30]'", "out of range"]),
+    (["--spec", "float32[b"], ["argument spec 'float32[b'", "bracket"]),
+    (["--spec", "float32[b]", "--dtype", "int32"], ["--spec 'float32[b]' names the dtype float32",
+                                                    "--dtype names int32", "int32[b]"]),
+    (["--spec", "b", "--spec", "int32[c]", "--dtype", "float32", "--dtype", "float32"], ["names the dtype int32"]),
+])
+def test_cli_bad_spec_or_dtype_conflict_is_a_usage_error(capsys, argv, words):
+    rc = cli.main(["export", f"{FAILING}:slice16", *argv, "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and all(w in err for w in words), err
+    assert "Traceback" not in err and "get()" not in err
+
+
+def test_cli_checks_specs_and_constraints_before_importing_the_module(tmp_path, capsys):
+    """The user's module runs last: a bad spec, constraint or file is said at once, not after its import."""
+    marker = tmp_path / "imported"
+    (tmp_path / "model.py").write_text(f"open({str(marker)!r}, 'w').close()\ndef fn(x):\n    return x\n")
+    target = f"{tmp_path / 'model.py'}:fn"
+    for argv in (["--spec", "float32[b, 10**30]"], ["--spec", "b", "-c", "b >== 2"],
+                 ["--spec", "float32[b]", "--dtype", "int32"]):
+        assert cli.main(["export", target, *argv, "-q"]) == 2
+        assert not marker.exists(), argv
+    assert cli.main(["export", f"{tmp_path / 'missing.py'}:fn", "--spec", "b", "-q"]) == 2
+    assert "no such file" in capsys.readouterr().err

@@ -44,7 +44,8 @@ examples:
   smtdims export mymodel:predict --spec "b" --fix     # a failed export: its whole fix, verified
 
 A spec may carry its dtype ("int32[b, 4]"); otherwise --dtype applies (once for all
-specs, or once per spec in order; default float32). All specs share one symbolic scope
+specs, or once per spec in order; default float32; one that contradicts a spec's own
+dtype is a usage error). All specs share one symbolic scope
 with the -c constraints. 64-bit dtypes (float64, int64) turn on jax_enable_x64 for
 the run. Exit status: 0 all checks passed; 1 a check failed (a failed export too: the
 report says why and how to fix it); 2 usage or input error; 70 internal error;
@@ -138,15 +139,24 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def load_target(target: str) -> Callable[..., Any]:
-    """``pkg.mod:fn``, ``pkg.mod:Class.method`` or ``path/to/file.py:fn`` -> the callable."""
+def _target_parts(target: str) -> tuple[str, str, str | None]:
+    """``(module, attribute, absolute path or None)`` of ``target``; a malformed target or a missing file is a
+    ValueError (checked before anything slow: a device, the user's module)."""
     mod_name, sep, attr = target.rpartition(":")
     if not sep or not mod_name or not attr:
         raise ValueError(f"expected MODULE:FUNCTION, got {target!r}")
-    if mod_name.endswith(".py") or os.sep in mod_name or "/" in mod_name:
-        path = os.path.abspath(mod_name)
-        if not os.path.exists(path):
-            raise ValueError(f"no such file: {mod_name}")
+    if not (mod_name.endswith(".py") or os.sep in mod_name or "/" in mod_name):
+        return mod_name, attr, None
+    path = os.path.abspath(mod_name)
+    if not os.path.exists(path):
+        raise ValueError(f"no such file: {mod_name}")
+    return mod_name, attr, path
+
+
+def load_target(target: str) -> Callable[..., Any]:
+    """``pkg.mod:fn``, ``pkg.mod:Class.method`` or ``path/to/file.py:fn`` -> the callable."""
+    mod_name, attr, path = _target_parts(target)
+    if path is not None:
         stem = os.path.splitext(os.path.basename(path))[0]
         name = stem if stem.isidentifier() and stem not in sys.modules else "_smtdims_target_" + stem
         spec = importlib.util.spec_from_file_location(name, path)
@@ -167,7 +177,7 @@ def load_target(target: str) -> Callable[..., Any]:
 
 
 def _arg_specs(specs: list[str], dtypes: list[str]) -> list[Any]:
-    from .pipeline import _SPEC_RE, _as_dtype  # the spec grammar lives in one place
+    from .pipeline.specs import _SPEC_RE, _as_dtype, _check_brackets  # the spec grammar lives in one place
 
     if len(dtypes) not in (0, 1, len(specs)):
         raise ValueError(f"give --dtype once, or once per --spec ({len(specs)}); got {len(dtypes)}")
@@ -178,12 +188,18 @@ def _arg_specs(specs: list[str], dtypes: list[str]) -> list[Any]:
             raise ValueError(f"--dtype {d!r}: {err}") from None
     out: list[Any] = []
     for i, s in enumerate(specs):
+        _check_brackets(s, s)
         m = _SPEC_RE.match(s)
         if m:
             try:
-                _as_dtype(m.group(1))
+                named = _as_dtype(m.group(1))
             except ValueError as err:
                 raise ValueError(f"--spec {s!r}: {err}") from None
+            given = dtypes[i] if len(dtypes) == len(specs) and len(dtypes) > 1 else (dtypes[0] if dtypes else None)
+            if given is not None and _as_dtype(given) != named:
+                raise ValueError(f"--spec {s!r} names the dtype {named.name} and --dtype names {given}: give the dtype "
+                                 f"once, in the spec ({_as_dtype(given).name}[{m.group(2)}]) or as --dtype with the "
+                                 f"dimensions alone ({m.group(2)})")
             out.append(s)
         else:
             dtype = dtypes[i] if len(dtypes) == len(specs) and len(dtypes) > 1 else (dtypes[0] if dtypes else "float32")
@@ -240,10 +256,10 @@ def run_export(args: argparse.Namespace) -> int:
 
     platforms = [p for group in args.platform for p in group.split(",") if p.strip()] or None
     try:
+        from .pipeline import check_specs
         from .pipeline.platforms import normalise_platforms
 
         normalise_platforms(platforms)  # a misspelt --platform first, before anything is imported or run
-        _leave_device_to_verification()  # JAX_PLATFORMS=cuda without CUDA: said so, not AssertionError
         budget = getattr(args, "budget", None)
         if budget is not None and budget <= 0:
             raise ValueError(f"--budget must be a positive integer (a Z3 rlimit), got {budget}")
@@ -257,8 +273,13 @@ def run_export(args: argparse.Namespace) -> int:
             raise ValueError(f"--sample-mb must be a positive number, got {args.sample_mb}")
         if not args.fix_deadline > 0:
             raise ValueError(f"--fix-deadline must be a positive number of seconds, got {args.fix_deadline}")
-        fn = load_target(args.target)
+        # the cheap checks (the target's file, the specs' and constraints' text) before a device starts
+        # (seconds) or the user's module runs
+        _target_parts(args.target)
         arg_specs = _arg_specs(args.spec, args.dtype)
+        check_specs(arg_specs, tuple(args.constraint))
+        _leave_device_to_verification()  # JAX_PLATFORMS=cuda without CUDA: said so, not AssertionError
+        fn = load_target(args.target)
     except Exception as err:
         return error(err)
     from smtdims import options

@@ -16,7 +16,7 @@ import itertools
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import z3
@@ -603,9 +603,57 @@ def weakest_first(session: Session, fixes: Sequence[Fix], names: Sequence[str] =
 
 
 def best_fixes(session: Session, lhs: Expr, op: str, rhs: Expr, *, decision: Decision | None = None) -> list[Fix]:
-    """Every verified fix of ``lhs op rhs``, weakest first (:func:`weakest_first`)."""
+    """Every verified fix of ``lhs op rhs``, weakest first (:func:`weakest_first`), a degenerate one
+    after the others (:func:`nondegenerate_first`)."""
     fixes = suggest_fixes(session, lhs, op, rhs, decision=decision)
-    return weakest_first(session, fixes, sorted(lhs.variables() | rhs.variables()))
+    ranked = weakest_first(session, fixes, sorted(lhs.variables() | rhs.variables()))
+    return nondegenerate_first(session, ranked, lhs, rhs)
+
+
+def nondegenerate_first(session: Session, fixes: Sequence[Fix], lhs: Expr, rhs: Expr) -> list[Fix]:
+    """``fixes`` with the degenerate ones moved last (order kept otherwise), each noted with the quotient
+    it empties.
+
+    A fix is degenerate when it makes a ``floordiv`` of the question identically 0 that the constraints
+    alone do not: ``h <= 7`` settles ``floordiv(h, 8)*floordiv(w, 8) <= 64`` by leaving no 8x8 patch
+    at all. Such a quotient is a count (patches, blocks, windows), and a fix that empties it over the
+    whole family it keeps answers the question by removing what the question was about; the box
+    measure of :func:`weakest_first` cannot tell (``h <= 7`` keeps many small valuations). Still sound:
+    a degenerate fix stays verified and listed, only ranked after the others; with no other fix it
+    keeps its place. One zero check (the ladder, under the constraints with the fix) per fix and
+    quotient, only where the question has a ``floordiv``.
+    """
+    diff = lhs - rhs
+    quotients = sorted((a for a in diff.atoms() if isinstance(a, Op) and a.op == FLOORDIV), key=lambda a: a.sort_key())
+    if len(fixes) < 2 or not quotients:
+        return list(fixes)
+    zero = Expr.const(0)
+    live = [q for q in quotients if not _always_zero(session, Expr.atom(q), zero, None)]
+    good: list[Fix] = []
+    degenerate: list[Fix] = []
+    for f in fixes:
+        try:
+            c = fix_as_constraint(f)
+        except SmtdimsError:
+            good.append(f)
+            continue
+        emptied = next((q for q in live if _always_zero(session, Expr.atom(q), zero, c)), None)
+        if emptied is None:
+            good.append(f)
+        else:
+            note = f"{f.note}; it leaves {emptied} == 0 everywhere" if f.note else f"it leaves {emptied} == 0 everywhere"
+            degenerate.append(replace(f, note=note))
+    return good + degenerate if good else list(fixes)
+
+
+def _always_zero(session: Session, e: Expr, zero: Expr, extra: Constraint | None) -> bool:
+    """Whether ``e == 0`` is proven under the session's constraints (plus ``extra``)."""
+    if extra is None:
+        try:
+            return session.proves(e, "==", zero)
+        except SmtdimsError:
+            return False
+    return proves_with(session, e, "==", zero, [extra])
 
 
 def settling_fix(session: Session, lhs: Expr, rhs: Expr, *, decision: Decision | None = None) -> Fix | None:

@@ -46,7 +46,7 @@ from .fresh import Device, keep_off_accelerator, run_fresh_process
 from .platforms import BackendUnavailable, PlatformError
 from .report import FAIL, PASS, SKIP, Check, ExportFailure, RejectionCheck, SampleResult, VerificationReport
 from .samples import MAX_ELEMENTS, SAMPLE_BYTES, SampleChooser
-from .specs import _SPEC_RE, _as_dtype, build_specs, parse_arg_spec  # noqa: F401 - the CLI reads the spec grammar here
+from .specs import _SPEC_RE, _as_dtype, build_specs, check_specs, parse_arg_spec  # noqa: F401 - the CLI reads the spec grammar here
 from .verify import VerifyOptions, export_and_verify, verify_artifact
 
 __all__ = [

@@ -45,8 +45,17 @@ def _is_pair_candidate(x: Any) -> bool:
     return isinstance(second, (type, np.dtype)) or not hasattr(second, "shape")  # arrays are pytree leaves
 
 
+def _check_brackets(text: str, spec: Any) -> None:
+    """A spec with a bracket that is not ``DTYPE[DIMENSIONS]`` (``"float32[b"``): said so here; JAX's parser
+    would report a syntax error in "dimension 0" of a remainder."""
+    if ("[" in text or "]" in text) and not _SPEC_RE.match(text):
+        raise ValueError(f"argument spec {spec!r}: a bracket is missing or extra; write DTYPE[DIMENSIONS] such as "
+                         "'float32[b, 4]', or the dimensions alone ('b, 4')")
+
+
 def _pair(x: tuple[Any, Any]) -> _StringSpec:
     shape, dtype = x
+    _check_brackets(shape, x)
     try:
         d = _as_dtype(dtype)
     except ValueError as err:
@@ -106,6 +115,7 @@ def parse_arg_spec(spec: Any, default_dtype: Any = "float32") -> Any:
 
     def leaf(x: Any) -> Any:
         if isinstance(x, str):
+            _check_brackets(x, x)
             m = _SPEC_RE.match(x)
             if m:
                 return _StringSpec(m.group(2), _as_dtype(m.group(1)))
@@ -185,8 +195,9 @@ def jax_constraint(text: str, *, x64: bool = False) -> str:
     return text
 
 
-def _check_dim_constants(text: str, exprs: Sequence[Any], x64: bool) -> None:
-    """Every integer in ``exprs`` (coefficients, constants, divisors) fits JAX's dimension dtype."""
+def _check_dim_constants(text: str, exprs: Sequence[Any], x64: bool, what: str = "constraint") -> None:
+    """Every integer in ``exprs`` (coefficients, constants, divisors) fits JAX's dimension dtype; ``what``
+    names where ``text`` came from (``"constraint"``, ``"argument spec"``)."""
     bits = 64 if x64 else 32
     lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
     for c in _constants(exprs):
@@ -195,10 +206,55 @@ def _check_dim_constants(text: str, exprs: Sequence[Any], x64: bool) -> None:
 
             more = ("" if x64 else "; with a 64-bit input dtype (float64, int64) or JAX_ENABLE_X64=1 "
                     f"the limit is {2**63 - 1} (2^63 - 1)")
+            todo = "a bound within that range or drop the constraint" if what == "constraint" else "a smaller size"
+            fails = "raises OverflowError" if what == "constraint" else "fails (a TypeError in MLIR)"
             raise ValueError(
-                f"constraint {text!r}: the constant {readable_int(c)} is out of range for JAX's dimension values, "
-                f"int{bits} ({lo} to {hi}: JAX raises OverflowError while exporting), so no dimension can exceed "
-                f"{hi} here: write a bound within that range or drop the constraint{more}")
+                f"{what} {text!r}: the constant {readable_int(c)} is out of range for JAX's dimension values, "
+                f"int{bits} ({lo} to {hi}: JAX {fails} while exporting), so no dimension can exceed "
+                f"{hi} here: write {todo}{more}")
+
+
+def jax_shape(spec: Any, shape: str, *, x64: bool = False) -> str:
+    """``shape`` (the dimensions of argument spec ``spec``) as jax.export's parser reads it, each dimension
+    read by smtdims' parser first, as :func:`jax_constraint` does for a constraint.
+
+    JAX's parser names "dimension 0" of a mangled remainder and has no ``**``, ``//``, ``%`` or grouping,
+    and a constant past the dimension dtype fails deep in the lowering (``TypeError: get(): incompatible
+    function arguments``). Here a dimension that neither parser reads is a ``ValueError`` naming the spec,
+    the dimension and the position; a constant out of range names the limit; a dimension in Python's
+    spelling is written back in JAX's (``2**4`` -> ``16``); any other text goes to JAX as written.
+    """
+    from smtdims.errors import ParseError
+    from smtdims.lang.parser import tokenize
+
+    dims = _split_top(shape)
+    out, changed = [], False
+    for j, dim in enumerate(dims):
+        if dim in ("...", "_"):
+            out.append(dim)
+            continue
+        try:
+            e = parse_expr(dim)
+        except ParseError as err:
+            try:
+                export.symbolic_shape(dim)  # JAX reads a few spellings smtdims' parser does not (1_000)
+            except Exception:
+                where = f" at position {err.position}" if err.position is not None else ""
+                raise ValueError(
+                    f"argument spec {spec!r}: dimension {j} {dim!r} does not parse: {err.detail}{where}; write "
+                    "each dimension as jax.export does, e.g. 'b', '2*b + 1', 'floordiv(b, 2)'") from None
+            out.append(dim)
+            continue
+        _check_dim_constants(str(spec), (e,), x64, what="argument spec")
+        toks = tokenize(dim)
+        grouping = any(t.text == "(" and (i == 0 or toks[i - 1].kind != "name")
+                       for i, t in enumerate(toks) if t.kind == "op")
+        if grouping or any(t.kind == "op" and t.text in _JAX_LACKS for t in toks):
+            out.append(str(e))
+            changed = True
+        else:
+            out.append(dim)
+    return ", ".join(out) if changed else shape
 
 
 def _constants(exprs: Sequence[Any]) -> list[int]:
@@ -221,6 +277,43 @@ def build_specs(arg_specs: Sequence[Any], constraints: Sequence[str] = ()) -> tu
     String specs share one :class:`jax.export.SymbolicScope` built with ``constraints``, or
     the scope of the ``ShapeDtypeStruct``s given (constraints must then come with that scope).
     """
+    parsed, scopes, wide, jax_texts = _read_specs(arg_specs, constraints)
+    is_leaf = lambda x: isinstance(x, (_StringSpec, jax.ShapeDtypeStruct))
+    scope = next(iter(scopes.values())) if scopes else export.SymbolicScope(jax_texts)
+    specialised: list[str] = []
+
+    def build(path: Any, x: Any) -> Any:
+        if isinstance(x, jax.ShapeDtypeStruct):
+            return x
+        texts = _split_top(x.shape)
+        if any(t in ("...", "_") for t in texts):
+            raise ValueError(f"spec {x.shape!r}: '...' and '_' take their sizes from actual arguments; build the "
+                             "specs with jax.export.symbolic_args_specs(args, spec) and pass those")
+        shape = export.symbolic_shape(jax_shape(_spec_text(x), x.shape, x64=wide), scope=scope)
+        for j, (text, d) in enumerate(zip(texts, shape, strict=True) if len(texts) == len(shape) else ()):
+            if re.search(r"[A-Za-z_]", text) and not _is_sym(d):
+                specialised.append(f"args{jax.tree_util.keystr(path)}.shape[{j}] written '{text}' came out as the "
+                                   f"constant {d} (an equality constraint fixes it)")
+        return jax.ShapeDtypeStruct(shape, x.dtype)
+
+    specs = tuple(jax.tree_util.tree_map_with_path(build, p, is_leaf=is_leaf) for p in parsed)
+    return specs, scope, specialised
+
+
+def check_specs(arg_specs: Sequence[Any], constraints: Sequence[str] = ()) -> None:
+    """What :func:`build_specs` refuses in the specs' and constraints' text, without building a scope or
+    exporting: the command line checks it before it starts a device or imports the user's module."""
+    parsed, _, wide, _ = _read_specs(arg_specs, constraints)
+    for p in parsed:
+        for x in jax.tree_util.tree_leaves(p, is_leaf=lambda x: isinstance(x, (_StringSpec, jax.ShapeDtypeStruct))):
+            if isinstance(x, _StringSpec):
+                jax_shape(_spec_text(x), x.shape, x64=wide)
+
+
+def _read_specs(arg_specs: Sequence[Any], constraints: Sequence[str]) -> tuple[list[Any], dict[int, Any], bool,
+                                                                                  tuple[str, ...]]:
+    """The specs parsed, the scopes of the ShapeDtypeStructs among them, whether dimensions are int64,
+    and the constraints in JAX's syntax (every text read by smtdims' parser)."""
     if isinstance(constraints, str):
         raise TypeError(f"constraints must be a sequence of strings; write constraints=({constraints!r},)")
     parsed = [parse_arg_spec(a) for a in arg_specs]
@@ -236,26 +329,11 @@ def build_specs(arg_specs: Sequence[Any], constraints: Sequence[str] = ()) -> tu
     leaves = [x for p in parsed for x in jax.tree_util.tree_leaves(p, is_leaf=is_leaf)]
     check_constraints(constraints, [x.shape for x in leaves if isinstance(x, _StringSpec)])
     wide = bool(jax.config.jax_enable_x64) or _needs_x64(leaves)  # as export_and_verify will run it
-    jax_texts = tuple(jax_constraint(c, x64=wide) for c in constraints)
-    scope = next(iter(scopes.values())) if scopes else export.SymbolicScope(jax_texts)
-    specialised: list[str] = []
+    return parsed, scopes, wide, tuple(jax_constraint(c, x64=wide) for c in constraints)
 
-    def build(path: Any, x: Any) -> Any:
-        if isinstance(x, jax.ShapeDtypeStruct):
-            return x
-        texts = _split_top(x.shape)
-        if any(t in ("...", "_") for t in texts):
-            raise ValueError(f"spec {x.shape!r}: '...' and '_' take their sizes from actual arguments; build the "
-                             "specs with jax.export.symbolic_args_specs(args, spec) and pass those")
-        shape = export.symbolic_shape(x.shape, scope=scope)
-        for j, (text, d) in enumerate(zip(texts, shape, strict=True) if len(texts) == len(shape) else ()):
-            if re.search(r"[A-Za-z_]", text) and not _is_sym(d):
-                specialised.append(f"args{jax.tree_util.keystr(path)}.shape[{j}] written '{text}' came out as the "
-                                   f"constant {d} (an equality constraint fixes it)")
-        return jax.ShapeDtypeStruct(shape, x.dtype)
 
-    specs = tuple(jax.tree_util.tree_map_with_path(build, p, is_leaf=is_leaf) for p in parsed)
-    return specs, scope, specialised
+def _spec_text(x: _StringSpec) -> str:
+    return f"{x.dtype.name}[{x.shape}]"
 
 
 
