@@ -89,8 +89,10 @@ def models() -> list[tuple[str, object, list[str]]]:
         lib = _load("tests/test_library_models.py", "_bench_library_models")
         for name, (build, specs, *_rest) in lib.CASES.items():
             out.append((name, build(), list(specs)))
-    except Exception as err:  # noqa: BLE001 - flax/equinox missing: the plain JAX models still run
-        print(f"(library models skipped: {type(err).__name__}: {err})")
+    except BaseException as err:  # noqa: BLE001 - flax/equinox missing (pytest's Skipped): the rest still run
+        if isinstance(err, (KeyboardInterrupt, SystemExit)):
+            raise
+        print(f"(library models skipped: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})")
     real = _load("tests/test_real_models.py", "_bench_real_models")
     for name, (fn, specs, *_rest) in real.CASES.items():
         out.append((name, fn, list(specs)))
