@@ -127,10 +127,11 @@ def _count_exports():
 
 
 def run(quick: bool = False, grid: bool = False, only: str | None = None) -> dict:
-    import jax
+    from smtdims_jax.pipeline import export_and_verify, keep_off_accelerator
 
-    jax.config.update("jax_platforms", "cpu")
-    from smtdims_jax.pipeline import export_and_verify
+    # as `smtdims export` does: this process stays on the CPU, and the verification process keeps the
+    # device between the calls (a TPU opened once, not once per model: several seconds each)
+    keep_off_accelerator()
 
     cases = [c for c in models() if only is None or only.lower() in c[0].lower()]
     if quick:
