@@ -66,8 +66,11 @@ def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("target", metavar="MODULE:FUNCTION",
                    help="importable module (or path/to/file.py) and function, e.g. mypkg.model:predict")
-    p.add_argument("--spec", action="append", required=True, metavar="SPEC",
+    p.add_argument("--spec", action="append", default=[], metavar="SPEC",
                    help='shape spec of one positional argument, e.g. "b, 4" or "int32[b, 4]"; repeat per argument')
+    p.add_argument("--like", action="append", default=[], metavar="EXAMPLE",
+                   help='the shape of one example argument, e.g. "int32[2, 7]"; repeat per argument: smtdims '
+                        'infers the most general verified family of shapes (dims="auto"; instead of --spec)')
     p.add_argument("--dtype", action="append", default=[], metavar="DTYPE",
                    help="dtype of the specs that name none (once for all, or once per --spec); default float32")
     p.add_argument("-c", "--constraint", action="append", default=[], metavar="CONSTRAINT",
@@ -276,8 +279,12 @@ def run_export(args: argparse.Namespace) -> int:
         # the cheap checks (the target's file, the specs' and constraints' text) before a device starts
         # (seconds) or the user's module runs
         _target_parts(args.target)
-        arg_specs = _arg_specs(args.spec, args.dtype)
+        if bool(args.spec) == bool(args.like):
+            raise ValueError("give the argument shapes with --spec (symbolic, e.g. 'int32[b, t]') or with --like "
+                             "(an example's, e.g. 'int32[2, 7]': smtdims infers the family), one per argument")
+        arg_specs = _arg_specs(args.spec or args.like, args.dtype)
         check_specs(arg_specs, tuple(args.constraint))
+        examples = _examples(arg_specs) if args.like else None
         _leave_device_to_verification()  # JAX_PLATFORMS=cuda without CUDA: said so, not AssertionError
         fn = load_target(args.target)
     except Exception as err:
@@ -290,16 +297,35 @@ def run_export(args: argparse.Namespace) -> int:
     try:
         with options.scoped(deadline=deadline):
             report = export_and_verify(
-                fn, *arg_specs, constraints=tuple(args.constraint), platforms=platforms, samples=args.samples,
+                fn, *(examples if examples is not None else arg_specs), constraints=tuple(args.constraint),
+                platforms=platforms, samples=args.samples,
                 out=args.out, seed=args.seed, progress=not args.quiet, budget=budget, fix=args.fix,
                 fix_rounds=args.fix_rounds, fix_deadline=args.fix_deadline, box=args.box,
-                sample_bytes=max(1, int(args.sample_mb * (1 << 20))),
+                sample_bytes=max(1, int(args.sample_mb * (1 << 20))), dims="auto" if examples is not None else None,
             )
     except (ValueError, TypeError, OSError, SmtdimsError) as err:  # specs, constraints, --samples, --out
         return error(err)
     except Exception as err:  # a bug in the pipeline: say so, not "usage error"
         return error(err, EXIT_INTERNAL, "internal error")
     return _finish(report, args, error)
+
+
+def _examples(arg_specs: list[Any]) -> list[Any]:
+    """``--like`` shapes as example arguments (``jax.ShapeDtypeStruct`` of concrete shapes)."""
+    import jax
+
+    from .pipeline.specs import parse_arg_spec
+
+    out = []
+    for given in arg_specs:
+        spec = parse_arg_spec(given)
+        dims = [d.strip() for d in spec.shape.split(",") if d.strip()]
+        if not all(d.isdigit() for d in dims):
+            text = given if isinstance(given, str) else given[0]
+            raise ValueError(f"--like {text!r}: an example's shape is sizes, e.g. 'int32[2, 7]' (symbolic "
+                             "dimensions go in --spec)")
+        out.append(jax.ShapeDtypeStruct(tuple(int(d) for d in dims), spec.dtype))
+    return out
 
 
 def _leave_device_to_verification() -> None:
@@ -346,6 +372,16 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def _finish(report: Any, args: argparse.Namespace, error: Callable[..., int]) -> int:
+    from .pipeline.auto import AutoReport
+
+    if isinstance(report, AutoReport):  # --like: the family found, per dimension
+        try:
+            _print(json.dumps(report.to_dict(), indent=2) if getattr(args, "json", False) else str(report))
+            if not getattr(args, "json", False):
+                _print("  " + report.command(args.target))
+        except _ClosedPipe:
+            return EXIT_BROKEN_PIPE
+        return EXIT_OK if report.ok else EXIT_FAILED
     debug = getattr(args, "debug", False)
     if debug and report.exception is not None:
         traceback.print_exception(report.exception)

@@ -403,6 +403,10 @@ class NativeBox:
                     prev = (shapes, env, now)
         return out
 
+    def example_shapes(self) -> list[Shapes]:
+        """The examples' input shapes."""
+        return [x for x in (shapes_at(self.dims, e) for e in self.examples) if x is not None]
+
     # -- the native verdicts ------------------------------------------------------------------------------
     def measure(self, shapes: Sequence[Shapes], budgeted: bool = True) -> None:
         """Trace the native function at each of ``shapes`` not traced yet, in order, while the deadline and

@@ -45,13 +45,14 @@ from smtdims.answers.equations import (
 from smtdims.answers.explain import SPEC, settling_fix, suggest_fixes, weakest_first
 from smtdims.errors import SmtdimsError, format_valuation
 from smtdims.lang.constraints import Constraint, ConstraintSet
-from smtdims.lang.expr import Expr
+from smtdims.lang.expr import Expr, Var
 from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
 from .. import adapter, enabled
+from ..frames import raise_site
 from ._common import Progress, Ticker, _raised_by_smtdims, paste_target
-from .box import BoxCount, Dims, NativeBox, shapes_at
+from .box import BoxCount, Dims, NativeBox, shapes_at, valuation_of
 from .refusals import (
     Candidate,
     ConstantNeeded,
@@ -94,9 +95,10 @@ class FixRound:
     candidates: tuple[tuple[str, int, int, int], ...]
     chosen: str
     seconds: float
+    location: str = ""  # the line of the user's code the refusal arose at ("" where none is the user's)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"error": self.error, "chosen": self.chosen, "seconds": round(self.seconds, 3),
+        return {"error": self.error, "chosen": self.chosen, "seconds": round(self.seconds, 3), "location": self.location,
                 "candidates": [{"fix": f, "admitted_ok": ok, "admitted_failing": bad, "admitted_nonempty": ne}
                                for f, ok, bad, ne in self.candidates]}
 
@@ -443,10 +445,15 @@ def specialisations(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tup
     if not any(isinstance(r, ConstantNeeded) for r in att.refusals):
         return []
     key = refusal_key(att)
-    names = sorted(frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf)) & set(box.variables))
+    names = sorted(frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf)))
+    cs = spec.constraint_set()
+    # the examples in this specification's variables (a rewrite 2*c has c = 4 where the example has 8)
+    examples = [e for e in (valuation_of(spec.dims, cs, x, budget) for x in box.example_shapes()) if e is not None]
     out: list[Candidate] = []
     for v in names:
-        k = next((e[v] for e in box.examples if v in e), None)
+        if v not in box.variables and not examples:
+            continue  # a rewritten variable: the traced sizes are the original's
+        k = next((e[v] for e in examples if v in e), None)
         why = "the example's size"
         if k is None and not box.grid:
             k, why = box.smallest_running(v), "the smallest traced size where it runs"
@@ -477,6 +484,8 @@ def _scored(offered: Sequence[Candidate], spec: Spec, box: NativeBox, some_nonem
         trial = _apply_all(spec, group)
         if trial is None or not _jax_accepts(trial):
             continue  # a rewrite we cannot apply, or a constraint JAX's parser refuses: no candidate
+        if not all(box.admits(trial.dims, trial.constraint_set(), x) for x in box.example_shapes()):
+            continue  # the user runs the examples: a family without them is no fix for this user
         trials.append((group, rank, trial))
     tick(lambda: f"fix: tracing where {len(trials)} candidates disagree")
     box.prepare([(t.dims, t.constraint_set()) for _, _, t in trials])
@@ -573,22 +582,31 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         round_no = len(done_rounds) + 1
         tick(f"fix round {round_no}: {len(offered)} verified candidate(s); measuring them")
         scored = _scored(offered, spec, box, some_nonempty, tick)
+
+        def pinned(spec: Spec = spec, last: Attempt = last, tick: Ticker = tick, round_no: int = round_no,
+                   some_nonempty: bool = some_nonempty) -> list[Scored]:
+            tick(f"fix round {round_no}: trying each variable fixed")
+            return _scored(specialisations(fn, spec, in_tree, plats, budget, last, box, name), spec, box,
+                           some_nonempty, tick)
+
+        number_needed = bool(last.refusals) and isinstance(last.refusals[0], ConstantNeeded)
+        if not scored and number_needed:  # a size used as a number: a fixed size, before an earlier equation's
+            scored = pinned()
         if not scored:
             scored = _scored(last_resort(last, session), spec, box, some_nonempty, tick)
-        if not scored:
-            tick(f"fix round {round_no}: trying each variable fixed")
-            scored = _scored(specialisations(fn, spec, in_tree, plats, budget, last, box, name), spec, box,
-                             some_nonempty, tick)
+        if not scored and not number_needed:
+            scored = pinned()
         scored.sort(key=lambda x: x[0])
         if not scored:
             status, detail = NO_FIX, f"smtdims found no verified fix for: {msg}"
             done_rounds.append(FixRound(last.message, (), "", time.perf_counter() - t0))
             break
-        chosen = _simplest_equivalent(scored, spec, budget)
+        chosen = tuple(_as_rewrite(p, spec) for p in _simplest_equivalent(scored, spec, budget))
         parts.extend(chosen)
         spec = _apply_all(spec, chosen) or spec
         done_rounds.append(FixRound(last.message, tuple((_group_text(g), ok, bad, ne) for _, g, ok, bad, ne in scored),
-                                    _group_text(chosen), time.perf_counter() - t0))
+                                    _group_text(chosen), time.perf_counter() - t0,
+                                    raise_site(last.error) if last.error is not None else ""))
     dropped: list[str] = []
     if status == FIXED and len(parts) > 1:
         base_bad = -box.score(spec.dims, spec.constraint_set())[1]
@@ -711,6 +729,36 @@ def _measure_extremes(box: NativeBox, spec: Spec, original: Spec,
     except (SmtdimsError, ZeroDivisionError, KeyError):
         return tuple(out)
     return tuple(out)
+
+
+def _as_rewrite(part: FixPart, spec: Spec) -> FixPart:
+    """A constraint ``v == k`` (a size) or ``v == w`` (another variable) on a variable ``v`` of the
+    specification, as the rewrite a person writes: ``k`` or ``w`` in place of ``v`` (``float32[b, t, 32]``,
+    not ``c == 32``); any other part as it is.
+
+    Sound: ``v`` is then determined by the other side, which is >= 1 (a constant >= 1, or a variable),
+    so the rewritten specification admits exactly the shapes the constraint admits.
+    """
+    if part.kind == SPEC:
+        return part
+    try:
+        c = Constraint.parse(part.text)
+    except SmtdimsError:
+        return part
+    if c.kind != "==":
+        return part
+    names = frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf))
+    for v in sorted(c.diff.variables() & names):
+        coeff = sum(k for m, k in c.diff.terms if len(m) == 1 and m[0][1] == 1 and m[0][0] == Var(v))
+        rest = c.diff - Expr.var(v) * coeff
+        if abs(coeff) != 1 or v in rest.variables():
+            continue
+        other = -rest if coeff == 1 else rest  # coeff*v + rest == 0: v == other
+        k = other.as_constant()
+        if (k is not None and k >= 1) or (other.as_var() is not None and other.as_var() != v):
+            if _apply_all(spec, [FixPart(SPEC, str(other), v)]) is not None:
+                return FixPart(SPEC, str(other), v, part.note or f"{v} equals {other}")
+    return part
 
 
 def _without_implied(spec: Spec, budget: int | None) -> Spec:

@@ -62,8 +62,12 @@ Candidate = tuple[tuple[FixPart, ...], int]  # the parts applied together, and a
 
 REMAINDER_RE = re.compile(r"The remainder (.+?) should be 0")
 BROADCAST_RE = re.compile(r"incompatible shapes for broadcasting: (\(.*?\)), (\(.*?\))")
-# JAX's words when a program uses a dimension as a number: int(n), math.sqrt(n), range(n), np.arange(n)
-CONSTANT_NEEDED = ("_DimExpr", "requires a constant", "'dim_as_value'")
+# JAX's words when a program uses a dimension as a number: int(n), math.sqrt(n), range(n), np.arange(n), and a
+# value computed from a dimension used where a Python number must be (attention's 1/sqrt(head_dim) as a float).
+# The last is also what a data-dependent branch raises: a fixed size is kept only where the export then gets
+# past the refusal (tried), so a refusal no size settles gets none.
+CONSTANT_NEEDED = ("_DimExpr", "requires a constant", "'dim_as_value'",
+                   "Abstract tracer value encountered where concrete value is expected")
 _DIVISIBILITY_ATOMS = 8  # floordiv/mod atoms at most: each is one more proof in the minimisation
 
 
@@ -264,9 +268,14 @@ class BroadcastMismatch(Refusal):
 class ConstantNeeded(Refusal):
     """A dimension used as a number: no constraint or rewrite offered here (the loop fixes the value)."""
 
+    words: str = ""  # the first line of JAX's message: what it is, for "the same refusal came back"
+
     @staticmethod
     def read(message: str) -> ConstantNeeded | None:
-        return ConstantNeeded() if any(m in message for m in CONSTANT_NEEDED) else None
+        return ConstantNeeded(_first_line(message, 300)) if any(m in message for m in CONSTANT_NEEDED) else None
+
+    def key(self) -> tuple[str, str]:
+        return ("number", self.words)
 
 
 def refusals_of(question: tuple[Expr, Expr] | None, equations: tuple[tuple[Expr, Expr], ...],
@@ -276,6 +285,9 @@ def refusals_of(question: tuple[Expr, Expr] | None, equations: tuple[tuple[Expr,
     out: list[Refusal] = []
     if question is not None:
         out.append(Inconclusive(*question))
+    needed = ConstantNeeded.read(message) if question is None else None
+    if needed is not None:  # its own words come first: an equation asked earlier is not what stopped it
+        out.append(needed)
     if equations:
         out.append(UnprovenEquation(equations))
     rem = REMAINDER_RE.search(message)
@@ -284,10 +296,6 @@ def refusals_of(question: tuple[Expr, Expr] | None, equations: tuple[tuple[Expr,
     pair = BroadcastMismatch.read(message)
     if pair is not None:
         out.append(pair)
-    if question is None and not equations:
-        needed = ConstantNeeded.read(message)
-        if needed is not None:
-            out.append(needed)
     return tuple(out)
 
 

@@ -200,11 +200,18 @@ class SampleChooser:
                     out.append((f"{r} == {res if k > 0 else -res}", [(r, "==", res if k > 0 else -res)]))
         return out
 
-    def choose(self, n: int) -> list[tuple[dict[str, int], list[str]]]:
-        """Up to ``n`` valuations with distinct shapes, each with the goals it covers."""
+    def choose(self, n: int, seeds: Sequence[dict[str, int]] = ()) -> list[tuple[dict[str, int], list[str]]]:
+        """Up to ``n`` valuations with distinct shapes, each with the goals it covers; ``seeds`` first (the
+        user's examples: valuations the constraints admit, within the byte budget, each once)."""
         chosen: list[tuple[dict[str, int], list[str]]] = []
         if not self.flat:
             return [({v: self.lo.get(v, 1) for v in self.vars}, ["static shapes"])]
+        for env in seeds:
+            env = {v: env.get(v, self.lo.get(v, 1)) for v in self.vars}
+            fits = _holds([(d, ">=", 0) for d in self.flat], env) and self.nbytes(env) <= self.max_bytes
+            if (len(chosen) < n and fits and self.constraints.holds(env)
+                    and all(self.shapes(env) != self.shapes(e) for e, _ in chosen)):
+                chosen.append((env, ["the example"]))
         for label, conds in self.goals():
             if len(chosen) >= n:
                 break

@@ -29,10 +29,11 @@ from smtdims.errors import format_valuation
 
 from .. import adapter
 from ._common import Progress, _fn_name, _local_platform, _normalise_platforms, _progress_fn, _solver_budget
+from .box import valuation_of
 from .compare import INT_RANGE, compare, random_input
 from .diagnose import diagnose, intermediate_dims
 from .failure import describe_export_error, settled_by
-from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, export_attempt, synthesize
+from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, export_attempt, spec_of, synthesize
 from .fresh import (
     FRESH,
     IN_PROCESS,
@@ -73,6 +74,8 @@ class VerifyOptions:
     int_range: tuple[int, int] = INT_RANGE
     out: str | os.PathLike[str] | None = None
     fix: FixOptions | None = None
+    # the user's example inputs' shapes (one tuple of leaf shapes each): sampled first, and a fix must admit them
+    examples: tuple[tuple[tuple[int, ...], ...], ...] = ()
 
     def checked(self) -> VerifyOptions:
         def positive_int(name: str, v: Any, what: str = "") -> None:
@@ -116,7 +119,8 @@ def export_and_verify(
     sample_bytes: int = SAMPLE_BYTES,
     int_range: tuple[int, int] = INT_RANGE,
     options: VerifyOptions | None = None,
-) -> VerificationReport:
+    dims: Any = None,
+) -> Any:
     """Export ``jax.jit(fn)`` with smtdims, then verify the artifact on solver-chosen shapes, on the device.
 
     ``arg_specs``: one per positional argument of ``fn``: ``"int32[b, 4]"``,
@@ -153,7 +157,27 @@ def export_and_verify(
     a box of small shapes against native runs. The fix is "fixed" only when that
     verification passed. ``options``: all of the above as one :class:`VerifyOptions`
     (the keyword arguments are ignored then).
+
+    ``dims="auto"``: the positional arguments are *example inputs* (arrays, or ``ShapeDtypeStruct``
+    with concrete shapes), and the result is an :class:`~.auto.AutoReport`: the most general family of
+    shapes found from them and verified (every dimension its own variable, sizes 0 and 1 kept, then the
+    whole fix with the examples as its examples; :mod:`.auto`). ``dims`` may also give one partial spec
+    per argument (``("b, _", None)``: ``_`` and None are inferred).
     """
+    if dims is not None:
+        from .auto import auto_export
+
+        def run(specs: tuple[Any, ...], example_shapes: tuple[Any, ...]) -> VerificationReport:
+            base = options or VerifyOptions(
+                platforms=platforms if platforms is None or isinstance(platforms, str) else tuple(platforms),
+                samples=samples, seed=seed, rtol=rtol, atol=atol, timeout=timeout, budget=budget,
+                sample_bytes=sample_bytes, int_range=tuple(int_range) if isinstance(int_range, list) else int_range,
+                out=out)
+            fx = base.fix or FixOptions(fix_rounds, float(fix_deadline), box)
+            return export_and_verify(fn, *specs, constraints=constraints, progress=progress,
+                                     options=replace(base, fix=fx, examples=example_shapes))
+
+        return auto_export(fn, arg_specs, dims, run, budget, _fn_name(fn))
     if options is None:
         if not isinstance(fix_rounds, int) or isinstance(fix_rounds, bool) or fix_rounds < 1:
             raise ValueError(f"fix_rounds must be a positive int, got {fix_rounds!r}")
@@ -219,7 +243,7 @@ def plan_samples(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: An
                             out_itemsizes=[np.dtype(a.dtype).itemsize for a in exp.out_avals], max_bytes=opts.sample_bytes,
                             nonempty=[*intermediate_dims(fn, spec_leaves, in_tree, opts.budget),
                                       *(e for leaf in out_dims for e in leaf)])
-    chosen = chooser.choose(opts.samples)
+    chosen = chooser.choose(opts.samples, seeds=example_valuations(dims, chooser.constraints, opts.examples))
     dtypes = [np.dtype(s.dtype) for s in spec_leaves]
     inputs = []
     for i, (env, _) in enumerate(chosen, 1):
@@ -241,6 +265,17 @@ def plan_samples(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: An
         plan.outside.append((shapes, why))
         plan.probes.append(([(dt.name, leaf) for leaf, dt in zip(shapes, dtypes, strict=True)], data))
     return plan
+
+
+def example_valuations(dims: Sequence[Sequence[Any]], constraints: Any,
+                       examples: Sequence[tuple[tuple[int, ...], ...]]) -> list[dict[str, int]]:
+    """The valuations of a specification's variables that give the examples' shapes (those it admits)."""
+    out = []
+    for shapes in examples:
+        env = valuation_of(tuple(tuple(d) for d in dims), constraints, tuple(tuple(s) for s in shapes))
+        if env is not None:
+            out.append(env)
+    return out
 
 
 def references(fn: Callable[..., Any], in_tree: Any, plan: SamplePlan, spec_leaves: Sequence[Any], platform: str,
@@ -444,8 +479,15 @@ def _fix_from_samples(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tre
     say(f"fix: the export succeeds but samples fail natively; excluding them: {_group_text(group)}")
     return synthesize(fn, spec_leaves, in_tree, scope, plats, budget=opts.budget, rounds=fx.rounds,
                       deadline=fx.deadline, box_side=fx.box, say=say, name=_fn_name(fn), start=group,
+                      examples=_examples_of(spec_leaves, scope, opts),
                       start_round=FixRound(why, ((_group_text(group), 0, 0, 0),), _group_text(group), 0.0),
                       verify=lambda s, sc, e: _verify(fn, s, sc, [], replace(opts, fix=None, out=None), say, x64, e))
+
+
+def _examples_of(spec_leaves: Sequence[Any], scope: Any, opts: VerifyOptions) -> list[dict[str, int]]:
+    """The user's examples as valuations of the specification's variables (for the fix loop)."""
+    spec = spec_of(spec_leaves, scope)
+    return example_valuations(spec.dims, spec.constraint_set(), opts.examples)
 
 
 def _not_run_cause(run: DeviceRun) -> str:
@@ -488,7 +530,7 @@ def _failed_export(fn: Callable[..., Any], err: BaseException, spec_leaves: Sequ
         fx = opts.fix
         whole = synthesize(
             fn, spec_leaves, in_tree, scope, plats, budget=opts.budget, rounds=fx.rounds, deadline=fx.deadline,
-            box_side=fx.box, say=say, name=name, first=first,
+            box_side=fx.box, say=say, name=name, first=first, examples=_examples_of(spec_leaves, scope, opts),
             verify=lambda s, sc, e: _verify(fn, s, sc, [], replace(opts, fix=None), say, x64, e),
         )
     failure = settled_by(failure, whole)
