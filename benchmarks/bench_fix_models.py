@@ -12,7 +12,11 @@ tests/fixtures_pipeline/loop_models.py): the benchmark builds them once, then ti
 verification process is started once before the first timing (a user's first call pays ~1 s more).
 The grid of ~400 shapes the fix traced before is printed beside it with ``--grid`` (slow).
 
-Run: ``python benchmarks/bench_fix_models.py [--quick] [--grid] [--only NAME]``
+With ``--auto`` each model starts from one example batch instead of its specification
+(``export_and_verify(fn, *examples, dims="auto")``, issue 61: median <= 10 s): the family printed is
+the one inferred.
+
+Run: ``python benchmarks/bench_fix_models.py [--quick] [--grid] [--auto] [--only NAME]``
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import importlib.util
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -78,34 +83,34 @@ def nano_gpt():
     return nano_gpt
 
 
-def models() -> list[tuple[str, object, list[str]]]:
-    """(name, function, specs) for every model the benchmark fixes."""
-    out: list[tuple[str, object, list[str]]] = []
+def models() -> list[tuple[str, object, list[str], dict[str, int] | None]]:
+    """(name, function, specs, an example's sizes or None) for every model the benchmark fixes."""
+    out: list[tuple[str, object, list[str], dict[str, int] | None]] = []
     try:
-        out.append(("nanoGPT, 6 blocks (flax nnx)", nano_gpt(), ["int32[b, t]"]))
+        out.append(("nanoGPT, 6 blocks (flax nnx)", nano_gpt(), ["int32[b, t]"], {"b": 2, "t": 37}))
     except Exception as err:  # noqa: BLE001 - flax missing
         print(f"(nanoGPT skipped: {type(err).__name__}: {err})")
     try:
         lib = _load("tests/test_library_models.py", "_bench_library_models")
-        for name, (build, specs, *_rest) in lib.CASES.items():
-            out.append((name, build(), list(specs)))
+        for name, (build, specs, _person, _grid, sizes, *_rest) in lib.CASES.items():
+            out.append((name, build(), list(specs), sizes[1]))
     except BaseException as err:  # noqa: BLE001 - flax/equinox missing (pytest's Skipped): the rest still run
         if isinstance(err, (KeyboardInterrupt, SystemExit)):
             raise
         print(f"(library models skipped: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})")
     real = _load("tests/test_real_models.py", "_bench_real_models")
-    for name, (fn, specs, *_rest) in real.CASES.items():
-        out.append((name, fn, list(specs)))
+    for name, (fn, specs, _person, sizes, *_rest) in real.CASES.items():
+        out.append((name, fn, list(specs), sizes[1]))
     m = _load("tests/fixtures_pipeline/loop_models.py", "_bench_loop_models")
     out += [
-        ("Swin window partition", m.window_partition, ["float32[b, h, w, 3]"]),
-        ("ViT grid sliced to the table", m.vit_grid, ["float32[b, h, w, 3]"]),
-        ("patch pool", m.patch_pool, ["float32[b, h, w]"]),
-        ("CLIP-style position table", m.clip_embed, ["float32[b, h, w, 3]"]),
-        ("grid tokens (sqrt)", m.grid_tokens, ["float32[b, n, 4]"]),
-        ("encoder-decoder, two tables", m.encoder_decoder, ["float32[t, 4]", "float32[u, 4]"]),
-        ("Swin patch merging (assert)", m.patch_merging, ["float32[b, h, w, 3]"]),
-        ("token mixer (linen Dense)", m.make_token_mixer(), ["float32[b, p, q, 4]"]),
+        ("Swin window partition", m.window_partition, ["float32[b, h, w, 3]"], {"b": 2, "h": 14, "w": 21}),
+        ("ViT grid sliced to the table", m.vit_grid, ["float32[b, h, w, 3]"], {"b": 2, "h": 32, "w": 48}),
+        ("patch pool", m.patch_pool, ["float32[b, h, w]"], {"b": 2, "h": 24, "w": 40}),
+        ("CLIP-style position table", m.clip_embed, ["float32[b, h, w, 3]"], {"b": 1, "h": 224, "w": 224}),
+        ("grid tokens (sqrt)", m.grid_tokens, ["float32[b, n, 4]"], {"b": 2, "n": 16}),
+        ("encoder-decoder, two tables", m.encoder_decoder, ["float32[t, 4]", "float32[u, 4]"], {"t": 10, "u": 7}),
+        ("Swin patch merging (assert)", m.patch_merging, ["float32[b, h, w, 3]"], {"b": 2, "h": 8, "w": 12}),
+        ("token mixer (linen Dense)", m.make_token_mixer(), ["float32[b, p, q, 4]"], {"b": 2, "p": 8, "q": 8}),
     ]
     return out
 
@@ -126,27 +131,46 @@ def _count_exports():
     return calls, lambda: setattr(export, "export", real)
 
 
-def run(quick: bool = False, grid: bool = False, only: str | None = None) -> dict:
+def _example(specs: list[str], env: dict[str, int]) -> list:
+    """Zero arrays of the specs' shapes at ``env`` (an example batch)."""
+    import numpy as np
+
+    from smtdims.lang.parser import parse_expr
+
+    out = []
+    for spec in specs:
+        body = spec.split("[", 1)[1].rstrip("]")
+        shape = tuple(parse_expr(d).evaluate(env) for d in body.split(",")) if body.strip() else ()
+        out.append(np.zeros(shape, np.int32 if spec.startswith("int32") else np.float32))
+    return out
+
+
+def run(quick: bool = False, grid: bool = False, only: str | None = None, auto: bool = False) -> dict:
     from smtdims_jax.pipeline import export_and_verify, keep_off_accelerator
 
     # as `smtdims export` does: this process stays on the CPU, and the verification process keeps the
     # device between the calls (a TPU opened once, not once per model: several seconds each)
     keep_off_accelerator()
 
-    cases = [c for c in models() if only is None or only.lower() in c[0].lower()]
+    cases = [c for c in models() if (only is None or only.lower() in c[0].lower()) and (not auto or c[3] is not None)]
     if quick:
         cases = cases[:6]
     export_and_verify(lambda x: x * 2, "float32[b]", samples=1)  # the verification process, started once
     calls, restore = _count_exports()
     rows = []
     try:
-        for name, fn, specs in cases:
+        for name, fn, specs, example in cases:
             calls[0] = 0
             t0 = time.perf_counter()
-            report = export_and_verify(fn, *specs, fix=True, samples=4, box=box_side(specs) if grid else None)
+            if auto:  # from the example alone: every dimension a variable, the family inferred and verified
+                got = export_and_verify(fn, *_example(specs, example), dims="auto", samples=4)
+                report = got.report
+                report = replace(report, fix=got.fix) if got.fix is not None else report
+            else:
+                report = export_and_verify(fn, *specs, fix=True, samples=4, box=box_side(specs) if grid else None)
             dt = time.perf_counter() - t0
             fix = report.fix
-            status = fix.status if fix is not None else ("verified" if report.ok else "failed")
+            status = fix.status if fix is not None else ("fixed" if report.ok else "failed")
             what = (", ".join(fix.in_avals) + (f" | {', '.join(fix.constraints)}" if fix.constraints else "")) \
                 if fix is not None and fix.parts else "-"
             traces = fix.box.traces if fix is not None and fix.box is not None else 0
@@ -178,5 +202,6 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true", help="the first six models only")
     ap.add_argument("--grid", action="store_true", help="trace the old grid of ~400 shapes instead (slow)")
     ap.add_argument("--only", help="models whose name contains this")
+    ap.add_argument("--auto", action="store_true", help='from one example each (dims="auto"), not the specs')
     a = ap.parse_args()
-    run(quick=a.quick, grid=a.grid, only=a.only)
+    run(quick=a.quick, grid=a.grid, only=a.only, auto=a.auto)

@@ -137,7 +137,8 @@ def test_auto_family_of_a_library_model(case, model):
     _, specs, person, grid, sizes, _ = lib.CASES[case]
     auto = _check(model, specs, person, grid, sizes[1])
     if case.endswith("GPT"):  # the person's spec: the batch free, the sequence bounded by the table
-        assert [r.kinds for r in auto.table] == [("free",), (f"at most {64 if 'nnx' in case else 128 if 'linen' in case else 256}",)]
+        table = 64 if "nnx" in case else 128 if "linen" in case else 256
+        assert [r.kinds for r in auto.table] == [("free",), (f"at most {table}",)]
 
 
 # -- the pieces -------------------------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 from smtdims_jax.pipeline.fixes import Attempt, candidates, last_resort, refusal_key
 from smtdims_jax.pipeline.refusals import (
     BroadcastMismatch,
-    ConstantNeeded,
     Inconclusive,
     Indivisible,
     UnprovenEquation,
