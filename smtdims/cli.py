@@ -790,6 +790,7 @@ class _Interrupts:
         self._prev: Any = None
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
+        self.installed = False  # it took SIGINT from Python's default handler
 
     def install(self) -> _Interrupts:
         """Take SIGINT if Python's default handler has it, in the main thread; otherwise do nothing
@@ -797,6 +798,7 @@ class _Interrupts:
         if threading.current_thread() is threading.main_thread() \
                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             self._prev = signal.signal(signal.SIGINT, self._on_sigint)
+            self.installed = True
         return self
 
     def close(self) -> None:
@@ -885,6 +887,7 @@ def _run_options(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (see :data:`EXIT_STATUS_TABLE`)."""
+    argv_given = argv
     argv = list(sys.argv[1:] if argv is None else argv)
     command = first_command(argv)
     # Options after the subcommand's program belong to the program (smtdims run script.py --json).
@@ -901,6 +904,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if interrupted or guard.seen:
         rc = _interrupted(json_out and command != "run")
     guard.close()
+    if rc == EXIT_INTERRUPTED and argv_given is None and command != "run" and guard.installed:
+        # the program ends with 130 now: a second Ctrl-C (or one delivered late) during the interpreter's
+        # shutdown would otherwise end it by SIGINT instead (status -2), after "interrupted" was said
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     return rc
 
 

@@ -131,6 +131,15 @@ def test_a_fix_narrower_than_the_function_is_not_called_fixed():
     assert all(_native_ok(nf.branchy, [str(b)], 1)[((b,),)] for b in excluded), "each excluded size runs natively"
 
 
+def test_a_fix_admitting_a_size_the_model_special_cases_is_not_verified():
+    """``b, 8*t`` exports and its samples pass, but the model's own code refuses t = 1024 (a size model code
+    special-cases): the traces at powers of two find it, and the fix is not called fixed."""
+    result = _fix(nf.blocky, ["b, t"])
+    assert result.shapes == ("b, 8*t",) and result.status == "found, not verified", "\n".join(result.lines())
+    assert "fails natively" in result.detail and "t = 1024" in result.detail
+    assert not _native_ok(nf.blocky, ["1, 1024"], 1)[((1, 1024),)], "the model itself refuses it"
+
+
 def test_a_relation_beats_a_bound_that_excludes_valid_shapes():
     result = _fix(nf.concat, ["a", "b"])
     first = result.rounds[0]

@@ -266,13 +266,16 @@ def _run_python(code: str) -> tuple[str, ...]:
 
 
 def actual(block: Block) -> list[str]:
-    """The block's body as the commands print it now (what --write puts in the page)."""
+    """The block's body as the commands print it now (what --write puts in the page); a path into this
+    checkout is written relative to it (a module imported through the scratch folder's link has its
+    real path: the reader's checkout is elsewhere)."""
+    root = str(ROOT) + os.sep
     if block.kind == "python":
-        return run_python(block)
+        return [x.replace(root, "") for x in run_python(block)]
     lines = []
     for c, out in zip(block.commands, run_console(block)):
         lines.append(f"$ {c.text}")
-        lines += [x.rstrip() for x in out]
+        lines += [x.rstrip().replace(root, "") for x in out]
     return lines
 
 

@@ -49,3 +49,10 @@ def quarters(x, y):  # "b, 2*d", "b, d": exports, but b*d must be a multiple of 
 
 def branchy(x):  # "b": Python branches on b >= 16; each side runs natively, no one specification admits both
     return x[:16] * 2 if x.shape[0] >= 16 else x * 2
+
+
+def blocky(x):  # "b, t": blocks of 8 (t a multiple of 8), and the model's own code refuses t == 1024
+    b, t = x.shape
+    if t == 1024:
+        raise ValueError("a sequence of 1024 takes the dense path, which this model does not export")
+    return x.reshape(b, -1, 8).sum(-1)

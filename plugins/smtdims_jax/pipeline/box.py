@@ -6,8 +6,9 @@ traced: the shapes are *chosen* (:class:`NativeBox`), and each is traced at most
 are kept for the whole fix, every round and candidate):
 
 - anchors: the user's examples, the least valuation, and aligned sizes (the diagonal and each
-  variable alone over 1, 2, 3, 4, 7, 8, 16, 17, 32, 64, 128 around a base point where the function
-  runs on non-empty arrays): where kernels and CNNs start to run and where model code branches;
+  variable alone over 1, 2, 3, 4, 7, 8, 16, 17, 32, 64, 128, 256, 512, 1024 around a base point where
+  the function runs on non-empty arrays): where kernels and CNNs start to run and where model code
+  branches (a fix that admits a traced shape where the function fails is not verified);
 - each candidate's edges: along each variable's line through the anchors, the sizes where the
   candidate starts or stops admitting (``t = 512`` and ``t = 513`` for ``t <= 512``);
 - the failed samples.
@@ -54,13 +55,15 @@ MAX_SIDE = 64
 _DIAGONAL_ENOUGH = 8  # non-empty shapes a grown grid seeks before it stops
 # Sizes where models start to run and where their code branches: powers of two and one past them,
 # the small odd sizes that break divisibility, the least sizes
-ALIGNED = (1, 2, 3, 4, 7, 8, 16, 17, 32, 64, 128)
-_BASE_ORDER = (8, 16, 32, 64, 128, 0, 4, 2, 256, 3, 7, 17, 24)  # the diagonal sizes a base is looked for at (0: least)
-_BASE_TRACES = 8  # traces spent looking for a base at most
+ALIGNED = (1, 2, 3, 4, 7, 8, 16, 17, 32, 64, 128, 256, 512, 1024)
+# the diagonal sizes a base is looked for at (0: the least valuation): powers of two, then sizes with many
+# divisors (a conv of stride 3, windows of 7, a 224-pixel image), then the small ones
+_BASE_ORDER = (8, 16, 32, 64, 0, 24, 48, 224, 96, 56, 12, 128, 4, 2)
+_BASE_TRACES = 10  # traces spent looking for a base at most
 _LINE = tuple(range(1, 257)) + tuple(sorted({k * 2**e + d for e in range(8, 21) for k in (1, 3) for d in (-1, 0, 1)}))
 TRACES = 48  # native traces a fix spends at most with chosen shapes (the grid of box=N is traced whole)
 _DISAGREE = 24  # shapes where a round's candidates disagree, traced at most per round
-_EXCLUDED, _ADMITTED = 16, 6  # known shapes a fix excludes / admits, traced at most for its count
+_EXCLUDED, _ADMITTED = 16, 12  # known shapes a fix excludes / admits, traced at most for its count
 
 Shapes = tuple[tuple[int, ...], ...]
 Dims = tuple[tuple[Expr, ...], ...]
@@ -497,7 +500,10 @@ class NativeBox:
             rest = [s for s in self.env if s not in edges and _holds(self.constraints, self.env[s])]
             self.measure(edges)
             self.measure([s for s in rest if not self.admits(dims, constraints, s)][:_EXCLUDED])
-            self.measure([s for s in rest if self.admits(dims, constraints, s)][:_ADMITTED])
+            # the powers of two first among those it admits: where model code special-cases sizes
+            admitted = sorted((s for s in rest if self.admits(dims, constraints, s)),
+                              key=lambda s: not all(x & (x - 1) == 0 for x in self.env[s].values()))
+            self.measure(admitted[:_ADMITTED])
         known = [s for s in self.ok if _holds(self.constraints, self.env[s])]
         got = self._admitted(dims, constraints)
         adm = [s for s in known if s in got]

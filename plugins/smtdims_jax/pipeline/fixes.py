@@ -661,6 +661,12 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         extremes = _measure_extremes(box, spec, original, budget)
         if extremes:  # the edges are box points now (t = 513 runs natively or not): count them
             count = box.count(spec.dims, spec.constraint_set())
+    if status == FIXED and count is not None and count.admitted > count.admitted_ok:
+        # the family admits a traced shape where the function itself fails (a size model code special-cases,
+        # a table's edge): the samples did not look there, the traces did; not verified
+        status = NOT_VERIFIED
+        detail = (f"it admits {count.admitted - count.admitted_ok} traced shape(s) where {name or 'the function'} "
+                  "fails natively, e.g. " + "; ".join(format_valuation(v) for v in count.admitted_failing[:2]))
     lost = _lost(box, original, spec, sides) if status == FIXED and count is not None and not _pins(parts) else []
     if lost:
         # verified, but narrower than the function: honest words, not "fixed" (a pinned size excludes the
