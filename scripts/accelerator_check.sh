@@ -7,7 +7,8 @@
 #      TPU: the samples run in that process, and the report says the fresh-process check was not made);
 #   3. scripts/accelerator_check.py: every exportable seed row, the equality trap, a flax GPT at t up to
 #      512 and a ViT, verified on the device beside JAX's own run of each function;
-#   4. `smtdims verify`: the GPT exported on the CPU for cpu and this platform, verified here.
+#   4. `smtdims verify`: the GPT exported on the CPU for cpu and this platform, verified here;
+#   5. `smtdims export --like`: the GPT's family inferred from one example batch (dims="auto"), verified here.
 # Prints one summary line. Without a TPU or GPU it prints SKIPPED and exits 0. Exit 1 if a check failed.
 #
 # Usage: scripts/accelerator_check.sh [--samples N]
@@ -68,7 +69,11 @@ JAX_PLATFORMS=cpu "$py" -m smtdims export examples/accelerator_models.py:gpt --s
 "$py" -m smtdims verify "$art" --against examples/accelerator_models.py:gpt -q; rc4=$?
 rm -rf "$(dirname "$art")"
 
+echo "== 5. dims=auto: the GPT from one example batch (2, 7), its family verified on the device =="
+"$py" -m smtdims export examples/accelerator_models.py:gpt --like "int32[2, 7]" --samples 3 -q; rc5=$?
+
 echo "accelerator_check: README line $([ $rc1 = 0 ] && echo verified || echo FAILED);" \
      "program holding the device $([ $rc2 = 0 ] && echo verified in-process || echo FAILED);" \
-     "suite $([ $rc3 = 0 ] && echo OK || echo FAILED); smtdims verify $([ $rc4 = 0 ] && echo OK || echo FAILED)"
-[ $rc1 = 0 ] && [ $rc2 = 0 ] && [ $rc3 = 0 ] && [ $rc4 = 0 ]
+     "suite $([ $rc3 = 0 ] && echo OK || echo FAILED); smtdims verify $([ $rc4 = 0 ] && echo OK || echo FAILED);" \
+     "auto export $([ $rc5 = 0 ] && echo verified || echo FAILED)"
+[ $rc1 = 0 ] && [ $rc2 = 0 ] && [ $rc3 = 0 ] && [ $rc4 = 0 ] && [ $rc5 = 0 ]
