@@ -17,7 +17,7 @@ stdout closed early (``... | head -1``), quietly, as ``smtdims``' other commands
 ``--fix``: a failed export gets its whole fix (:mod:`smtdims_jax.pipeline.fixes`): the
 report (and ``--json``'s ``"fix"``) holds the fixed specification as ``--spec``/``-c``
 arguments and as ready-to-paste ``jax.export`` code, the rounds, and how it compares
-with native runs on a box of small shapes. The exit status stays 1 (the specification
+with native runs at shapes chosen by reasoning. The exit status stays 1 (the specification
 given failed); the fix says what to change.
 """
 
@@ -84,7 +84,7 @@ def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--fix", action="store_true",
                    help="a failed export gets its whole fix: fix, re-export and repeat, minimise, verify end to end, "
-                        "and measure it against native runs on a box of small shapes")
+                        "and measure it against native runs at shapes chosen by reasoning")
     p.add_argument("--fix-rounds", type=int, default=8, metavar="N", help="at most N fix rounds (default 8)")
     p.add_argument("--fix-deadline", type=float, default=120.0, metavar="SECONDS",
                    help="time for the fix rounds and the minimisation (default 120)")

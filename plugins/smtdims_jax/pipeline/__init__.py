@@ -24,8 +24,9 @@ remainder mod(b, -2) should be 0" the spec rewrite ``2*b`` for ``b``). Bad argum
 all checks passed, 1 a check failed (the export included), 2 usage or input error.
 
 With ``fix=True`` a failed export gets its whole fix (:mod:`.fixes`): fix, re-export,
-repeat, minimise, verify end to end, measured against native runs on a box of small
-shapes (:mod:`.box`). Failed samples are diagnosed (:mod:`.diagnose`).
+repeat, minimise, verify end to end, measured against native runs at shapes chosen by
+reasoning (:mod:`.box`); ``dims="auto"`` starts from example inputs (:mod:`.auto`). Failed
+samples are diagnosed (:mod:`.diagnose`).
 
 The steps, one module each: :mod:`.specs` (argument specs -> one scope, checked by
 smtdims first), :mod:`.platforms` (platform names, the local backend), :mod:`.verify`

@@ -472,7 +472,7 @@ class NativeBox:
             got = self._admits[key] = valuation_of(dims, constraints, shapes, self.budget) is not None
         return got
 
-    def _admitted(self, dims: Dims, constraints: ConstraintSet) -> set[Shapes]:
+    def admitted_shapes(self, dims: Dims, constraints: ConstraintSet) -> set[Shapes]:
         """The traced shapes the specification admits."""
         return {s for s in self.ok if self.admits(dims, constraints, s)}
 
@@ -505,7 +505,7 @@ class NativeBox:
                               key=lambda s: not all(x & (x - 1) == 0 for x in self.env[s].values()))
             self.measure(admitted[:_ADMITTED])
         known = [s for s in self.ok if _holds(self.constraints, self.env[s])]
-        got = self._admitted(dims, constraints)
+        got = self.admitted_shapes(dims, constraints)
         adm = [s for s in known if s in got]
         lost = [s for s in known if self.ok[s] and s not in got]
         lost.sort(key=lambda s: s not in self.nonempty)  # the examples that matter first
@@ -525,13 +525,13 @@ class NativeBox:
 
         Non-empty first: a fix that admits only shapes whose outputs are empty (``h <= 4`` before a
         stride-2 conv and a pool) keeps nothing a user runs, however many such shapes it admits."""
-        got = self._admitted(dims, constraints)
+        got = self.admitted_shapes(dims, constraints)
         ok, bad = self.score(dims, constraints, got)
         return sum(1 for s in self.nonempty if s in got), ok, bad
 
     def score(self, dims: Dims, constraints: ConstraintSet, got: set[Shapes] | None = None) -> tuple[int, int]:
         """(admitted shapes that run natively, -admitted shapes that fail natively): larger is weaker and better."""
-        got = self._admitted(dims, constraints) if got is None else got
+        got = self.admitted_shapes(dims, constraints) if got is None else got
         ok = sum(1 for s, good in self.ok.items() if good and s in got)
         bad = sum(1 for s, good in self.ok.items() if not good and s in got)
         return ok, -bad

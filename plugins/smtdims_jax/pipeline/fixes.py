@@ -489,7 +489,7 @@ def _scored(offered: Sequence[Candidate], spec: Spec, box: NativeBox, some_nonem
         trials.append((group, rank, trial))
     tick(lambda: f"fix: tracing where {len(trials)} candidates disagree")
     box.prepare([(t.dims, t.constraint_set()) for _, _, t in trials])
-    some_nonempty = some_nonempty or bool(box.nonempty & box._admitted(spec.dims, spec.constraint_set()))
+    some_nonempty = some_nonempty or bool(box.nonempty & box.admitted_shapes(spec.dims, spec.constraint_set()))
     out: list[Scored] = []
     for group, rank, trial in trials:
         nonempty, ok, bad = box.weakness(trial.dims, trial.constraint_set())
@@ -522,12 +522,12 @@ def first_round_fix(session: Session, lhs: Expr, rhs: Expr, side: int | None = N
 def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, scope: Any,
                plats: tuple[str, ...] | None, *, budget: int | None = None, rounds: int = DEFAULT_ROUNDS,
                deadline: float = DEFAULT_DEADLINE, box_side: int | None = None, native: str = "eval_shape",
-               say: Progress = lambda m: None, verify: Callable[[Any, Any], Any] | None = None,
+               say: Progress = lambda m: None, verify: Callable[[Any, Any, Any], Any] | None = None,
                name: str = "", start: Sequence[FixPart] = (), start_round: FixRound | None = None,
                examples: Sequence[dict[str, int]] = (), first: Attempt | None = None) -> FixResult:
     """Find, minimise and verify the whole fix of ``fn``'s export (see the module docstring).
 
-    ``verify(specs, scope)`` runs the whole pipeline on the fixed specification and returns
+    ``verify(specs, scope, exported)`` runs the whole pipeline on the fixed specification and returns
     its VerificationReport (None: skip the end-to-end check). One loop over export and
     verification: when the fixed export's samples fail where the function itself fails, the
     exclusion the diagnosis found joins the fix (a divisibility of a spec variable as the spec

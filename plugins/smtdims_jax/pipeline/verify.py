@@ -153,10 +153,10 @@ def export_and_verify(
 
     ``fix=True``: a failed export gets its whole fix (:mod:`.fixes`, in ``report.fix``):
     fix, re-export and repeat (at most ``fix_rounds`` rounds, ``fix_deadline`` seconds),
-    minimise, verify the fixed specification with this whole pipeline, and measure it on
-    a box of small shapes against native runs. The fix is "fixed" only when that
-    verification passed. ``options``: all of the above as one :class:`VerifyOptions`
-    (the keyword arguments are ignored then).
+    minimise, verify the fixed specification with this whole pipeline, and measure it against
+    native runs at shapes chosen by reasoning (``box=N``: the grid ``1..N``). The fix is "fixed"
+    only when that verification passed and it excludes no traced shape where the function runs.
+    ``options``: all of the above as one :class:`VerifyOptions` (the keyword arguments are ignored then).
 
     ``dims="auto"``: the positional arguments are *example inputs* (arrays, or ``ShapeDtypeStruct``
     with concrete shapes), and the result is an :class:`~.auto.AutoReport`: the most general family of
