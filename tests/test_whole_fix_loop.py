@@ -237,3 +237,28 @@ def test_a_partial_fix_prints_no_command_that_would_fail():
     assert not any("smtdims export" in ln or "export.export" in ln for ln in fix.lines()), fix.lines()
     d = fix.to_dict()
     assert d["command"] == "" and d["code"] == "" and d["cli"]
+
+
+def test_an_aligned_only_kernel_that_refuses_symbolic_sizes_is_said_plainly():
+    """JAX's Pallas TPU flash attention (exported for the TPU on this CPU host) runs only at sequence
+    lengths that are multiples of 128, which the traces at aligned sizes find (``128*t``), then refuses
+    any symbolic size in its CostEstimate: no specification with a symbolic size exports it, and the
+    report says so, where and why, instead of calling a fully pinned export a fix."""
+    fa = pytest.importorskip("jax.experimental.pallas.ops.tpu.flash_attention")
+
+    def attn(q, k, v):
+        return fa.flash_attention(q, k, v)
+
+    concrete = jax.ShapeDtypeStruct((1, 2, 128, 128), jnp.float32)
+    try:
+        jax.export.export(jax.jit(attn), platforms=("tpu",))(concrete, concrete, concrete)
+    except Exception as err:  # noqa: BLE001 - this JAX cannot lower the kernel for the TPU here
+        pytest.skip(f"flash attention does not lower for the TPU on this host: {type(err).__name__}")
+    spec = "float32[b, 2, t, 128]"
+    report = export_and_verify(attn, spec, spec, spec, fix=True, platforms=("tpu",), samples=2)
+    fix = report.fix
+    assert fix is not None and fix.status == "no symbolic family", "\n".join(fix.lines() if fix else ())
+    assert "CostEstimate" in fix.detail and "test_whole_fix_loop.py" in fix.detail and "in attn" in fix.detail
+    assert report.verdict().startswith("NO SYMBOLIC FIX: no constraint can make this export with symbolic sizes")
+    assert any("128*t" in c[0] for r in fix.rounds for c in r.candidates), "the multiple of 128, from aligned traces"
+    assert not fix.ok

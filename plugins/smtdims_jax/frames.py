@@ -157,7 +157,8 @@ def raise_site(err: BaseException, skip_dirs: tuple[str, ...] | None = None) -> 
     tb = err.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
-        if frame_kind(code, skip_dirs, jax) == USER_FRAME:
+        generated = code.co_filename.startswith("<") and cell_name(code.co_filename) is None  # a dataclass's __init__
+        if frame_kind(code, skip_dirs, jax) == USER_FRAME and not generated:
             installed = any(p in os.path.abspath(code.co_filename) for p in _INSTALLED)
             sites.append((installed, _site(code, tb.tb_lineno)))
         tb = tb.tb_next

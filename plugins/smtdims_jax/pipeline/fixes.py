@@ -71,6 +71,8 @@ NOT_NEEDED, FIXED, NO_FIX, ROUND_LIMIT, DEADLINE = "not needed", "fixed", "no fi
 NOT_VERIFIED = "found, not verified"  # the export succeeds with the fix, but its end-to-end verification did not pass
 # verified end to end, but it excludes traced shapes where the function runs on non-empty arrays
 NARROW = "found, narrower than needed"
+# the export succeeds only with every size fixed: no specification with a symbolic size exports it
+NO_SYMBOLIC = "no symbolic family"
 DEFAULT_ROUNDS = 8
 DEFAULT_DEADLINE = 120.0  # seconds for the rounds and the minimisation (the final verification runs after)
 
@@ -112,7 +114,9 @@ class FixResult:
     original specification admitted, apart from sizes the fix must pin), ``"found, narrower than
     needed"`` (verified, but it excludes such shapes: ``box.excluded_ok`` has examples), ``"found, not
     verified"`` (the export succeeds with ``parts``, but the verification failed or could not run:
-    ``detail`` says which), ``"no fix found"``, ``"round limit"``, ``"deadline"`` or ``"not needed"``.
+    ``detail`` says which), ``"no symbolic family"`` (the export succeeds only with every size fixed:
+    ``detail`` says which refusal and where), ``"no fix found"``, ``"round limit"``, ``"deadline"`` or
+    ``"not needed"``.
     ``verified``: the whole pipeline passed with the fixed specification (None: not run). ``box``: the fixed
     specification measured against native runs on small shapes.
     """
@@ -661,6 +665,13 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         extremes = _measure_extremes(box, spec, original, budget)
         if extremes:  # the edges are box points now (t = 513 runs natively or not): count them
             count = box.count(spec.dims, spec.constraint_set())
+    pinning = [r for r in done_rounds if r is not None and any(str(p) in r.chosen for p in parts if _pins([p]))]
+    if status in (FIXED, NOT_VERIFIED) and original_vars(original) and not original_vars(spec) and pinning:
+        # a concrete export is no family: say that no constraint makes it symbolic, where and why
+        first_pin = pinning[0]
+        status = NO_SYMBOLIC
+        detail = ("no constraint can make this export with symbolic sizes: every size had to be fixed, because "
+                  f"{_first_line(first_pin.error, 200)}" + (f" (at {first_pin.location})" if first_pin.location else ""))
     if status == FIXED and count is not None and count.admitted > count.admitted_ok:
         # the family admits a traced shape where the function itself fails (a size model code special-cases,
         # a table's edge): the samples did not look there, the traces did; not verified
@@ -701,6 +712,11 @@ def _lost(box: NativeBox, original: Spec, spec: Spec, sides: Sequence[Expr]) -> 
             pass
         out.append(env)
     return out
+
+
+def original_vars(spec: Spec) -> frozenset[str]:
+    """The variables of a specification's dimensions."""
+    return frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf))
 
 
 def _pins(parts: Sequence[FixPart]) -> bool:

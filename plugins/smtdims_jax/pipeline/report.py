@@ -175,6 +175,8 @@ class VerificationReport:
             if fix.status != "fixed":  # verified, but it excludes shapes where the function runs: said first
                 return f"FIX FOUND, NARROWER THAN NEEDED: {what} (verified end to end; {fix.detail})"
             return f"FIXED: {what} (verified end to end)"
+        if self.fix is not None and self.fix.status == "no symbolic family":
+            return f"NO SYMBOLIC FIX: {self.fix.detail}"
         if self.export_error is not None:
             return f"FAILED: the export failed ({self.export_error.type})"
         if self.not_run:
