@@ -12,6 +12,7 @@ Timing bounds are generous (the machine is shared): a call may take its deadline
 
 from __future__ import annotations
 
+import os
 import random
 import time
 
@@ -31,11 +32,24 @@ NONLINEAR = ("mod(b, b + 2) == 2", "floordiv(3*b + a - 2, 2*c - 3) == 3*a - 2*c 
 
 
 
+def starvation() -> float:
+    """How many runnable processes share each core now (1 on an idle or fully used machine, more when
+    others run: CI's other jobs, the suite's own workers). The deadline is wall-clock, kept by a process
+    that must be scheduled to keep it: past the cores, its overshoot grows with the queue
+    (docs/guarantees.md, measured), which the guarantee allows and this test must not fail on."""
+    try:
+        return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    except OSError:  # no load average here
+        return 1.0
+
+
 def timed(call, *args, **kw):
     t = time.monotonic()
     out = call(*args, **kw)
     took = time.monotonic() - t
-    assert took < DEADLINE + SLACK, f"{call.__name__}{str(args)[:200]}: {took:.2f} s under a {DEADLINE} s deadline"
+    limit = DEADLINE + SLACK * starvation()
+    assert took < limit, (f"{call.__name__}{str(args)[:200]}: {took:.2f} s under a {DEADLINE} s deadline "
+                          f"(allowed {limit:.2f} s at a load of {starvation():.1f} per core)")
     return out
 
 
