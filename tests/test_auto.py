@@ -23,6 +23,7 @@ from jax import export
 from smtdims_jax.pipeline import export_and_verify
 from smtdims_jax.pipeline.auto import AutoReport, auto_specs
 from smtdims_jax.pipeline.box import valuation_of
+from smtdims_jax.pipeline.specs import split_dims
 
 from smtdims import cli
 from smtdims.lang.constraints import ConstraintSet
@@ -32,17 +33,9 @@ HERE = os.path.dirname(__file__)
 
 
 def _split(text):
-    """``"b, floordiv(t, 2), 4"`` -> its dimensions (commas inside parentheses do not split)."""
+    """``"float32[b, floordiv(t, 2), 4]"`` -> its dimensions, parsed."""
     body = text.split("[", 1)[1].rstrip("]") if "[" in text else text
-    out, depth, cur = [], 0, ""
-    for ch in body:
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return [parse_expr(d) for d in [*out, cur] if d.strip()]
+    return [parse_expr(d) for d in split_dims(body) if d.strip()]
 
 
 def _shapes(specs, env):

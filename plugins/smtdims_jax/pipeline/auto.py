@@ -36,10 +36,10 @@ from smtdims.lang.expr import Expr
 from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
-from .box import _affine
+from .box import affine_in_one
 from .fixes import FIXED, NARROW, FixResult
 from .report import VerificationReport, _first_line
-from .specs import _split_top
+from .specs import split_dims
 
 FREE, AT_LEAST, AT_MOST, MULTIPLE, EQUAL, FIXED_SIZE, FORMULA = (
     "free", "at least", "at most", "multiple of", "equal to", "fixed", "as")
@@ -168,7 +168,7 @@ def auto_specs(leaves: Sequence[Any], pins: Sequence[str | None]) -> tuple[list[
         if pin is None:
             pinned.append(None)
             continue
-        texts = _split_top(pin)
+        texts = split_dims(pin)
         if texts == [""] and not shape:
             texts = []
         if len(texts) != len(shape):
@@ -222,7 +222,7 @@ def table(leaf_paths: Sequence[str], shapes: Sequence[tuple[int, ...]], fix: Fix
           specs: Sequence[str], constraints: Sequence[str], budget: int | None) -> tuple[DimRow, ...]:
     """One row per dimension: what the family says of it (:data:`FREE`, a multiple, bounds, an equality
     with an earlier dimension, a fixed size) and the round of the fix that made it so."""
-    final = [_split_top(s.split("[", 1)[1].rstrip("]")) if s.split("[", 1)[1].rstrip("]") else [] for s in specs]
+    final = [split_dims(s.split("[", 1)[1].rstrip("]")) if s.split("[", 1)[1].rstrip("]") else [] for s in specs]
     cs = ConstraintSet.of(constraints)
     try:
         session = Session(cs, budget)
@@ -239,7 +239,7 @@ def table(leaf_paths: Sequence[str], shapes: Sequence[tuple[int, ...]], fix: Fix
             if k is not None:
                 kinds.append(f"{FIXED_SIZE} at {k}")
             else:
-                aff = _affine(e)
+                aff = affine_in_one(e)
                 if aff is not None and aff[1] > 1 and aff[2] == 0:
                     kinds.append(f"{MULTIPLE} {aff[1]}")
                 elif aff is None or aff[1] != 1 or aff[2] != 0:

@@ -123,7 +123,7 @@ def _holds(constraints: ConstraintSet, env: dict[str, int]) -> bool:
         return False
 
 
-def _affine(e: Expr) -> tuple[str, int, int] | None:
+def affine_in_one(e: Expr) -> tuple[str, int, int] | None:
     """``(v, m, c)`` where ``e`` is ``m*v + c`` in one variable ``v`` (``m != 0``); else None."""
     var, m, c = None, 0, 0
     for mono, coeff in e.terms:
@@ -164,7 +164,7 @@ def valuation_of(dims: Dims, constraints: ConstraintSet, shapes: Shapes,
                     return None
                 progress = True
                 continue
-            aff = _affine(e)
+            aff = affine_in_one(e)
             if aff is None:
                 rest.append((d, n))
                 continue

@@ -71,7 +71,7 @@ def _pair(x: tuple[Any, Any]) -> _StringSpec:
     return _StringSpec(shape, d)
 
 
-def _split_top(text: str) -> list[str]:
+def split_dims(text: str) -> list[str]:
     """Split a shape spec on the commas outside parentheses."""
     text = text.strip()
     if text.startswith("(") and text.endswith(")"):
@@ -151,7 +151,7 @@ def check_constraints(constraints: Sequence[str], shapes: Sequence[str]) -> None
     known: set[str] = set()
     readable = True
     for text in shapes:
-        for dim in _split_top(text):
+        for dim in split_dims(text):
             try:
                 known |= parse_expr(dim).variables()
             except SmtdimsError:
@@ -227,7 +227,7 @@ def jax_shape(spec: Any, shape: str, *, x64: bool = False) -> str:
     from smtdims.errors import ParseError
     from smtdims.lang.parser import tokenize
 
-    dims = _split_top(shape)
+    dims = split_dims(shape)
     out, changed = [], False
     for j, dim in enumerate(dims):
         if dim in ("...", "_"):
@@ -285,7 +285,7 @@ def build_specs(arg_specs: Sequence[Any], constraints: Sequence[str] = ()) -> tu
     def build(path: Any, x: Any) -> Any:
         if isinstance(x, jax.ShapeDtypeStruct):
             return x
-        texts = _split_top(x.shape)
+        texts = split_dims(x.shape)
         if any(t in ("...", "_") for t in texts):
             raise ValueError(f"spec {x.shape!r}: '...' and '_' take their sizes from actual arguments; build the "
                              "specs with jax.export.symbolic_args_specs(args, spec) and pass those")
