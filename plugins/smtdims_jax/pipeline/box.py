@@ -387,6 +387,8 @@ class NativeBox:
         bases = [b for b in (self.base, dict.fromkeys(self.variables, 1)) if b is not None]
         for base in bases:
             for v in self.variables:
+                if self._deadline is not None and time.monotonic() > self._deadline:
+                    return out  # the fix's deadline: what is found so far (each line costs exact checks)
                 prev: tuple[Shapes, dict[str, int], bool] | None = None
                 changes = 0
                 for k in _LINE:
