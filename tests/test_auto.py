@@ -137,9 +137,9 @@ def test_auto_family_of_a_library_model(case, model):
 # -- the pieces -------------------------------------------------------------------------------------------------
 def test_every_dimension_its_own_variable_sizes_one_and_pins_kept():
     x, mask, s = np.zeros((2, 7, 16), np.float32), np.zeros((2, 1, 7), np.int32), np.float32(0.5)
-    specs, shapes = auto_specs([x, mask, s], [None, None, None])
-    assert specs == ["float32[a, b, c]", "int32[d, 1, e]", "float32[]"]
-    assert shapes == [(2, 7, 16), (2, 1, 7), ()]
+    specs, shapes = auto_specs([x, mask, s, 0.5, 3], [None] * 5)
+    assert specs == ["float32[a, b, c]", "int32[d, 1, e]", "float32[]", "float32[]", "int32[]"]
+    assert shapes == [(2, 7, 16), (2, 1, 7), (), (), ()]
     specs, _ = auto_specs([x, mask], ["b, _, 16", None])
     assert specs == ["float32[b, a, 16]", "int32[c, 1, d]"], "a pinned name is not reused"
     with pytest.raises(ValueError, match="one per dimension"):

@@ -195,7 +195,9 @@ def auto_specs(leaves: Sequence[Any], pins: Sequence[str | None]) -> tuple[list[
 
 
 def _dtype(leaf: Any) -> Any:
-    return getattr(leaf, "dtype", None) or np.asarray(leaf).dtype
+    """An array's dtype; a Python number's as JAX takes it (``0.5``: float32 unless 64-bit mode is on)."""
+    dt = getattr(leaf, "dtype", None)
+    return dt if dt is not None else jax.numpy.asarray(leaf).dtype
 
 
 def _pins(dims: Any, leaves: Sequence[Any], tree: Any) -> list[str | None]:
