@@ -98,6 +98,14 @@ def models() -> list[tuple[str, object, list[str], dict[str, int] | None]]:
         if isinstance(err, (KeyboardInterrupt, SystemExit)):
             raise
         print(f"(library models skipped: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})")
+    try:  # Hugging Face Flax models from small configs, where transformers (< 5) is installed
+        hf = _load("tests/test_hf_models.py", "_bench_hf_models")
+        out += [("HF Flax GPT-2", hf.gpt2(), ["int32[b, t]"], {"b": 2, "t": 7}),
+                ("HF Flax ViT", hf.vit(), ["float32[b, 3, h, w]"], {"b": 2, "h": 32, "w": 32})]
+    except BaseException as err:  # noqa: BLE001 - not installed (pytest's Skipped): the rest still run
+        if isinstance(err, (KeyboardInterrupt, SystemExit)):
+            raise
+        print(f"(Hugging Face models skipped: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})")
     real = _load("tests/test_real_models.py", "_bench_real_models")
     for name, (fn, specs, _person, sizes, *_rest) in real.CASES.items():
         out.append((name, fn, list(specs), sizes[1]))
