@@ -32,9 +32,10 @@ The steps, one module each: :mod:`.specs` (argument specs -> one scope, checked 
 smtdims first), :mod:`.platforms` (platform names, the local backend), :mod:`.verify`
 (the pipeline), :mod:`.samples` (solver-chosen shapes), :mod:`.compare` (inputs and
 outputs), :mod:`.fresh` (the fresh process; ``_verify_worker.py`` runs there),
-:mod:`.failure` (a failed export's reading and first fix), :mod:`.fixes` (the whole fix),
-:mod:`.box` (native runs on small shapes), :mod:`.diagnose` (failed samples),
-:mod:`.report` (the report).
+:mod:`.failure` (a failed export's reading and first fix), :mod:`.attempt` (one export of a
+specification, read), :mod:`.fixes` (the whole fix's loop), :mod:`.result` (its values),
+:mod:`.box` (native traces at chosen shapes), :mod:`.auto` (``dims="auto"``), :mod:`.diagnose`
+(failed samples), :mod:`.report` (the report).
 """
 
 from __future__ import annotations
@@ -42,10 +43,11 @@ from __future__ import annotations
 from .compare import compare_outputs, random_input
 from .diagnose import SampleDiagnosis
 from .failure import describe_export_error
-from .fixes import FixPart, FixResult, FixRound
 from .fresh import Device, keep_off_accelerator, run_fresh_process
 from .platforms import BackendUnavailable, PlatformError
+from .refusals import FixPart
 from .report import FAIL, PASS, SKIP, Check, ExportFailure, RejectionCheck, SampleResult, VerificationReport
+from .result import FixResult, FixRound
 from .samples import MAX_ELEMENTS, SAMPLE_BYTES, SampleChooser
 from .specs import _SPEC_RE, _as_dtype, build_specs, check_specs, parse_arg_spec  # noqa: F401 - the CLI reads the spec grammar here
 from .verify import VerifyOptions, export_and_verify, verify_artifact

@@ -37,8 +37,8 @@ from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
 from .box import affine_in_one
-from .fixes import FIXED, NARROW, FixResult
 from .report import VerificationReport, _first_line
+from .result import FIXED, NARROW, FixResult
 from .specs import split_dims
 
 FREE, AT_LEAST, AT_MOST, MULTIPLE, EQUAL, FIXED_SIZE, FORMULA = (

@@ -25,11 +25,13 @@ from typing import Any
 import jax
 from jax import export
 
+from smtdims.answers.equations import normalise_constraint
 from smtdims.errors import format_valuation
 from smtdims.lang.expr import FLOORDIV, MOD, Expr, Op
 
+from .attempt import attempt, spec_of
 from .box import BoxCount, NativeBox
-from .fixes import FixPart, attempt, normalise_constraint, spec_of
+from .refusals import FixPart
 from .report import _first_line
 
 

@@ -24,21 +24,18 @@ proof. A fix that excludes shapes that run natively is said so plainly.
 from __future__ import annotations
 
 import collections
-import functools
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import jax
-import numpy as np
 from jax import export
 
 from smtdims.answers.equations import (
     cancel_common_factor,
     equation_fixes,
-    exact_divisions,
     normalise_constraint,
     render_constraint,
 )
@@ -46,33 +43,34 @@ from smtdims.answers.explain import SPEC, settling_fix, suggest_fixes, weakest_f
 from smtdims.errors import SmtdimsError, format_valuation
 from smtdims.lang.constraints import Constraint, ConstraintSet
 from smtdims.lang.expr import Expr, Var
-from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
-from .. import adapter, enabled
+from .. import adapter
 from ..frames import raise_site
-from ._common import Progress, Ticker, _raised_by_smtdims, paste_target
-from .box import BoxCount, Dims, NativeBox, shapes_at, valuation_of
+from ._common import Progress, Ticker, paste_target
+from .attempt import (
+    Attempt,
+    Spec,
+    apply_all,
+    attempt,
+    error_chain,
+    jax_accepts,
+    refusal_key,
+    spec_of,
+)
+from .box import NativeBox, shapes_at, valuation_of
 from .refusals import (
     Candidate,
     ConstantNeeded,
     FixPart,
-    Refusal,
     candidates_of,
     divisibility_fixes,
     divisibility_rewrite,
     last_resort_of,
-    message_key,
-    refusals_of,
 )
 from .report import _first_line
+from .result import DEADLINE, FIXED, NARROW, NO_FIX, NO_SYMBOLIC, NOT_NEEDED, NOT_VERIFIED, ROUND_LIMIT, FixResult, FixRound
 
-NOT_NEEDED, FIXED, NO_FIX, ROUND_LIMIT, DEADLINE = "not needed", "fixed", "no fix found", "round limit", "deadline"
-NOT_VERIFIED = "found, not verified"  # the export succeeds with the fix, but its end-to-end verification did not pass
-# verified end to end, but it excludes traced shapes where the function runs on non-empty arrays
-NARROW = "found, narrower than needed"
-# the export succeeds only with every size fixed: no specification with a symbolic size exports it
-NO_SYMBOLIC = "no symbolic family"
 DEFAULT_ROUNDS = 8
 DEFAULT_DEADLINE = 120.0  # seconds for the rounds and the minimisation (the final verification runs after)
 
@@ -85,299 +83,6 @@ class FixOptions:
     rounds: int = DEFAULT_ROUNDS
     deadline: float = DEFAULT_DEADLINE
     box: int | None = None
-
-
-# -- value objects --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class FixRound:
-    """One round: the error, the verified candidates with their box scores, the one chosen."""
-
-    error: str
-    # (fix, admitted shapes that run natively, admitted that fail, admitted that run with non-empty outputs)
-    candidates: tuple[tuple[str, int, int, int], ...]
-    chosen: str
-    seconds: float
-    location: str = ""  # the line of the user's code the refusal arose at ("" where none is the user's)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"error": self.error, "chosen": self.chosen, "seconds": round(self.seconds, 3), "location": self.location,
-                "candidates": [{"fix": f, "admitted_ok": ok, "admitted_failing": bad, "admitted_nonempty": ne}
-                               for f, ok, bad, ne in self.candidates]}
-
-
-@dataclass(frozen=True)
-class FixResult:
-    """The whole fix of a failed export, as the user would write it, with how it was found and checked.
-
-    ``status``: ``"fixed"`` (the export succeeds with ``parts``, the fixed specification verified
-    end to end, and it admits every traced shape where the function runs on non-empty arrays that the
-    original specification admitted, apart from sizes the fix must pin), ``"found, narrower than
-    needed"`` (verified, but it excludes such shapes: ``box.excluded_ok`` has examples), ``"found, not
-    verified"`` (the export succeeds with ``parts``, but the verification failed or could not run:
-    ``detail`` says which), ``"no symbolic family"`` (the export succeeds only with every size fixed:
-    ``detail`` says which refusal and where), ``"no fix found"``, ``"round limit"``, ``"deadline"`` or
-    ``"not needed"``.
-    ``verified``: the whole pipeline passed with the fixed specification (None: not run). ``box``: the fixed
-    specification measured against native runs on small shapes.
-    """
-
-    status: str
-    detail: str
-    parts: tuple[FixPart, ...]
-    in_avals: tuple[str, ...]
-    shapes: tuple[str, ...]  # the symbolic_shape text of each input
-    constraints: tuple[str, ...]
-    rounds: tuple[FixRound, ...]
-    dropped: tuple[str, ...] = ()  # parts the minimisation removed
-    box: BoxCount | None = None
-    verified: bool | None = None
-    verification: tuple[str, ...] = ()  # the final pipeline's checks, one line each
-    function: str = ""
-    seconds: float = 0.0
-    report: Any = field(default=None, repr=False, compare=False)  # the final VerificationReport
-    target: str = ""  # MODULE:FUNCTION or path/file.py:FUNCTION for `smtdims export`; "" if none names it
-    # the fix's edges measured natively: (valuation, runs natively, the fix admits it); t = 512 and t = 513
-    extremes: tuple[tuple[dict[str, int], bool, bool], ...] = ()
-    stock: bool | None = None  # stock JAX exports with the fix too (None: not tried); code() says so
-
-    @property
-    def ok(self) -> bool:
-        """The fixed specification exports and verified end to end (a narrower one too: it says so)."""
-        return self.status in (FIXED, NARROW) and self.verified is True
-
-    def code(self) -> str:
-        """Ready-to-paste ``jax.export`` code for the fixed specification."""
-        name = self.function.split(":")[-1].split(".")[-1]
-        name = name if name.isidentifier() else "f"  # a lambda: name it
-        cons = repr(tuple(self.constraints))
-        lines = ["import jax", "import jax.numpy as jnp", "from jax import export"]
-        if self.stock is False:
-            lines += ["import smtdims", "smtdims.install()  # stock JAX does not export with this fix: smtdims proves it"]
-        if len(self.shapes) == 1:
-            dt = self.in_avals[0].split("[")[0]
-            lines.append(f"spec = jax.ShapeDtypeStruct(export.symbolic_shape({self.shapes[0]!r}, constraints={cons}), "
-                         f"jnp.{dt})")
-            lines.append(f"exp = export.export(jax.jit({name}))(spec)")
-        else:
-            lines.append(f"scope = export.SymbolicScope({cons})")
-            for i, (s, a) in enumerate(zip(self.shapes, self.in_avals, strict=True)):
-                lines.append(f"x{i} = jax.ShapeDtypeStruct(export.symbolic_shape({s!r}, scope=scope), jnp.{a.split('[')[0]})")
-            lines.append(f"exp = export.export(jax.jit({name}))({', '.join(f'x{i}' for i in range(len(self.shapes)))})")
-        lines.append(f"# or: export.symbolic_args_specs(args, {list(self.shapes)!r}, constraints={cons})")
-        return "\n".join(lines)
-
-    def cli(self) -> str:
-        """The same fix as ``smtdims export`` arguments."""
-        return " ".join([*(f'--spec "{a}"' for a in self.in_avals), *(f'-c "{c}"' for c in self.constraints)])
-
-    def command(self) -> str:
-        """The whole ``smtdims export`` command, ready to paste (``MODULE:FUNCTION`` where one can be named)."""
-        return f"smtdims export {self.target or 'MODULE:FUNCTION'} {self.cli()}"
-
-    def lines(self) -> list[str]:
-        out = [f"whole fix: {self.status}" + (f" ({self.detail})" if self.detail else "")
-               + f", {len(self.rounds)} round(s), {self.seconds:.1f}s"]
-        for i, r in enumerate(self.rounds, 1):
-            out.append(f"  round {i}: {_first_line(r.error, 140)}")
-            for f, ok, bad, ne in r.candidates[:4]:
-                mark = "->" if f == r.chosen else "  "
-                failing = f", {bad} native-failing" if bad else ""
-                out.append(f"    {mark} {f}  [admits {ok} native-ok ({ne} non-empty){failing} traced shapes]")
-        if self.dropped:
-            out.append(f"  minimised: dropped {'; '.join(self.dropped)}")
-        if self.parts:
-            label = {FIXED: "the fix", NARROW: "the fix found (verified; NARROWER than needed: see the count below)",
-                     NOT_VERIFIED: "the fix found (the export succeeds with it; NOT verified)"}.get(
-                self.status, "partial fix (the export still fails with it)")
-            out.append(f"  {label}: " + "; ".join(str(p) for p in self.parts))
-            out.append(f"  in_avals {', '.join(self.in_avals)}; constraints {', '.join(self.constraints) or 'none'}")
-            if self.status in (FIXED, NARROW, NOT_VERIFIED):  # a command and code only where the export succeeds
-                out.append(f"  {self.command()}")
-                if not self.target:
-                    out.append("  (MODULE:FUNCTION: the function is a lambda or local; define it at module level to name it)")
-                out += ["  " + ln for ln in self.code().splitlines()]
-        if self.box is not None:
-            out.append("  " + self.box.sentence(self.function.split(":")[-1]))
-        for env, runs, admits in self.extremes:
-            verdict = ("admitted, runs natively" if admits and runs else "excluded, fails natively" if not admits and not runs
-                       else "admitted, FAILS natively" if admits else "excluded, but RUNS natively (the fix is too strong)")
-            out.append(f"  at the fix's edge {format_valuation(env)}: {verdict}")
-        if self.verified is not None:
-            out.append("  verified end to end (export, fresh process, samples): " + ("yes" if self.verified else "NO"))
-            if not self.verified:
-                out += [f"    {ln}" for ln in self.verification]
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status, "detail": self.detail, "ok": self.ok, "parts": [p.to_dict() for p in self.parts],
-            "in_avals": list(self.in_avals), "shapes": list(self.shapes), "constraints": list(self.constraints),
-            "rounds": [r.to_dict() for r in self.rounds], "dropped": list(self.dropped),
-            "box": self.box.to_dict() if self.box is not None else None, "verified": self.verified,
-            "extremes": [{"valuation": env, "runs_natively": runs, "admitted": admits} for env, runs, admits in self.extremes],
-            "verification": list(self.verification),
-            "code": self.code() if self.parts and self.status in (FIXED, NARROW, NOT_VERIFIED) else "",
-            "cli": self.cli() if self.parts else "",
-            "command": self.command() if self.parts and self.status in (FIXED, NARROW, NOT_VERIFIED) else "",
-            "target": self.target, "seconds": round(self.seconds, 3), "stock": self.stock,
-        }
-
-
-# -- a specification as data: dims (IR) and constraint texts ------------------------------------------
-@dataclass(frozen=True)
-class Spec:
-    dims: Dims
-    dtypes: tuple[Any, ...]
-    constraints: tuple[str, ...]
-
-    def apply(self, part: FixPart) -> Spec:
-        if part.kind != SPEC:
-            return Spec(self.dims, self.dtypes, (*self.constraints, normalise_constraint(part.text)))
-        assert part.variable is not None
-        env = {part.variable: parse_expr(part.text)}
-        dims = tuple(tuple(exact_divisions(d.substitute(env)) for d in leaf) for leaf in self.dims)
-        texts = []
-        for t in self.constraints:
-            c = Constraint.parse(t)
-            texts.append(render_constraint(exact_divisions(c.diff.substitute(env)), c.kind)
-                         if part.variable in c.diff.variables() else t)
-        return Spec(dims, self.dtypes, tuple(texts))
-
-    def constraint_set(self) -> ConstraintSet:
-        return ConstraintSet.of(self.constraints)
-
-    def shape_texts(self) -> tuple[str, ...]:
-        return tuple(", ".join(str(d) for d in leaf) for leaf in self.dims)
-
-    def aval_texts(self) -> tuple[str, ...]:
-        return tuple(f"{np.dtype(t).name}[{', '.join(str(d) for d in leaf)}]"
-                     for leaf, t in zip(self.dims, self.dtypes, strict=True))
-
-    def build(self, in_tree: Any) -> tuple[Any, Any]:
-        """The ``ShapeDtypeStruct`` pytree in one fresh scope, and that scope."""
-        scope = export.SymbolicScope(self.constraints)
-        leaves = []
-        for leaf, t in zip(self.dims, self.dtypes, strict=True):
-            shape = export.symbolic_shape(", ".join(str(d) for d in leaf), scope=scope) if leaf else ()
-            leaves.append(jax.ShapeDtypeStruct(shape, t))
-        return jax.tree_util.tree_unflatten(in_tree, leaves), scope
-
-
-def spec_of(leaves: Sequence[Any], scope: Any) -> Spec:
-    dims = tuple(tuple(adapter.to_ir(d) if export.is_symbolic_dim(d) else Expr.const(int(d)) for d in x.shape) for x in leaves)
-    return Spec(dims, tuple(np.dtype(x.dtype) for x in leaves), tuple(c.text for c in adapter.scope_constraints(scope)))
-
-
-# -- one export attempt ----------------------------------------------------------------------------
-@dataclass
-class Attempt:
-    ok: bool
-    error: BaseException | None = None
-    question: tuple[Expr, Expr] | None = None  # JAX asked lhs >= rhs and it stayed inconclusive
-    scope: Any = None
-    seconds: float = 0.0
-    # the last equalities JAX's shape checks asked and smtdims could not prove, oldest first: the
-    # equation a failed broadcast, concatenate, split or reshape needed is the last one
-    equations: tuple[tuple[Expr, Expr], ...] = ()
-    exported: Any = field(default=None, repr=False)  # the Exported where the export succeeded
-    spec: Any = None  # the Spec exported, where it was one (:func:`attempt`)
-
-    @property
-    def message(self) -> str:
-        if self.error is None:
-            return ""
-        text = str(self.error)
-        kind = "InconclusiveDimensionOperation" if isinstance(self.error, adapter.AnyInconclusive) else type(self.error).__name__
-        return f"{kind}: " + "\n".join(
-            ln for ln in text.splitlines() if not ln.strip().startswith("smtdims:")).strip()
-
-    @functools.cached_property
-    def refusals(self) -> tuple[Refusal, ...]:
-        """What the export refused, read once (:mod:`.refusals`), in the order the loop takes them."""
-        if self.ok:
-            return ()
-        message = "\n".join(str(e) for e in error_chain(self.error)) if self.error is not None else ""
-        return refusals_of(self.question, self.equations, message)
-
-
-_EQUATIONS_KEPT = 4
-
-
-def error_chain(err: BaseException) -> list[BaseException]:
-    """``err`` and the errors it was raised from or during (``__cause__``, ``__context__``): a framework
-    that re-raises a shape error as its own (Keras' ``e.__class__(message)``) keeps JAX's there."""
-    out: list[BaseException] = []
-    e: BaseException | None = err
-    while e is not None and e not in out and len(out) < 16:
-        out.append(e)
-        e = e.__cause__ if e.__cause__ is not None else e.__context__
-    return out
-
-
-def attempt(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, ...] | None,
-            budget: int | None) -> Attempt:
-    """Export with ``spec``; the inconclusive comparison or the unproven equalities that stopped it."""
-    t0 = time.perf_counter()
-    try:
-        args, scope = spec.build(in_tree)
-    except Exception as err:  # noqa: BLE001 - JAX refused the rewritten specification itself
-        return Attempt(False, err, seconds=time.perf_counter() - t0)
-    got = export_attempt(fn, jax.tree_util.tree_leaves(args), in_tree, scope, plats, budget, t0)
-    got.spec = spec
-    return got
-
-
-def export_attempt(fn: Callable[..., Any], leaves: Sequence[Any], in_tree: Any, scope: Any,
-                   plats: tuple[str, ...] | None, budget: int | None, t0: float | None = None) -> Attempt:
-    """Export ``fn`` at the spec ``leaves`` (in ``scope``) with smtdims installed, listening to what JAX
-    asks: the one export of a specification, whose refusal the fix loop reads and whose success the
-    verification uses."""
-    t0 = time.perf_counter() if t0 is None else t0
-    args = jax.tree_util.tree_unflatten(in_tree, list(leaves))
-    seen: list[dict[str, Any]] = []
-    equations: collections.deque[tuple[Any, Any]] = collections.deque(maxlen=_EQUATIONS_KEPT)
-    # (lhs, rhs, asked by JAX?): JAX's unproven ones and the program's == that stock answered False, in order
-    asked: collections.deque[tuple[Any, Any, bool]] = collections.deque(maxlen=_EQUATIONS_KEPT)
-
-    def listener(ev: dict[str, Any]) -> None:
-        if ev.get("answer") == "inconclusive":
-            seen.append(ev)
-        elif ev.get("kind") == "eq" and ev.get("asked_by") == adapter.ASKED_BY_JAX and not ev.get("proven_equal"):
-            equations.append((ev["lhs"], ev["rhs"]))
-            asked.append((ev["lhs"], ev["rhs"], True))
-        elif ev.get("kind") == "eq" and ev.get("asked_by") == adapter.ASKED_BY_USER and not ev.get("answer"):
-            asked.append((ev["lhs"], ev["rhs"], False))
-
-    try:
-        with enabled(budget=budget):
-            adapter.add_listener(listener)
-            try:
-                exported = export.export(jax.jit(fn), platforms=plats)(*args)
-            finally:
-                adapter.remove_listener(listener)
-    except Exception as err:  # noqa: BLE001 - a refusal is data
-        chain = error_chain(err)
-        if _raised_by_smtdims(chain[-1]):
-            raise
-        ev = next((e for e in reversed(seen) if any(e.get("error") is x for x in chain)), None)
-        q = None
-        if ev is not None:
-            try:
-                q = (adapter.to_ir(ev["lhs"]), adapter.to_ir(ev["rhs"]))
-            except Exception:  # noqa: BLE001 - an operand smtdims cannot read: no comparison fix
-                q = None
-        # An error JAX raised needed the last equation JAX asked. One the program raised (an ``assert
-        # h % 2 == 0``, flax's ScopeParamShapeError comparing a parameter's shape, a shape test in an
-        # ``if``) came from the last == evaluated before it, by anyone: the program's own read included.
-        by_program = not _raised_in_jax(chain[0])
-        eqs = []
-        for lhs, rhs in ([(a, b) for a, b, _ in asked] if by_program and asked else equations):
-            try:
-                eqs.append((adapter.to_ir(lhs), adapter.to_ir(rhs)))
-            except Exception:  # noqa: BLE001 - an operand smtdims cannot read: not an equation it can fix
-                continue
-        return Attempt(False, err, q, scope, time.perf_counter() - t0, tuple(eqs))
-    return Attempt(True, scope=scope, seconds=time.perf_counter() - t0, exported=exported)
 
 
 def _complexity(parts: Sequence[FixPart]) -> tuple[int, int]:
@@ -412,22 +117,6 @@ def _simplest_equivalent(scored: list[Any], spec: Spec, budget: int | None) -> t
         if implies(g, best) and implies(best, g):
             return g
     return best
-
-
-def _raised_in_jax(err: BaseException) -> bool:
-    """Whether the innermost frame of ``err``'s traceback runs JAX's own code (not the program's, a
-    framework's or the standard library's)."""
-    from ..frames import jax_dirs
-
-    tb = err.__traceback__
-    last = None
-    while tb is not None:
-        last, tb = tb, tb.tb_next
-    if last is None:
-        return True
-    import os
-
-    return os.path.abspath(last.tb_frame.f_code.co_filename).startswith(jax_dirs())
 
 
 # -- candidates ------------------------------------------------------------------------------------
@@ -467,7 +156,7 @@ def specialisations(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tup
                 continue
             k, why = max(counts, key=lambda x: (counts[x], x)), "where the most traced shapes run"
         part = FixPart(SPEC, str(k), v, f"{v} is used as a number: fixed at {k}, {why}")
-        trial = _apply_all(spec, [part])
+        trial = apply_all(spec, [part])
         if trial is None:
             continue
         got = attempt(fn, trial, in_tree, plats, budget)
@@ -485,8 +174,8 @@ def _scored(offered: Sequence[Candidate], spec: Spec, box: NativeBox, some_nonem
     traced first: :meth:`.box.NativeBox.prepare`); the degenerate ones dropped."""
     trials = []
     for group, rank in offered:
-        trial = _apply_all(spec, group)
-        if trial is None or not _jax_accepts(trial):
+        trial = apply_all(spec, group)
+        if trial is None or not jax_accepts(trial):
             continue  # a rewrite we cannot apply, or a constraint JAX's parser refuses: no candidate
         if not all(box.admits(trial.dims, trial.constraint_set(), x) for x in box.example_shapes()):
             continue  # the user runs the examples: a family without them is no fix for this user
@@ -551,7 +240,7 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
                     native=native, deadline=stop, say=say, examples=examples, budget=budget)
     spec, parts, done_rounds = original, list(start), [start_round] if start_round is not None else []
     if start:
-        spec = _apply_all(original, start) or original
+        spec = apply_all(original, start) or original
     status, detail = ROUND_LIMIT, f"{rounds} rounds"
     errors_seen: set[tuple[str, str]] = set()
     last: Attempt | None = None
@@ -607,9 +296,9 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
             break
         chosen = tuple(_as_rewrite(p, spec) for p in _simplest_equivalent(scored, spec, budget))
         parts.extend(chosen)
-        spec = _apply_all(spec, chosen) or spec
-        done_rounds.append(FixRound(last.message, tuple((_group_text(g), ok, bad, ne) for _, g, ok, bad, ne in scored),
-                                    _group_text(chosen), time.perf_counter() - t0,
+        spec = apply_all(spec, chosen) or spec
+        done_rounds.append(FixRound(last.message, tuple((group_text(g), ok, bad, ne) for _, g, ok, bad, ne in scored),
+                                    group_text(chosen), time.perf_counter() - t0,
                                     raise_site(last.error) if last.error is not None else ""))
     dropped: list[str] = []
     if status == FIXED and len(parts) > 1:
@@ -620,7 +309,7 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
                 i -= 1
                 continue
             trial_parts = parts[:i] + parts[i + 1:]
-            trial = _apply_all(original, trial_parts)
+            trial = apply_all(original, trial_parts)
             if trial is not None:  # what the wider specification admits besides: traced before it is judged
                 box.prepare([(spec.dims, spec.constraint_set()), (trial.dims, trial.constraint_set())])
                 base_bad = -box.score(spec.dims, spec.constraint_set())[1]
@@ -649,11 +338,11 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         if more is None:
             break
         group, trial, why = more  # samples failed where the function fails: exclude them and go on
-        say(f"fix: the fixed export's samples fail natively; excluding them: {_group_text(group)}")
+        say(f"fix: the fixed export's samples fail natively; excluding them: {group_text(group)}")
         parts.extend(group)
         spec, done = _without_implied(trial, budget), None
         ne, ok, bad = box.weakness(spec.dims, spec.constraint_set())
-        done_rounds.append(FixRound(why, ((_group_text(group), ok, -bad, ne),), _group_text(group), 0.0))
+        done_rounds.append(FixRound(why, ((group_text(group), ok, -bad, ne),), group_text(group), 0.0))
         count = box.count(spec.dims, spec.constraint_set())
     if status == FIXED and verify is not None and report is not None:
         if not verified:  # "fixed" means verified end to end: say what was found and what failed
@@ -778,7 +467,7 @@ def _as_rewrite(part: FixPart, spec: Spec) -> FixPart:
         other = -rest if coeff == 1 else rest  # coeff*v + rest == 0: v == other
         k = other.as_constant()
         if (k is not None and k >= 1) or (other.as_var() is not None and other.as_var() != v):
-            if _apply_all(spec, [FixPart(SPEC, str(other), v)]) is not None:
+            if apply_all(spec, [FixPart(SPEC, str(other), v)]) is not None:
                 return FixPart(SPEC, str(other), v, part.note or f"{v} equals {other}")
     return part
 
@@ -802,13 +491,6 @@ def _without_implied(spec: Spec, budget: int | None) -> Spec:
 
 
 VERIFY_ROUNDS = 4  # verification passes: each may add the exclusion of natively failing samples
-
-
-def refusal_key(att: Attempt) -> tuple[str, str]:
-    """What a refusal is, for "the same refusal came back": the comparison or the equation JAX asked
-    (a framework's wrapper repeats its message for a different equation: an encoder's ``t`` table, then
-    a decoder's ``u``), else the first line of the message."""
-    return next((k for r in att.refusals if (k := r.key()) is not None), None) or message_key(att.message)
 
 
 def as_parts(constraints: Sequence[str], spec: Spec) -> list[FixPart]:
@@ -843,8 +525,8 @@ def exclusion(d: Any, spec: Spec, fn: Callable[..., Any], in_tree: Any, plats: t
         return None
     why = (f"the samples fail natively at {format_valuation(d.native_fails[0])}: {_first_line(d.native_error, 200)}")
     for group in (as_parts(d.constraints, spec), [FixPart("constraint", normalise_constraint(t)) for t in d.constraints]):
-        trial = _apply_all(spec, group)
-        if trial is not None and _jax_accepts(trial) and attempt(fn, trial, in_tree, plats, budget).ok:
+        trial = apply_all(spec, group)
+        if trial is not None and jax_accepts(trial) and attempt(fn, trial, in_tree, plats, budget).ok:
             return group, trial, why
     return None
 
@@ -874,31 +556,13 @@ def exports_on_stock(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tu
             install(equality=was.get("equality", True))
 
 
-def _group_text(parts: Sequence[FixPart]) -> str:
+def group_text(parts: Sequence[FixPart]) -> str:
     return "; ".join(str(p) for p in parts)
 
 
-def _jax_accepts(spec: Spec) -> bool:
-    """Whether jax.export's parser takes the constraints (an equality's left side must be one term
-    times a coefficient, ``4*b*P*Q + ... == 64*b*...`` is refused): a fix must be writable in JAX."""
-    try:
-        export.SymbolicScope(spec.constraints)
-    except Exception:  # noqa: BLE001 - any refusal: JAX cannot take this fix as written
-        return False
-    return True
-
-
-def _apply_all(spec: Spec, parts: Sequence[FixPart]) -> Spec | None:
-    try:
-        for p in parts:
-            spec = spec.apply(p)
-    except Exception:  # noqa: BLE001 - a later rewrite no longer applies without an earlier one
-        return None
-    return spec
-
-
 __all__ = [
-    "FixOptions", "FixPart", "FixResult", "FixRound", "Spec", "attempt", "cancel_common_factor", "candidates",
-    "divisibility_fixes",
-    "equation_fixes", "error_chain", "first_round_fix", "normalise_constraint", "render_constraint", "synthesize",
+    "DEADLINE", "FIXED", "NARROW", "NOT_NEEDED", "NOT_VERIFIED", "NO_FIX", "NO_SYMBOLIC", "ROUND_LIMIT",
+    "Attempt", "FixOptions", "FixPart", "FixResult", "FixRound", "Spec", "as_parts", "attempt", "cancel_common_factor",
+    "candidates", "divisibility_fixes", "equation_fixes", "error_chain", "exclusion", "exports_on_stock",
+    "first_round_fix", "last_resort", "normalise_constraint", "refusal_key", "render_constraint", "spec_of", "synthesize",
 ]

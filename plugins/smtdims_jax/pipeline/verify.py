@@ -29,11 +29,12 @@ from smtdims.errors import format_valuation
 
 from .. import adapter
 from ._common import Progress, _fn_name, _local_platform, _normalise_platforms, _progress_fn, _solver_budget
+from .attempt import export_attempt, spec_of
 from .box import valuation_of
 from .compare import INT_RANGE, compare, random_input
 from .diagnose import diagnose, intermediate_dims
 from .failure import describe_export_error, settled_by
-from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, export_attempt, spec_of, synthesize
+from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, synthesize
 from .fresh import (
     FRESH,
     IN_PROCESS,
@@ -468,7 +469,7 @@ def _fix_from_samples(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tre
     """The export succeeded but samples fail where the function itself fails: the whole fix starts from
     the diagnosis's exclusion (as a spec rewrite where it is a divisibility of a spec variable) and the
     same loop as a failed export's verifies it, adding exclusions until it verifies (:func:`.fixes.synthesize`)."""
-    from .fixes import FixRound, _group_text, exclusion, spec_of
+    from .fixes import FixRound, exclusion, group_text, spec_of
 
     found = exclusion(diagnosis, spec_of(spec_leaves, scope), fn, in_tree, plats, opts.budget)
     if found is None:
@@ -476,11 +477,11 @@ def _fix_from_samples(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tre
     group, _, why = found
     fx = opts.fix
     assert fx is not None
-    say(f"fix: the export succeeds but samples fail natively; excluding them: {_group_text(group)}")
+    say(f"fix: the export succeeds but samples fail natively; excluding them: {group_text(group)}")
     return synthesize(fn, spec_leaves, in_tree, scope, plats, budget=opts.budget, rounds=fx.rounds,
                       deadline=fx.deadline, box_side=fx.box, say=say, name=_fn_name(fn), start=group,
                       examples=_examples_of(spec_leaves, scope, opts),
-                      start_round=FixRound(why, ((_group_text(group), 0, 0, 0),), _group_text(group), 0.0),
+                      start_round=FixRound(why, ((group_text(group), 0, 0, 0),), group_text(group), 0.0),
                       verify=lambda s, sc, e: _verify(fn, s, sc, [], replace(opts, fix=None, out=None), say, x64, e))
 
 
