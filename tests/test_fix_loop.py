@@ -18,12 +18,15 @@ import jax
 import jax.numpy as jnp
 import pytest
 from fixtures_pipeline import needs_fixes as nf
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jax import export
 from smtdims_jax.pipeline import export_and_verify
 from smtdims_jax.pipeline.fixes import FIXED, NARROW, NO_SYMBOLIC, normalise_constraint, synthesize
 from smtdims_jax.pipeline.specs import build_specs
 
 from smtdims import cli
+from smtdims.answers.equations import exact_divisions
 from smtdims.lang.constraints import ConstraintSet
 from smtdims.lang.parser import parse_expr
 
@@ -173,9 +176,23 @@ def test_a_contraction_gets_its_equation():
     assert result.box is not None and result.box.weakest and result.box.admitted_ok == result.box.native_ok == 1
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-60, 60), st.integers(-60, 60), st.sampled_from([-8, -3, -2, 2, 3, 5, 8]),
+       st.integers(-40, 40), st.integers(-3, 3), st.sampled_from(["floordiv", "mod"]))
+def test_constant_multiples_move_out_of_a_division_exactly(x, y, k, c, m, op):
+    """``floordiv(X + q*k, k) == floordiv(X, k) + q`` and ``mod(X + q*k, k) == mod(X, k)`` for every
+    integer X: the rewrite against Python's own arithmetic, nested and at negative values too."""
+    e = parse_expr(f"{op}({m}*a + b + {c}, {k})*a + {op}({op}(a - {2 * abs(k)}, {k}) + {c}, {k})")
+    env = {"a": x, "b": y}
+    assert exact_divisions(e).evaluate(env) == e.evaluate(env)
+
+
 @pytest.mark.parametrize("text, expected", [
     ("2*b >= 16", "b >= 8"), ("2*b >= 15", "b >= 8"), ("b - 1 <= 0", "b <= 1"), ("4*a == 2*b + 2", "2*a == b + 1"),
     ("2*a + b >= 16", "2*a + b >= 16"), ("a >= b", "a >= b"),
+    # a VALID conv's patch counts, floordiv(h - 8, 8) + 1, read as the patch grid a person bounds
+    ("floordiv(h - 8, 8)*floordiv(w - 8, 8) + floordiv(h - 8, 8) + floordiv(w - 8, 8) <= 63",
+     "floordiv(h, 8)*floordiv(w, 8) <= 64"),
 ])
 def test_constraints_are_written_as_the_user_would(text, expected):
     assert normalise_constraint(text) == expected

@@ -75,14 +75,19 @@ def test_a_fix_that_leaves_nothing_to_compute_on_is_degenerate():
     assert np.isfinite(np.asarray(m.patch_pool(x))).all() and np.isnan(np.asarray(m.patch_pool(x[:, :7]))).all()
 
 
-def test_a_learned_table_of_grid_positions_gets_the_image_size_fixed():
-    """Issue 41.7: the table of 197 positions needs ``(floordiv(h - 16, 16) + 1)*(floordiv(w - 16, 16) + 1)
-    + 1 == 197``; JAX refuses that equation as a constraint, and no bound settles it. The person's fix:
-    224x224 images (the smallest square size where it holds), verified end to end."""
+def test_a_learned_table_of_grid_positions_gets_its_patch_count():
+    """The table of 197 positions needs ``(floordiv(h - 16, 16) + 1)*(floordiv(w - 16, 16) + 1) + 1 ==
+    197``, which JAX refuses as a constraint as written; read with the conv's patch counts as a person
+    writes them it is ``floordiv(h, 16)*floordiv(w, 16) == 196``, which JAX takes: every grid of 196
+    patches (224x224, 112x448, ...), not only the square a person might pin; verified end to end, and
+    stock JAX cannot export with it (the code installs smtdims)."""
     report = export_and_verify(m.clip_embed, "float32[b, h, w, 3]", fix=True, samples=3)
-    fix = _check_whole_fix(report, ("float32[b, 224, 224, 3]",), ())
+    fix = _check_whole_fix(report, ("float32[b, h, w, 3]",), ("floordiv(h, 16)*floordiv(w, 16) == 196",))
+    assert fix.stock is False and "smtdims.install()" in fix.code()
     assert "compute on empty arrays" in fix.box.sentence("clip_embed")  # h < 16: no patch, broadcast to 197
-    assert _runs_natively(m.clip_embed, (1, 239, 224, 3)) and not _runs_natively(m.clip_embed, (1, 240, 224, 3))
+    for shape in ((1, 224, 224, 3), (1, 239, 224, 3), (1, 112, 448, 3)):  # admitted, and the model runs there
+        assert _runs_natively(m.clip_embed, shape)
+    assert not _runs_natively(m.clip_embed, (1, 240, 224, 3))
 
 
 def test_the_fixed_size_is_the_smallest_on_the_diagonal_and_verified():

@@ -29,10 +29,15 @@ def fix_text(kind: str, text: str, variable: str | None = None) -> str:
 def exact_divisions(e: Expr) -> Expr:
     """``e`` with every ``floordiv(X, k)`` / ``mod(X, k)`` whose ``X`` is a multiple of the constant ``k``
     (every coefficient and the constant divisible by it) written out: ``X / k`` and ``0``. What a spec
-    rewrite leaves behind (``floordiv(h, 8) <= 16`` with ``8*h`` for ``h`` reads ``h <= 16``).
+    rewrite leaves behind (``floordiv(h, 8) <= 16`` with ``8*h`` for ``h`` reads ``h <= 16``). A
+    constant multiple of ``k`` inside is moved out: ``floordiv(h - 8, 8)`` is ``floordiv(h, 8) - 1``
+    (a VALID conv's output size reads as the patch count a person writes).
 
     Sound: for an integer ``Y``, ``floor(k*Y / k) == Y`` and ``mod(k*Y, k) == 0`` (Python's floor
-    semantics, either sign of ``k``); nested atoms are rewritten first, so the test sees the result.
+    semantics, either sign of ``k``); and for integers ``X``, ``q``: ``floor((X + q*k) / k) ==
+    floor(X / k) + q`` and ``mod(X + q*k, k) == mod(X, k)`` (``(X + q*k) / k = X / k + q``, and the
+    floor of a real plus an integer is the floor plus that integer), with ``q, r = divmod(c, k)`` of
+    the constant ``c`` of ``X``. Nested atoms are rewritten first, so the test sees the result.
     """
     total = Expr.const(0)
     for mono, coeff in e.terms:
@@ -43,6 +48,10 @@ def exact_divisions(e: Expr) -> Expr:
                 k = rhs.as_constant()
                 if a.op in (FLOORDIV, MOD) and k and all(c % k == 0 for _, c in lhs.terms):
                     x = Expr._from_dict({m: c // k for m, c in lhs.terms}) if a.op == FLOORDIV else Expr.const(0)
+                elif a.op in (FLOORDIV, MOD) and k and divmod(lhs.constant_part(), k)[0]:
+                    q, r = divmod(lhs.constant_part(), k)
+                    shifted = lhs - (lhs.constant_part() - r)
+                    x = shifted.floordiv(rhs) + q if a.op == FLOORDIV else shifted.mod(rhs)
                 else:
                     x = {FLOORDIV: lhs.floordiv, MOD: lhs.mod, MAX: lhs.max, MIN: lhs.min}[a.op](rhs)
             else:
@@ -76,7 +85,10 @@ def normalise_constraint(text: str) -> str:
         c = Constraint.parse(text)
     except SmtdimsError:
         return text
-    return render_constraint(c.diff, c.kind) if c.diff.is_linear() else text
+    if c.diff.is_linear():
+        return render_constraint(c.diff, c.kind)
+    shifted = exact_divisions(c.diff)  # the same valuations (its proof); a product of patch counts reads as one
+    return render_constraint(shifted, c.kind) if shifted != c.diff else text
 
 
 def cancel_common_factor(e: Expr, d: Expr) -> tuple[Expr, Expr]:
