@@ -304,6 +304,7 @@ class NativeBox:
         self.errors: dict[Shapes, str] = {}
         self.complete = True
         self.traces = 0
+        self.trace_seconds = 0.0  # spent tracing (what the native oracle cost)
         self._limit = traces
         self._deadline = deadline
         self._tick = Ticker(say) if say is not None else None
@@ -431,7 +432,9 @@ class NativeBox:
                     return
                 if self._tick is not None:
                     self._tick(lambda: f"fix: {self.traces} native traces so far")
+                t0 = time.perf_counter()
                 self.ok[s], err = self.runs(s)
+                self.trace_seconds += time.perf_counter() - t0
                 self.traces += 1
                 if err:
                     self.errors[s] = err

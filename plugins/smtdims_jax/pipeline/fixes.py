@@ -47,7 +47,7 @@ from smtdims.reasoner import Session
 
 from .. import adapter
 from ..frames import raise_site
-from ._common import Progress, Ticker, paste_target
+from ._common import Progress, Ticker, _local_platform, paste_target
 from .attempt import (
     Attempt,
     Spec,
@@ -246,12 +246,19 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
     last: Attempt | None = None
     sides: list[Expr] = []  # the sizes each refused equation compared, in the original variables
     done: Attempt | None = None  # the export that succeeded, of the specification it was made with
+    exports = [0, 0.0]  # the exports this fix ran and their seconds (the refused one as given included)
+    verify_s = 0.0
+
+    def exported(att: Attempt) -> Attempt:
+        exports[0] += 1
+        exports[1] += att.seconds
+        return att
     for _ in range(rounds + 1):
         if time.monotonic() > stop:
             status, detail = DEADLINE, f"{deadline:.0f}s"
             break
         t0 = time.perf_counter()
-        last = first if first is not None and spec is original else attempt(fn, spec, in_tree, plats, budget)
+        last = exported(first if first is not None and spec is original else attempt(fn, spec, in_tree, plats, budget))
         first = None
         if last.ok:
             done = last
@@ -314,7 +321,7 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
                 box.prepare([(spec.dims, spec.constraint_set()), (trial.dims, trial.constraint_set())])
                 base_bad = -box.score(spec.dims, spec.constraint_set())[1]
             if trial is not None and -box.score(trial.dims, trial.constraint_set())[1] <= base_bad:
-                got = attempt(fn, trial, in_tree, plats, budget)
+                got = exported(attempt(fn, trial, in_tree, plats, budget))
                 if got.ok:
                     say(f"fix: minimised: {parts[i]} is not needed")
                     dropped.append(str(parts[i]))
@@ -331,7 +338,9 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
             break
         say("fix: verifying the fixed specification end to end")
         args, new_scope = spec.build(in_tree)
+        t_verify = time.perf_counter()
         report = verify(args, new_scope, done.exported if done is not None and done.spec == spec else None)
+        verify_s += time.perf_counter() - t_verify
         verified = bool(report.ok)
         lines = tuple(report.failures)
         more = _exclusions(report, spec, fn, in_tree, plats, budget) if not verified else None
@@ -380,6 +389,9 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         constraints=spec.constraints, rounds=tuple(done_rounds), dropped=tuple(dropped), box=count, verified=verified,
         verification=lines, function=name, seconds=time.perf_counter() - t_start, report=report,
         target=paste_target(fn), extremes=extremes, stock=stock,
+        platforms=tuple(plats) if plats and tuple(plats) != (_local_platform(),) else None,
+        timing=(("native traces", box.traces, box.trace_seconds), ("exports", exports[0], exports[1]),
+                *((("verification", 0, verify_s),) if verify_s else ())),
     )
 
 

@@ -69,6 +69,9 @@ class FixResult:
     # the fix's edges measured natively: (valuation, runs natively, the fix admits it); t = 512 and t = 513
     extremes: tuple[tuple[dict[str, int], bool, bool], ...] = ()
     stock: bool | None = None  # stock JAX exports with the fix too (None: not tried); code() says so
+    platforms: tuple[str, ...] | None = None  # the platforms exported for (None: the default one)
+    # where the time went: (what, how many, seconds): native traces, exports, the verification
+    timing: tuple[tuple[str, int, float], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -80,6 +83,7 @@ class FixResult:
         name = self.function.split(":")[-1].split(".")[-1]
         name = name if name.isidentifier() else "f"  # a lambda: name it
         cons = repr(tuple(self.constraints))
+        plats = f", platforms={tuple(self.platforms)!r}" if self.platforms else ""
         lines = ["import jax", "import jax.numpy as jnp", "from jax import export"]
         if self.stock is False:
             lines += ["import smtdims", "smtdims.install()  # stock JAX does not export with this fix: smtdims proves it"]
@@ -87,12 +91,12 @@ class FixResult:
             dt = self.in_avals[0].split("[")[0]
             lines.append(f"spec = jax.ShapeDtypeStruct(export.symbolic_shape({self.shapes[0]!r}, constraints={cons}), "
                          f"jnp.{dt})")
-            lines.append(f"exp = export.export(jax.jit({name}))(spec)")
+            lines.append(f"exp = export.export(jax.jit({name}){plats})(spec)")
         else:
             lines.append(f"scope = export.SymbolicScope({cons})")
             for i, (s, a) in enumerate(zip(self.shapes, self.in_avals, strict=True)):
                 lines.append(f"x{i} = jax.ShapeDtypeStruct(export.symbolic_shape({s!r}, scope=scope), jnp.{a.split('[')[0]})")
-            lines.append(f"exp = export.export(jax.jit({name}))({', '.join(f'x{i}' for i in range(len(self.shapes)))})")
+            lines.append(f"exp = export.export(jax.jit({name}){plats})({', '.join(f'x{i}' for i in range(len(self.shapes)))})")
         lines.append(f"# or: export.symbolic_args_specs(args, {list(self.shapes)!r}, constraints={cons})")
         return "\n".join(lines)
 
@@ -105,8 +109,9 @@ class FixResult:
         return f"smtdims export {self.target or 'MODULE:FUNCTION'} {self.cli()}"
 
     def lines(self) -> list[str]:
+        spent = "; ".join(f"{n} {what} {t:.1f}s" if n else f"{what} {t:.1f}s" for what, n, t in self.timing)
         out = [f"whole fix: {self.status}" + (f" ({self.detail})" if self.detail else "")
-               + f", {len(self.rounds)} round(s), {self.seconds:.1f}s"]
+               + f", {len(self.rounds)} round(s), {self.seconds:.1f}s" + (f" ({spent})" if spent else "")]
         for i, r in enumerate(self.rounds, 1):
             out.append(f"  round {i}: {_first_line(r.error, 140)}")
             for f, ok, bad, ne in r.candidates[:4]:
@@ -150,6 +155,8 @@ class FixResult:
             "cli": self.cli() if self.parts else "",
             "command": self.command() if self.parts and self.status in (FIXED, NARROW, NOT_VERIFIED) else "",
             "target": self.target, "seconds": round(self.seconds, 3), "stock": self.stock,
+            "platforms": list(self.platforms) if self.platforms else None,
+            "timing": [{"what": what, "count": n, "seconds": round(t, 3)} for what, n, t in self.timing],
         }
 
 
