@@ -47,6 +47,10 @@ class Spec:
                          if part.variable in c.diff.variables() else t)
         return Spec(dims, self.dtypes, tuple(texts))
 
+    def variables(self) -> frozenset[str]:
+        """The variables of its dimensions (a constraint's alone not included)."""
+        return frozenset().union(*(d.variables() for leaf in self.dims for d in leaf))
+
     def constraint_set(self) -> ConstraintSet:
         return ConstraintSet.of(self.constraints)
 

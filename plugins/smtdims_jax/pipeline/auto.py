@@ -31,7 +31,7 @@ import jax
 import numpy as np
 
 from smtdims.errors import SmtdimsError
-from smtdims.lang.constraints import ConstraintSet
+from smtdims.lang.constraints import Constraint, ConstraintSet
 from smtdims.lang.expr import Expr
 from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
@@ -285,8 +285,6 @@ def _cause(fix: FixResult | None, e: Expr, k: int | None, example: int) -> str:
 def _vars(text: str, expr: bool = False) -> set[str]:
     """The variables of a constraint's text (``expr``: of an expression's)."""
     try:
-        from smtdims.lang.constraints import Constraint
-
         return set(parse_expr(text).variables() if expr else Constraint.parse(text).diff.variables())
     except SmtdimsError:
         return set()

@@ -85,12 +85,6 @@ def shapes_at(dims: Dims, env: dict[str, int]) -> Shapes | None:
     return None if any(x < 0 for leaf in out for x in leaf) else out
 
 
-def admitted(dims: Dims, constraints: ConstraintSet, side: int) -> set[Shapes]:
-    """Every input-shapes tuple the specification gives with its variables in ``1..side``."""
-    names = sorted(frozenset().union(*(d.variables() for leaf in dims for d in leaf)) | constraints.variables())
-    return {s for s, _ in _box_shapes(dims, constraints, names, side)}
-
-
 MAX_VALUATIONS = 4 * BOX_SHAPES  # past this many (3^8 for 8 variables), the box is a fixed-seed sample
 
 
@@ -567,5 +561,5 @@ def intermediate_shapes(jaxpr: Any) -> Iterator[tuple[int, ...]]:
                     yield from intermediate_shapes(inner)
 
 
-__all__ = ["BOX_SHAPES", "MAX_VALUATIONS", "TRACES", "BoxCount", "NativeBox", "admitted", "box_side",
+__all__ = ["BOX_SHAPES", "MAX_VALUATIONS", "TRACES", "BoxCount", "NativeBox", "box_side",
            "intermediate_shapes", "shapes_at", "valuation_of", "valuations"]

@@ -138,7 +138,7 @@ def specialisations(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tup
     if not any(isinstance(r, ConstantNeeded) for r in att.refusals):
         return []
     key = refusal_key(att)
-    names = sorted(frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf)))
+    names = sorted(spec.variables())
     cs = spec.constraint_set()
     # the examples in this specification's variables (a rewrite 2*c has c = 4 where the example has 8)
     examples = [e for e in (valuation_of(spec.dims, cs, x, budget) for x in box.example_shapes()) if e is not None]
@@ -168,7 +168,7 @@ def specialisations(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tup
 Scored = tuple[tuple[int, int, int, int], tuple[FixPart, ...], int, int, int]  # (sort key, group, ok, bad, nonempty)
 
 
-def _scored(offered: Sequence[Candidate], spec: Spec, box: NativeBox, some_nonempty: bool,
+def _scored(offered: Sequence[Candidate], spec: Spec, box: NativeBox,
             tick: Callable[[str | Callable[[], str]], None] = lambda m: None) -> list[Scored]:
     """The candidates JAX accepts, each with its score on the traced shapes (those where they disagree
     traced first: :meth:`.box.NativeBox.prepare`); the degenerate ones dropped."""
@@ -182,7 +182,8 @@ def _scored(offered: Sequence[Candidate], spec: Spec, box: NativeBox, some_nonem
         trials.append((group, rank, trial))
     tick(lambda: f"fix: tracing where {len(trials)} candidates disagree")
     box.prepare([(t.dims, t.constraint_set()) for _, _, t in trials])
-    some_nonempty = some_nonempty or bool(box.nonempty & box.admitted_shapes(spec.dims, spec.constraint_set()))
+    # whether the specification so far admits a traced shape that computes on something (after the tracing)
+    some_nonempty = bool(box.nonempty & box.admitted_shapes(spec.dims, spec.constraint_set()))
     out: list[Scored] = []
     for group, rank, trial in trials:
         nonempty, ok, bad = box.weakness(trial.dims, trial.constraint_set())
@@ -276,24 +277,21 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
             sides += [e for r in last.refusals for e in r.sides()]
         session = Session(spec.constraint_set(), budget) if last.scope is None else adapter.session_for_scope(last.scope)
         say(f"fix round {len(done_rounds) + 1}: {msg}")
-        some_nonempty = box.weakness(spec.dims, spec.constraint_set())[0] > 0
         tick = Ticker(say)
         offered = candidates(last, session)
         round_no = len(done_rounds) + 1
         tick(f"fix round {round_no}: {len(offered)} verified candidate(s); measuring them")
-        scored = _scored(offered, spec, box, some_nonempty, tick)
+        scored = _scored(offered, spec, box, tick)
 
-        def pinned(spec: Spec = spec, last: Attempt = last, tick: Ticker = tick, round_no: int = round_no,
-                   some_nonempty: bool = some_nonempty) -> list[Scored]:
+        def pinned(spec: Spec = spec, last: Attempt = last, tick: Ticker = tick, round_no: int = round_no) -> list[Scored]:
             tick(f"fix round {round_no}: trying each variable fixed")
-            return _scored(specialisations(fn, spec, in_tree, plats, budget, last, box, name), spec, box,
-                           some_nonempty, tick)
+            return _scored(specialisations(fn, spec, in_tree, plats, budget, last, box, name), spec, box, tick)
 
         number_needed = bool(last.refusals) and isinstance(last.refusals[0], ConstantNeeded)
         if not scored and number_needed:  # a size used as a number: a fixed size, before an earlier equation's
             scored = pinned()
         if not scored:
-            scored = _scored(last_resort(last, session), spec, box, some_nonempty, tick)
+            scored = _scored(last_resort(last, session), spec, box, tick)
         if not scored and not number_needed:
             scored = pinned()
         scored.sort(key=lambda x: x[0])
@@ -364,7 +362,7 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         if extremes:  # the edges are box points now (t = 513 runs natively or not): count them
             count = box.count(spec.dims, spec.constraint_set())
     pinning = [r for r in done_rounds if r is not None and any(str(p) in r.chosen for p in parts if _pins([p]))]
-    if status in (FIXED, NOT_VERIFIED) and original_vars(original) and not original_vars(spec) and pinning:
+    if status in (FIXED, NOT_VERIFIED) and original.variables() and not spec.variables() and pinning:
         # a concrete export is no family: say that no constraint makes it symbolic, where and why
         first_pin = pinning[0]
         status = NO_SYMBOLIC
@@ -415,11 +413,6 @@ def _lost(box: NativeBox, original: Spec, spec: Spec, sides: Sequence[Expr]) -> 
     return out
 
 
-def original_vars(spec: Spec) -> frozenset[str]:
-    """The variables of a specification's dimensions."""
-    return frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf))
-
-
 def _pins(parts: Sequence[FixPart]) -> bool:
     """Whether the fix pins a variable to a size (a spec rewrite to a constant)."""
     return any(p.kind == SPEC and p.text.strip().isdigit() for p in parts)
@@ -431,7 +424,7 @@ def _measure_extremes(box: NativeBox, spec: Spec, original: Spec,
     natively: ``t <= 512`` is checked at ``t = 512`` (must run) and ``t = 513`` (fails, or the fix is too
     strong). Only valuations the original specification admits count; a box of small shapes never gets there."""
     fixed = spec.constraint_set()
-    names = sorted(frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf)))
+    names = sorted(spec.variables())
     out = []
     try:
         session = Session(fixed, budget)
@@ -470,7 +463,7 @@ def _as_rewrite(part: FixPart, spec: Spec) -> FixPart:
         return part
     if c.kind != "==":
         return part
-    names = frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf))
+    names = spec.variables()
     for v in sorted(c.diff.variables() & names):
         coeff = sum(k for m, k in c.diff.terms if len(m) == 1 and m[0][1] == 1 and m[0][0] == Var(v))
         rest = c.diff - Expr.var(v) * coeff
@@ -512,7 +505,7 @@ def as_parts(constraints: Sequence[str], spec: Spec) -> list[FixPart]:
 
     Sound: for integers ``h >= 1``, ``mod(h, k) == 0`` holds exactly for ``h = k*h'`` with ``h' >= 1``.
     """
-    names = frozenset().union(*(d.variables() for leaf in spec.dims for d in leaf))
+    names = spec.variables()
     out: list[FixPart] = []
     for text in constraints:
         part = divisibility_rewrite(text)
