@@ -19,6 +19,7 @@ from .. import adapter, enabled
 from ._common import _raised_by_smtdims
 from .refusals import REMAINDER_RE, Indivisible
 from .report import ExportFailure, _first_line
+from .result import FIXED, NARROW, NO_SYMBOLIC, NOT_VERIFIED
 from .specs import _aval_text, _is_sym
 
 # -- a failed export -----------------------------------------------------------------------------------
@@ -123,7 +124,8 @@ def settled_by(failure: ExportFailure, whole: Any) -> ExportFailure:
         return failure
     if len(whole.rounds) > 1:
         return replace(failure, fix_verified=False, fix_detail=_first_line(whole.rounds[1].error, 200))
-    return replace(failure, fix_verified=whole.status in ("fixed", "found, narrower than needed", "found, not verified"))
+    # one round, and the export succeeded (whatever its verification then found): the first fix was enough
+    return replace(failure, fix_verified=whole.status in (FIXED, NARROW, NOT_VERIFIED, NO_SYMBOLIC))
 
 
 def _remainder_fix(session: Session, remainder: str) -> Fix | None:
