@@ -106,11 +106,11 @@ def interleaved_order(rep: int) -> tuple[str, str]:
 
 def forget_scope(scope: Any) -> None:
     """Drop everything JAX and smtdims cache per scope: the next query starts cold."""
-    from smtdims_jax import adapter
+    from smtdims_jax.conversion import STATE_ATTR
 
     scope._bounds_cache.clear()
     scope._decision_initial_state = None
-    scope.__dict__.pop(adapter._STATE_ATTR, None)  # smtdims keeps its per-scope state on the scope
+    scope.__dict__.pop(STATE_ATTR, None)  # smtdims keeps its per-scope state on the scope
     for attr in ("_smtdims_exact_bounds_cache", "_smtdims_exact_decision_state"):  # the exact stock rung's
         scope.__dict__.pop(attr, None)
 

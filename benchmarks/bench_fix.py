@@ -44,16 +44,13 @@ def _failed_export_s(fn, specs, smtdims: bool) -> float:
 
     scope = export.SymbolicScope(())
     args = [jax.ShapeDtypeStruct(export.symbolic_shape(s, scope=scope), jnp.float32) for s in specs]
-    was = smtdims_jax.is_installed()
-    (smtdims_jax.install if smtdims else smtdims_jax.uninstall)()
-    t0 = time.perf_counter()
-    try:
-        export.export(jax.jit(lambda *a: fn(*a)))(*args)
-    except Exception as err:  # noqa: BLE001 - the failure is what is timed
-        str(err)  # smtdims explains lazily, on str(): part of the price of the message
-    dt = time.perf_counter() - t0
-    (smtdims_jax.install if was else smtdims_jax.uninstall)()
-    return dt
+    with smtdims_jax.enabled() if smtdims else smtdims_jax.stock_jax():
+        t0 = time.perf_counter()
+        try:
+            export.export(jax.jit(lambda *a: fn(*a)))(*args)
+        except Exception as err:  # noqa: BLE001 - the failure is what is timed
+            str(err)  # smtdims explains lazily, on str(): part of the price of the message
+        return time.perf_counter() - t0
 
 
 def run(quick: bool = False) -> dict:

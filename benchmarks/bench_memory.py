@@ -7,7 +7,7 @@
   forcing a Z3 solver (a comparison stock JAX cannot settle), drops them, and samples the
   current RSS as it goes. Target: RSS growth over the second half of the run under 8 MiB, and
   no smtdims per-scope state left after garbage collection. Keeping the scopes alive is
-  measured beside it (at most ``smt.LIVE_Z3_FAMILIES`` of them keep a solver).
+  measured beside it (at most ``memory.LIVE_Z3_FAMILIES`` of them keep a solver).
 * A flat line under many scopes: N public questions from the fuzzer's mix, each with a
   constraint set of its own (one in five large), asked three times over in one process. Target:
   RSS at the end <= 200 MiB, and growth <= 20 MiB from the second pass to the third: the median,
@@ -248,7 +248,7 @@ def run(quick: bool = False) -> dict:
         "questions_seconds": asked["seconds"],
         "targets": [
             target("6: peak RSS ratio, export suite", ratio(peak["smtdims"]["maxrss_kb"], peak["stock"]["maxrss_kb"]), 1.10),
-            # (kept scopes no longer cost a solver each: at most smt.LIVE_Z3_FAMILIES keep their Z3 side,
+            # (kept scopes no longer cost a solver each: at most memory.LIVE_Z3_FAMILIES keep their Z3 side,
             # so the growth of dropped scopes is held to a small absolute amount, not a share of it)
             target("6: RSS growth in the 2nd half dropping scopes (MiB)", max(g_rel, 0) / 1024, 8),
             target(f"6: RSS after {n_questions} public questions x{passes} (MiB)", asked["rss_kb"] / 1024, 200),

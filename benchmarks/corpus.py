@@ -329,7 +329,7 @@ def hard_corpus(n_queries: int = 300, seed: int = 1, loose_share: float = 0.25) 
     Each query carries islpy's exact answer: ``truth`` is true/false/undetermined for a
     comparison and "exact" for a bounds query (``exact`` holds the tight bounds).
     """
-    from smtdims_jax import adapter
+    from smtdims_jax.conversion import scope_constraints, to_ir
 
     export, core, sp = jax_bits()
     rng = random.Random(seed)
@@ -349,7 +349,7 @@ def hard_corpus(n_queries: int = 300, seed: int = 1, loose_share: float = 0.25) 
             tries += 1
             sid = rng.randrange(len(scopes))
             scope, names = scopes[sid], scope_names[sid]
-            cset = adapter.scope_constraints(scope)
+            cset = scope_constraints(scope)
             try:
                 if len(cmps) < want_cmp and (len(loose) >= want_loose or rng.random() < 0.75):
                     ls, rs = _hard_pair(rng, names)
@@ -363,7 +363,7 @@ def hard_corpus(n_queries: int = 300, seed: int = 1, loose_share: float = 0.25) 
                     lo, hi = sp._bounds_decision(diff, sp.BoundsPrecision.FOR_GEQ0_OR_LT0)
                     if lo >= 0 or hi < 0:
                         continue  # stock decides it
-                    ex = isl_bounds(adapter.to_ir(diff), cset)
+                    ex = isl_bounds(to_ir(diff), cset)
                     truth = "true" if ex[0] >= 0 else "false" if ex[1] < 0 else "undetermined"
                     # keep a majority of determinate ones: that is where smtdims must answer
                     if truth == "undetermined" and rng.random() < 0.6:
@@ -378,7 +378,7 @@ def hard_corpus(n_queries: int = 300, seed: int = 1, loose_share: float = 0.25) 
                     if core.is_constant_dim(e):
                         continue
                     st = sp._bounds_decision(e, sp.BoundsPrecision.BEST)
-                    ex = isl_bounds(adapter.to_ir(e), cset)
+                    ex = isl_bounds(to_ir(e), cset)
                     if tuple(st) == tuple(ex):
                         continue  # stock is already tight
                     loose.append(Query("bounds", e, 0, sid, f"bounds({e})", "exact", ex, tuple(st)))

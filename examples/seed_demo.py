@@ -62,7 +62,7 @@ def implied():
 
 
 def loose_bounds():
-    from smtdims_jax.adapter import jax_bounds  # what JAX's seam answers, installed or not
+    from smtdims_jax.jax_internals import jax_bounds  # what JAX's seam answers, installed or not
 
     a, d, m = export.symbolic_shape("a, d, m", constraints=("4*d == a - m", "m >= 0", "m <= 3"))
     return f"bounds of a - 2*d = {jax_bounds(a - 2 * d)}"

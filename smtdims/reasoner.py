@@ -24,39 +24,43 @@ The ladder is data (:mod:`smtdims.rungs.table`): one table lists every rung, che
 and the kinds of question each answers (a decision or proof, a sign question, exact bounds:
 :mod:`smtdims.rungs.question`); each rung is a module whose ``answer(question, scope)`` asks only
 the scope's public surface (:class:`smtdims.rungs.scope.Scope`: the facts, gates and engines of
-:class:`smtdims.scope.ConstraintScope`, which :class:`Session` extends with the walk and the
-sub-questions of the whole ladder), and one driver (:meth:`Session.walk`) walks a kind's ladder
-until the caller has what it needs.
+:class:`smtdims.scope.ConstraintScope`), and one driver (:func:`smtdims.ladder.walk`) walks a kind's
+ladder until the caller has what it needs.
 
-The gates are asked once, here, before any rung answers: satisfiable constraints (a known point
-proves it without a solver) and divisors that may be 0. Each question runs under the budget and
-deadline of :mod:`smtdims.options`; ``stats()`` counts which rung answered.
+:class:`Session` is the one door: it holds its scope as a member (``scope``) and answers decide,
+proves, sign bounds, bounds, a model and an unsat core, each in one question block (the scope's
+lock, one deadline) with its answer cache; every model it returns is re-checked exactly
+(:meth:`smtdims.scope.ConstraintScope.solve`). The gates are asked once per question, here, before
+any rung answers: satisfiable constraints (a known point proves it without a solver) and divisors
+that may be 0. Each question runs under the budget and deadline of :mod:`smtdims.options`;
+``stats()`` counts which rung answered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import z3
 
-from . import options
+from . import ladder, options
 from .engines import presburger
-from .engines.smt import COUNTERS, SAT, UNSAT, Z3_WORKERS, Encoder
+from .engines.checks import SAT, UNSAT, Z3_WORKERS, CheckResult
+from .engines.counters import COUNTERS
+from .engines.encoding import Encoder
 from .errors import PossibleDivisionByZeroError
+from .gate import small_witness, wants_small
+from .ladder import STATS
 from .lang.constraints import ConstraintSet
 from .lang.expr import Expr, SizedMemo
 from .lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
 from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE, REASON_DEADLINE
 from .rungs import stock as stock_rung
-from .rungs.intervals import Interval, is_inf
-from .rungs.points import shrink
+from .rungs.intervals import Interval
 from .rungs.presburger import READABLE_VALUE
 from .rungs.question import (
     COMPARISON_OPS,
     NEGATED,
-    BoundsQuestion,
-    End,
     Precision,
     Side,
     SignQuestion,
@@ -67,25 +71,17 @@ from .rungs.question import (
     sign_interval,
     sufficient,
 )
-from .rungs.table import BOUNDS, DECISION, LADDERS, SIGN
-from .scope import (
-    _SMALL_WITNESS_MAX_VARS,
-    STATS,
-    ConstraintScope,
-    _ScopeCache,
-    _store,
-    register_stock_rung,
-)
+from .rungs.table import DECISION, SIGN
+from .scope import AnswerCache, ConstraintScope, register_stock_rung
 
 __all__ = [
-    "CONFIG", "DEFAULT_BUDGET", "DEFAULT_DEADLINE", "NEED_BEST", "NEED_SIGN_LEQ", "NEED_SIGN_LT", "REGISTRY",
-    "NEGATED", "READABLE_VALUE", "Precision", "Session", "precision", "register_stock_rung", "reset_stats", "stats",
-    "sufficient",
+    "COMPARISON_OPS", "CONFIG", "DEFAULT_BUDGET", "DEFAULT_DEADLINE", "NEED_BEST", "NEED_SIGN_LEQ", "NEED_SIGN_LT",
+    "REGISTRY", "NEGATED", "READABLE_VALUE", "Precision", "Session", "precision", "register_stock_rung", "reset_stats",
+    "stats", "sufficient",
 ]
 
 _A = TypeVar("_A")  # an answer: Decision, bool, Bounds, (Interval, deterministic)
-_Q = TypeVar("_Q", SignQuestion, BoundsQuestion)
-_WITNESS_CHECKS = 12  # Z3 checks at most, per end, looking for a bound's smallest witness
+Build = Callable[[Encoder], list[z3.BoolRef]]
 
 
 NEED_SIGN_LEQ = Precision.SIGN
@@ -93,20 +89,14 @@ NEED_SIGN_LT = Precision.STRICT_SIGN
 NEED_BEST = Precision.BEST
 
 
-def _wants_small(value: int | float, tight: bool, env: dict[str, int] | None) -> bool:
-    """Whether an end's witness is one :meth:`Session._small_witness` makes smaller: a tight finite
-    end's, in a small scope."""
-    return env is not None and tight and not is_inf(value) and len(env) <= _SMALL_WITNESS_MAX_VARS
-
-
 def prestart_workers() -> None:
     """Start the ISL worker's process and one Z3 worker's now, without waiting for them.
 
     For runs that will ask many questions (``pytest --smtdims``, ``smtdims run``): each process
     takes about 0.1 s to import its engine, paid in the first questions that need it unless it
-    starts beside the program's own imports and pytest's collection. JAX's ``DimExprTest`` waited
-    for both starts in its first floordiv bounds. Costs two idle processes where no question
-    ever needs them; a worker that cannot start turns its rung off as it would on first use.
+    starts beside the program's own imports and pytest's collection. Costs two idle processes where
+    no question ever needs them; a worker that cannot start turns its rung off as it would on first
+    use.
     """
     if options.current().presburger:
         presburger.prestart()
@@ -144,19 +134,47 @@ def reset_stats() -> None:
     COUNTERS.reset()
 
 
-# -- the session: the walk over one scope ------------------------------------------------------------
-class Session(ConstraintScope):
-    """All reasoning about one constraint set: the walk of the ladder over its scope
-    (:class:`smtdims.scope.ConstraintScope`), the questions and their caches. Thread-safe: a
-    question holds ``lock``."""
+def _deterministic(b: Bounds) -> bool:
+    return b.deterministic
 
-    def __init__(self, constraints: ConstraintSet, budget: int | None = None, *, parent: Session | None = None):
-        super().__init__(constraints, budget, parent=parent)
-        self._sign_cache = _ScopeCache()  # (Expr, Precision) -> (Interval, deterministic)
-        self._bounds_cache = _ScopeCache()  # Expr -> Bounds
-        self._readable_cache = _ScopeCache()  # Expr -> Bounds: the same answers with the smallest witnesses
-        self._decision_cache = _ScopeCache()  # (lhs, op, rhs) -> Decision
-        self._proof_cache = _ScopeCache()  # (lhs, op, rhs) -> bool
+
+# -- the session: the one door to one constraint set ----------------------------------------------------
+class Session:
+    """All reasoning about one constraint set, through a few calls: :meth:`decide`, :meth:`proves`,
+    :meth:`sign_bounds`, :meth:`bounds`, :meth:`model`, :meth:`unsat_core` (and :meth:`interval`, the
+    cheap sound bounds). It holds the scope (:class:`smtdims.scope.ConstraintScope`: facts, gates,
+    engines) and the answer caches; each call is one question block. Thread-safe: a question holds
+    the scope's lock."""
+
+    def __init__(self, constraints: ConstraintSet, budget: int | None = None):
+        self.scope = ConstraintScope(constraints, budget)
+        self.constraints = constraints
+        self.budget = self.scope.budget
+        self._sign_cache = AnswerCache()  # (Expr, Precision) -> (Interval, deterministic)
+        self._bounds_cache = AnswerCache()  # Expr -> Bounds
+        self._readable_cache = AnswerCache()  # Expr -> Bounds: the same answers with the smallest witnesses
+        self._decision_cache = AnswerCache()  # (lhs, op, rhs) -> Decision
+        self._proof_cache = AnswerCache()  # (lhs, op, rhs) -> bool
+
+    @property
+    def caches(self) -> dict[str, AnswerCache]:
+        """The answer caches by kind (``interval``, ``sign``, ``bounds``, ``readable``, ``decision``,
+        ``proof``), each with ``held`` (its size in ``Expr.size()`` units): a diagnostics view of what
+        a session keeps, bounded by :data:`smtdims.scope.CACHE_ENTRIES` and ``CACHE_SIZE``. Read, never write."""
+        mine = {k[1:].removesuffix("_cache"): v for k, v in vars(self).items() if isinstance(v, AnswerCache)}
+        return {"interval": self.scope.interval_cache, **mine}
+
+    def interval(self, e: Expr) -> Interval:
+        """Sound (possibly loose) bounds of ``e`` by the interval rules; no solver, no question."""
+        return self.scope.interval(e)
+
+    def var_ranges(self) -> Mapping[str, Interval]:
+        """Each variable's sound range, propagated from the constraints (no solver)."""
+        return self.scope.evaluator.var_ranges
+
+    def known_points(self) -> list[dict[str, int]]:
+        """Valuations known to meet every constraint (from the constraints alone, never a question's model)."""
+        return self.scope.points.base
 
     # -- decisions ------------------------------------------------------------------------------------------
     def decide(self, lhs: Expr, op: str, rhs: Expr) -> Decision:
@@ -164,40 +182,41 @@ class Session(ConstraintScope):
             raise ValueError(f"unknown comparison {op!r}; use one of {', '.join(COMPARISON_OPS)}")
         return self._answer(self._decision_cache, (lhs, op, rhs), (lhs, rhs), lambda: self._decide(lhs, op, rhs))
 
-    def _answer(self, cache: _ScopeCache, key: Any, exprs: tuple[Expr, ...], compute: Callable[[], _A],
+    def _answer(self, cache: AnswerCache, key: Any, exprs: tuple[Expr, ...], compute: Callable[[], _A],
                 deterministic: Callable[[_A], bool] = lambda _: True) -> _A:
         """One question: the cached answer, or ``compute()`` stored when nothing clock-shaped it.
 
         The one cache policy of every question (decide, proves, sign_bounds, bounds): an answer is
         stored only when no deadline or interrupt shaped it (``options.clocked()`` is
         None and the answer says it is deterministic), so a later question in the scope never
-        inherits what a clock cut short; very large expressions are not stored (``_store``).
+        inherits what a clock cut short; very large expressions are not stored (``AnswerCache.put``).
         """
         # A stored answer needs no question block (lock, deadline, contexts): a dict read is atomic,
-        # and only answers no clock shaped are stored. A third of benchmark 1b's questions end here.
+        # and only answers no clock shaped are stored.
         hit = cache.get(key)
         if hit is not None:
             STATS.bump("cache_hits")
             return hit
-        with self._question(*exprs):
+        with self.scope.question(*exprs):
             hit = cache.get(key)  # another thread may have answered it meanwhile
             if hit is not None:
                 STATS.bump("cache_hits")
                 return hit
             result = compute()
             if options.clocked() is None and deterministic(result):
-                _store(cache, key, result, *exprs)
+                cache.put(key, result, *exprs)
             return result
 
     def _decision(self, lhs: Expr, op: str, rhs: Expr, status: str, by: str, **kw) -> Decision:
         STATS.answered(by)
         if options.clocked() is not None:
             STATS.bump("deadline_answers")
-        proven, (kw["witness_true"], kw["witness_false"]) = self._claimed(kw.get("witness_true"), kw.get("witness_false"))
+        gate = self.scope.gate
+        proven, (kw["witness_true"], kw["witness_false"]) = gate.claimed(kw.get("witness_true"), kw.get("witness_false"))
         if not proven and status == UNDETERMINED:
             # "true somewhere and false somewhere" claims valuations; the witnesses meet only the
             # question's part of the constraints, and the rest may have no valuation at all
-            status, kw["reason"] = UNKNOWN, self._unproven_reason()
+            status, kw["reason"] = UNKNOWN, gate.unproven_reason()
         budget, deadline = options.limits_in_force()
         return Decision(
             str(lhs), op, str(rhs), status,
@@ -205,28 +224,19 @@ class Session(ConstraintScope):
             _context=(self.constraints, self.budget, lhs, op, rhs), _clock=options.clocked(), **kw,
         )
 
-    def walk(self, q: _Q, kind: str) -> _Q:
-        """The one driver, for every kind of question (``decision``, ``sign``, ``bounds``): each rung
-        of the kind's ladder answers what it can; the walk stops at the first that leaves ``q`` done."""
-        ladder = LADDERS[kind]
-        for rung in ladder:
-            by = rung.answer(q, self)
-            if by is not None and (q.done() or rung is ladder[-1]):
-                q.by = by
-                break
-        return q
-
     def _decide(self, lhs: Expr, op: str, rhs: Expr) -> Decision:
-        self.ensure_satisfiable()
-        self.check_divisors(lhs, rhs)
+        scope = self.scope
+        scope.gate.ensure()
+        scope.gate.check_divisors(lhs, rhs)
         diff = lhs - rhs
         yes, fails = Side(op), Side(NEGATED[op])
-        q = self.walk(SignQuestion(diff, [yes, fails], self._sign_interval_of(diff), all_settled, options.asking()), DECISION)
+        q = ladder.walk(SignQuestion(diff, [yes, fails], scope.sign_interval(diff), all_settled, options.asking()),
+                        DECISION, scope)
 
         def readable(side: Side, want: bool) -> dict[str, int] | None:
             if side.witness is None or side.source is None:
                 return side.witness
-            return side.source._readable(side.witness, lambda env: holds(op, diff.evaluate(env)) == want)
+            return side.source.gate.readable(side.witness, lambda env: holds(op, diff.evaluate(env)) == want)
 
         if yes.status == UNSAT and fails.status != UNSAT:
             return self._decision(lhs, op, rhs, FALSE, q.by, witness_false=fails.witness)
@@ -247,19 +257,11 @@ class Session(ConstraintScope):
         return self._answer(self._proof_cache, (lhs, op, rhs), (lhs, rhs), lambda: self._proves(lhs, op, rhs))
 
     def _proves(self, lhs: Expr, op: str, rhs: Expr) -> bool:
-        self.ensure_satisfiable()
-        self.check_divisors(lhs, rhs)
-        proven, by = self.holds_everywhere(lhs - rhs, op, options.asking())
+        self.scope.gate.ensure()
+        self.scope.gate.check_divisors(lhs, rhs)
+        proven, by = ladder.holds_everywhere(self.scope, lhs - rhs, op, options.asking())
         STATS.answered(by)
         return proven
-
-    def holds_everywhere(self, diff: Expr, op: str, ask: options.Question) -> tuple[bool, str]:
-        """(whether ``diff op 0`` is proven at every valuation, the rung that settled it): the work of
-        :meth:`proves` for a rung's own sub-question (:mod:`smtdims.rungs.cases`), inside the caller's
-        question ``ask``: no lock, no answer counted, no satisfiability or divisor check (the caller's)."""
-        fails = Side(NEGATED[op])
-        q = self.walk(SignQuestion(diff, [fails], self._sign_interval_of(diff), all_settled, ask), DECISION)
-        return fails.status == UNSAT, q.by
 
     # -- bounds for JAX-style callers ---------------------------------------------------------------------
     def sign_bounds(self, e: Expr, need: Any, origin: Any = None, *,
@@ -276,18 +278,19 @@ class Session(ConstraintScope):
         if c is not None:
             STATS.answered("constant")
             return (c, c)
-        lo, hi = self.interval(e)
+        scope = self.scope
+        lo, hi = scope.interval(e)
         if not sufficient(need, lo, hi) and need != Precision.BEST:
-            red = self.sign_reduced(e)
+            red = scope.sign_reduced(e)
             if red is not e and red != e:
-                lo, hi = sign_interval(lo, hi, *self.interval(red))
-        if sufficient(need, lo, hi) and not self._infeasible_hint:
-            if not self._satisfiable_checked:
-                # The gate, once per session, before any rung answers (a known point proves it
+                lo, hi = sign_interval(lo, hi, *scope.interval(red))
+        if sufficient(need, lo, hi) and not scope.infeasible_hint:
+            if not scope.gate.checked:
+                # The gate, once per scope, before any rung answers (a known point proves it
                 # for free): in a scope that no valuation satisfies every bound is vacuous, and
                 # answering would let an export of an impossible specification succeed.
-                with self._question():
-                    self.ensure_satisfiable()
+                with scope.question():
+                    scope.gate.ensure()
             STATS.answered("interval")
             return (lo, hi)
         answer = self._answer(self._sign_cache, (e, need), (e,),
@@ -296,8 +299,9 @@ class Session(ConstraintScope):
         return answer[0]
 
     def _sign_bounds(self, e: Expr, need: Precision, lo, hi, origin: Any, zero_divisors: Any) -> tuple[Interval, bool]:
-        self.ensure_satisfiable()
-        z = self.zero_divisor(e)
+        scope = self.scope
+        scope.gate.ensure()
+        z = scope.gate.zero_divisor(e)
         if z is not None:
             if zero_divisors == "raise":
                 raise PossibleDivisionByZeroError.from_divisor(*z, options.clocked())
@@ -307,50 +311,57 @@ class Session(ConstraintScope):
             return (lo, hi), True  # sound over the valuations where e is defined
         if need == Precision.BEST:
             q = SignQuestion(e, [], (lo, hi), lambda q: sufficient(need, *q.interval), options.asking(), origin, need)
-            by = stock_rung.answer(q, self)
+            by = stock_rung.answer(q, scope)
             if by is not None and q.done():
                 STATS.answered(by)
                 return q.interval, True
-            b = self._bounds(e, proven=q.interval)
+            b = ladder.exact_bounds(scope, e, proven=q.interval)  # the gates passed above
             return (b.lo, b.hi), b.deterministic
         strict = need == Precision.STRICT_SIGN
         below, above = Side("<"), Side(">=" if strict else ">")
-        q = self.walk(SignQuestion(e, [below, above], (lo, hi), one_refuted, options.asking(), origin, need), SIGN)
+        q = ladder.walk(SignQuestion(e, [below, above], (lo, hi), one_refuted, options.asking(), origin, need), SIGN, scope)
         STATS.answered(q.by)
         lo, hi = q.interval
         if below.status == UNSAT:
             return (max(lo, 0), hi), True
         if above.status == UNSAT:
             return (lo, min(hi, -1 if strict else 0)), True
-        if q.reasons and (f := self.focus(e))._isl_clock_stopped(f.sign_reduced(e)):
+        if q.reasons and (f := scope.focus(e)).isl_clock_stopped(f.sign_reduced(e)):
             options.mark_clocked(options.CLOCK_ISL)  # an unknown where ISL, late, would have decided
         return (lo, hi), REASON_DEADLINE not in q.reasons
 
     # -- exact bounds ----------------------------------------------------------------------------------------------
     def bounds(self, e: Expr, *, readable: bool = False) -> Bounds:
         """Exact bounds of ``e``. ``readable``: the witnesses shown to people (``smtdims.bounds``,
-        the CLI) are the smallest (:meth:`_small_witness`); callers that use only the values (JAX's
-        questions, constraint ranges, fixes) do not pay for that."""
-        def exact() -> Bounds:
-            self.ensure_satisfiable(make_points=not readable)
-            self.check_divisors(e)
-            return self._bounds(e, readable=readable)
-
-        def deterministic(b: Bounds) -> bool:
-            return b.deterministic
-
+        the CLI) are the smallest (:func:`smtdims.gate.small_witness`); callers that use only the
+        values (JAX's questions, constraint ranges, fixes) do not pay for that. One question block,
+        one pass of the gates, whichever caches answer."""
         if not readable:
-            return self._answer(self._bounds_cache, e, (e,), exact, deterministic)
-        return self._answer(self._readable_cache, e, (e,),
-                            lambda: self._readable_bounds(e, self._answer(self._bounds_cache, e, (e,), exact, deterministic)),
-                            deterministic)
+            return self._answer(self._bounds_cache, e, (e,), lambda: self._exact_bounds(e, False), _deterministic)
+        return self._answer(self._readable_cache, e, (e,), lambda: self._readable_bounds(e), _deterministic)
 
-    def _readable_bounds(self, e: Expr, b: Bounds) -> Bounds:
-        """``b`` with the smallest witnesses; not deterministic if a clock cut their search."""
+    def _exact_bounds(self, e: Expr, readable: bool) -> Bounds:
+        """The gates (people's bounds let ISL pass the first, before the known points are made), then
+        the bounds ladder; inside the caller's question block."""
+        self.scope.gate.ensure(make_points=not readable)
+        self.scope.gate.check_divisors(e)
+        return ladder.exact_bounds(self.scope, e, readable=readable)
+
+    def _readable_bounds(self, e: Expr) -> Bounds:
+        """The exact bounds (the bounds cache's, else computed and kept there under the same policy as
+        :meth:`_answer`'s) with the smallest witnesses; not deterministic if a clock cut their search."""
+        b = self._bounds_cache.get(e)
+        if b is not None:
+            STATS.bump("cache_hits")
+        else:
+            b = self._exact_bounds(e, True)
+            if options.clocked() is None and b.deterministic:
+                self._bounds_cache.put(e, b, e)
         ends = ((b.lo, b.lo_tight, b.lo_witness), (b.hi, b.hi_tight, b.hi_witness))
         # the focus's ISL engine, looked up once for both ends
-        eng = self.focus(e).isl_engine(e, options.clock()) if any(_wants_small(*end) for end in ends) else None
-        lo_w, hi_w = (self._small_witness(e, *end, eng) for end in ends)
+        scope = self.scope
+        eng = scope.focus(e).isl_engine(e, options.clock()) if any(wants_small(*end) for end in ends) else None
+        lo_w, hi_w = (small_witness(scope, e, *end, eng) for end in ends)
         if lo_w == b.lo_witness and hi_w == b.hi_witness:
             return b
         return Bounds(
@@ -361,118 +372,45 @@ class Session(ConstraintScope):
             deadline=b.deadline,
         )
 
-    def _mk_bounds(self, e: Expr, lo: End, hi: End, by: str, deterministic: bool = True) -> Bounds:
-        if not self.internal:
-            STATS.answered(by)
-        if by != "presburger" and not (lo.tight and hi.tight) and self.focus(e)._isl_clock_stopped(e):
-            options.mark_clocked(options.CLOCK_ISL)  # ISL, late, would have given the exact ends
-        deterministic = deterministic and options.clocked() is None  # no clock shaped it
-        if not deterministic and not self.internal:
-            STATS.bump("deadline_answers")
-        proven, (lo_w, hi_w) = self._claimed(lo.witness, hi.witness)
-        # a tight end claims a valuation attains it: where the scope is not known satisfiable, only
-        # with a witness that meets every constraint (an infinite end: once some valuation does)
-        lo_tight = lo.tight and proven and (lo_w is not None or lo.witness is None)
-        hi_tight = hi.tight and proven and (hi_w is not None or hi.witness is None)
-        dropped = (lo.tight and not lo_tight) or (hi.tight and not hi_tight)
-        reason = self._unproven_reason() if dropped else None
-        budget, deadline = options.limits_in_force()
-        return Bounds(
-            lo.value, hi.value, expr=str(e), constraints=tuple(c.text for c in self.constraints), answered_by=by,
-            context=(self.constraints, self.budget, e), lo_tight=lo_tight, hi_tight=hi_tight,
-            lo_witness=lo_w, hi_witness=hi_w,
-            deterministic=deterministic, reason=reason, budget=budget, deadline=deadline, clocked=options.clocked(),
-        )
+    # -- models and conflicts ------------------------------------------------------------------------------------
+    def question(self, *exprs: Expr) -> Any:
+        """A block that makes several calls one question (one lock, one deadline, the fresh solver
+        contexts kept between its checks): a caller's search that asks :meth:`model` again and again."""
+        return self.scope.question(*exprs)
 
-    def _small_witness(self, e: Expr, value: int | float, tight: bool, env: dict[str, int] | None,
-                       eng: presburger.Engine | None) -> dict[str, int] | None:
-        """A witness of a tight end that a reader checks at a glance: ``b = 1, batch = 3``, not
-        ``batch = 9216``; ``a = b = 1`` for ``max(a, b) - min(a, b) = 0``, not ``a = b = 1024``.
+    def model(self, build: Build, *exprs: Expr, names: Iterable[str] = ()) -> CheckResult:
+        """A valuation that meets the constraints and ``build``'s facts: ``sat`` with a model re-checked
+        exactly against every constraint (``build``'s own facts are the caller's to re-check),
+        ``unsat`` where none exists (proven), else ``unknown``. ``exprs``: those ``build`` encodes (the
+        shared linear solver takes the check where they and the constraints are linear); the model
+        values their variables, ``names`` and the constraints'."""
+        scope = self.scope
+        want = frozenset(names).union(*(e.variables() for e in exprs))
+        with scope.question(*exprs):
+            return scope.solve(build, linear=scope.linear(*exprs), names=want, ask=options.asking())
 
-        Once the end is known (never while it is searched: this changes no bound), first exact
-        evaluations only: every variable 1, every variable moved down together, then
-        :func:`points.shrink`; then, while a value is still above
-        ``READABLE_VALUE``, the least sum of the variables over the valuations that meet the
-        constraints and attain the end, by galloping up from "every variable 1" and bisecting
-        (at most ``_WITNESS_CHECKS`` Z3 checks, under the question's budget and deadline).
-        Every candidate is re-checked exactly (constraints hold, ``e`` equals the end); a check
-        that fails or says unknown keeps the witness found so far. Small scopes only
-        (``_SMALL_WITNESS_MAX_VARS``), as for decisions.
-        """
-        if not _wants_small(value, tight, env):
-            return env
+    def unsat_core(self, build: Build | None = None, *exprs: Expr) -> list[str] | None:
+        """A small subset of the constraints (by text; implicit ``v >= 1`` facts as
+        ``'v >= 1 (dimension variable)'``) unsatisfiable with ``build``'s facts; None if satisfiable or
+        unknown. In a Z3 context of its own: the question's facts never reach the shared solver."""
+        with self.scope.question(*exprs):
+            return self.scope.solver.unsat_core(build, ask=options.asking())
 
-        def attains(w: dict[str, int]) -> bool:
-            try:
-                return e.evaluate(w) == value
-            except ZeroDivisionError:
-                return False
+    # -- the gate's valuation (the fix pipeline's box reads it) --------------------------------------------------
+    def ensure_satisfiable(self) -> None:
+        """The satisfiability gate in a question of its own: :class:`UnsatisfiableConstraintsError`
+        names a minimal conflict; unknown leaves :attr:`sat_proven` False."""
+        with self.scope.question():
+            self.scope.gate.ensure()
 
-        def valid(w: dict[str, int]) -> bool:
-            try:
-                return self.constraints.holds(w) and attains(w)
-            except ZeroDivisionError:
-                return False
+    @property
+    def sat_proven(self) -> bool:
+        """Whether some valuation is known to meet every constraint."""
+        return self.scope.gate.proven
 
-        eng = eng if isinstance(value, int) else None
-        given = eng.given_least(e, value) if eng is not None else None
-        if given is not None and all(env.get(v) == x for v, x in given.items()):
-            # The cone of influence's part is ISL's least-sum point for this end: no valuation of
-            # those variables with a smaller sum attains it, so every step below (all ones, moving
-            # down, shrinking one variable) can only fail on them; the other variables (no
-            # constraint links them to these) may still shrink.
-            if len(given) < len(env):
-                return shrink(env, attains, self.constraints, options.clock(), keep=frozenset(given))
-            return env
-        names = sorted(env)
-        ones = dict.fromkeys(names, 1)
-        if valid(ones):
-            return ones
-        down = min(env.values(), default=1) - 1  # every variable moved down together: a - b, max(a, b) - min(a, b)
-        if down > 0 and valid(shifted := {v: x - down for v, x in env.items()}):
-            env = shifted
-        env = shrink(env, attains, self.constraints, options.clock())
-        if max(env.values(), default=1) <= READABLE_VALUE or options.deadline_passed():
-            return env
-        # ISL finds the least sum in one call where it takes the question (the focus's engine: the
-        # one that answered the bounds, holding the least-sum witnesses it gave with them); Z3
-        # searches for it otherwise. The focus's point covers the cone of influence; the other
-        # variables keep their values here (no constraint links them), and the whole is re-checked.
-        least = eng.least_witness(e, value, clock=options.clock()) if eng is not None else None
-        if least is not None and least.keys() <= env.keys():
-            cand = {**env, **least}
-            if valid(cand):
-                return cand if sum(cand.values()) < sum(env.values()) else env
-        # sum <= lo is refuted: only all-ones has sum len(names); no valuation goes below the variables' ranges
-        floor = sum(max(1, int(low)) if not is_inf(low) else 1 for low in (self.interval(Expr.var(v))[0] for v in names))
-        lo, best, step = max(len(names), floor - 1), sum(env.values()), 1
-        for _ in range(_WITNESS_CHECKS):
-            if lo + 1 >= best or options.deadline_passed():
-                break
-            m = lo + max(1, min(step, (best - lo) // 2))
-
-            def build(enc: Encoder, m: int = m) -> list[z3.BoolRef]:
-                xs = [enc.var(v) for v in names]
-                return [enc.expr(e) == enc.const(value), sum(xs[1:], xs[0]) <= enc.const(m)]
-
-            res = self.check(build, e, ask=options.asking())
-            if res.status == UNSAT:
-                lo, step = m, step * 2
-            elif res.status == SAT and res.model is not None and all(v in res.model for v in names):
-                cand = {v: res.model[v] for v in names}
-                if not valid(cand):
-                    break  # never trust a model exact arithmetic refutes
-                env, best = cand, sum(cand.values())
-            else:
-                break
-        return env
-
-    def _bounds(self, e: Expr, proven: Interval | None = None, readable: bool = False) -> Bounds:
-        """The bounds ladder (:data:`smtdims.rungs.table.LADDERS`): constant, points, ISL, cases, search."""
-        self.ensure_satisfiable()
-        q = self.walk(BoundsQuestion(self, e, proven, readable, options.asking()), BOUNDS)
-        assert q.ends is not None  # the search, last, always answers
-        return self._mk_bounds(e, *q.ends, q.by, deterministic=q.deterministic)
+    def any_point(self) -> dict[str, int] | None:
+        """A valuation known to meet every constraint, if one is (a known point, else the gate's)."""
+        return self.scope.any_point()
 
 
 class SessionRegistry:

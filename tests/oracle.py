@@ -637,13 +637,8 @@ def _under_stock(fn):
         import smtdims_jax
     except ImportError:  # pragma: no cover
         return fn()
-    was = smtdims_jax.installed_options() if smtdims_jax.is_installed() else None
-    smtdims_jax.uninstall()
-    try:
+    with smtdims_jax.stock_jax():
         return fn()
-    finally:
-        if was is not None:
-            smtdims_jax.install(equality=was.get("equality", True))
 
 
 def _jax_answers(case: Case, ans: JaxAnswers, with_max_min: bool, export, core, sp, build_only: bool = False) -> None:

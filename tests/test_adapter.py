@@ -1,4 +1,4 @@
-"""The JAX adapter's own guarantees: memory released with scopes, the stock-trust filter."""
+"""The JAX plugin's own guarantees: memory released with scopes, the stock-trust filter."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import jax
 import pytest
 from jax import export
 from jax._src.export import shape_poly as sp
-from smtdims_jax import adapter
+from smtdims_jax import conversion, seam
 
 import smtdims
 from smtdims.reasoner import NEED_BEST
@@ -23,7 +23,7 @@ def test_scopes_and_their_sessions_are_garbage_collected(installed):
     for _ in range(30):
         a, b = export.symbolic_shape("a, b", constraints=("a >= b",))
         assert a >= a % 3  # needs the solver: a session with a Z3 context
-        sessions.append(weakref.ref(adapter.session_for_scope(a.scope)))
+        sessions.append(weakref.ref(conversion.session_for_scope(a.scope)))
         scopes.append(weakref.ref(a.scope))
         del a, b
     gc.collect()
@@ -38,28 +38,28 @@ def test_fresh_scopes_with_equal_constraints_share_what_derives_from_them(instal
     (a2,) = export.symbolic_shape("a", constraints=("a >= 8", "a <= 64"))
     (a3,) = export.symbolic_shape("a", constraints=("a <= 64", "a >= 8"))
     assert a1.scope is not a2.scope
-    assert adapter.scope_constraints(a1.scope) is adapter.scope_constraints(a2.scope)
-    assert adapter.scope_constraints(a3.scope) is not adapter.scope_constraints(a1.scope)
-    s1, s2 = adapter.session_for_scope(a1.scope), adapter.session_for_scope(a2.scope)
-    assert s1 is not s2 and s1.points is s2.points
+    assert conversion.scope_constraints(a1.scope) is conversion.scope_constraints(a2.scope)
+    assert conversion.scope_constraints(a3.scope) is not conversion.scope_constraints(a1.scope)
+    s1, s2 = conversion.session_for_scope(a1.scope), conversion.session_for_scope(a2.scope)
+    assert s1 is not s2 and s1.scope.points is s2.scope.points
     assert (a1 >= 8, a2 <= 64, a3 % 7 <= 6) == (True, True, True)
     assert smtdims.bounds(a2 - 3 * (a2 // 4), ("a >= 8", "a <= 64")) == smtdims.bounds(
         a1 - 3 * (a1 // 4), ("a >= 8", "a <= 64"))
     (empty,) = export.symbolic_shape("a")
-    assert not adapter.scope_constraints(empty.scope).constraints
+    assert not conversion.scope_constraints(empty.scope).constraints
 
 
 def test_stock_is_trusted_exactly_where_it_is_sound():
-    """The stock rung (what the ladder asks: ``Session.stock``) answers where JAX's procedure is sound and
+    """The stock rung (what the ladder asks: ``ConstraintScope.stock``) answers where JAX's procedure is sound and
     declines elsewhere, without running it (no error counted)."""
-    if adapter.exact_stock_rung() is None:
+    if seam.exact_stock_rung() is None:
         pytest.skip("no exact copy of this JAX's procedure: the stock rung is off")
     a, b = export.symbolic_shape("a, b")
-    session = adapter.session_for_scope(a.scope)
+    session = conversion.session_for_scope(a.scope)
     errors = smtdims.stats()["stock_errors"]
 
     def sound(e) -> bool:
-        return session.stock(e, NEED_BEST) is not None
+        return session.scope.stock(e, NEED_BEST) is not None
 
     assert sound(a // 3) and sound(a % 3 - b)
     assert sound(sp._DimExpr._from_operation("max", a, 2 * b, scope=a.scope))
@@ -96,15 +96,15 @@ def test_stock_is_not_trusted_where_it_is_unsound(installed, constraints, make, 
         assert stock_lo > truth  # stock's unsound answer; if JAX fixes it, this line tells us
 
 
-def _import_adapter_with_jax_version(version: str) -> subprocess.CompletedProcess:
+def _import_plugin_with_jax_version(version: str) -> subprocess.CompletedProcess:
     code = (
         "import warnings, jax\n"
         f"jax.__version__ = {version!r}\n"
         "warnings.simplefilter('always')\n"
         "with warnings.catch_warnings(record=True) as w:\n"
-        "    from smtdims_jax import adapter\n"
+        "    import smtdims_jax\n"
         "print('WARNINGS', [str(x.message) for x in w if 'tested' in str(x.message)])\n"
-        "adapter.install()\n"
+        "smtdims_jax.install()\n"
         "from jax import export\n"
         "b, = export.symbolic_shape('b')\n"
         "print('OK', b >= b % 3)\n"
@@ -114,7 +114,7 @@ def _import_adapter_with_jax_version(version: str) -> subprocess.CompletedProces
 
 
 def test_newer_jax_warns_once_and_works():
-    r = _import_adapter_with_jax_version("0.13.0")
+    r = _import_plugin_with_jax_version("0.13.0")
     assert r.returncode == 0, r.stderr
     assert "OK True" in r.stdout
     assert "tested with jax 0.7.0 to 0.12.0.1" in r.stdout and r.stdout.count("found jax 0.13.0") == 1
@@ -123,13 +123,13 @@ def test_newer_jax_warns_once_and_works():
 @pytest.mark.parametrize("version, warns", [("0.12.0.1", False), ("0.12.0", False), ("0.12.0.2", True),
                                             ("0.12.1.dev20261201", True)])
 def test_four_component_versions(version, warns):  # jax 0.12.0.1 is the newest release tested
-    r = _import_adapter_with_jax_version(version)
+    r = _import_plugin_with_jax_version(version)
     assert r.returncode == 0, r.stderr
     assert ("found jax " + version in r.stdout) == warns
 
 
 def test_older_jax_fails_loudly():
-    r = _import_adapter_with_jax_version("0.6.2")
+    r = _import_plugin_with_jax_version("0.6.2")
     assert r.returncode != 0
     assert "UnsupportedJaxError" in r.stderr and "needs jax >= 0.7.0" in r.stderr
 
@@ -143,20 +143,20 @@ def test_threads_racing_on_a_fresh_scope_get_one_session(monkeypatch):
 
     made = []
 
-    class SlowSession(adapter.Session):
+    class SlowSession(conversion.Session):
         def __init__(self, *args, **kwargs):
             time.sleep(0.05)
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr(adapter, "Session", SlowSession)
+    monkeypatch.setattr(conversion, "Session", SlowSession)
     (a,) = export.symbolic_shape("a", constraints=("a >= 2",))
     start = threading.Barrier(8)
     got = [None] * 8
 
     def ask(i: int) -> None:
         start.wait()
-        got[i] = adapter.session_for_scope(a.scope)
+        got[i] = conversion.session_for_scope(a.scope)
 
     threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
     for t in threads:
@@ -164,7 +164,7 @@ def test_threads_racing_on_a_fresh_scope_get_one_session(monkeypatch):
     for t in threads:
         t.join()
     assert len(made) > 1  # the race happened: several sessions were made
-    assert all(s is got[0] for s in got) and adapter.session_for_scope(a.scope) is got[0]
+    assert all(s is got[0] for s in got) and conversion.session_for_scope(a.scope) is got[0]
 
 
 def test_a_scope_keeps_a_session_per_budget():
@@ -174,8 +174,8 @@ def test_a_scope_keeps_a_session_per_budget():
     seen = {}
     for budget in (3000, 4000, 5000, 6000, 7000, 3000):
         with smtdims.options.scoped(budget=budget):
-            s = adapter.session_for_scope(a.scope)
-            assert s.budget == budget and adapter.session_for_scope(a.scope) is s
+            s = conversion.session_for_scope(a.scope)
+            assert s.budget == budget and conversion.session_for_scope(a.scope) is s
             seen.setdefault(budget, s)
     assert len({id(s) for s in seen.values()}) == 5
-    assert adapter.session_for_scope(a.scope).budget == smtdims.options.current().budget
+    assert conversion.session_for_scope(a.scope).budget == smtdims.options.current().budget

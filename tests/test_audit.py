@@ -15,7 +15,7 @@ import pytest
 import smtdims_jax
 from colliding_key import CollidingKey
 from jax import export, lax
-from smtdims_jax import adapter
+from smtdims_jax import equality, listeners
 from smtdims_jax.audit import (
     INCONCLUSIVE,
     JAX,
@@ -29,6 +29,7 @@ from smtdims_jax.audit import (
     display_filename,
     user_location,
 )
+from smtdims_jax.jax_internals import stock_bounds
 
 import smtdims
 from smtdims.lang.parser import parse_expr
@@ -120,7 +121,7 @@ STOCK_UNSOUND = [
 @pytest.mark.parametrize("spec, constraints, text, claimed, fn", STOCK_UNSOUND)
 def test_stock_answer_refuted_by_the_solver(stock, spec, constraints, text, claimed, fn):
     b, = export.symbolic_shape(spec, constraints=constraints)
-    assert adapter.stock_bounds(fn(b))[0] == claimed  # stock JAX's unsound lower bound
+    assert stock_bounds(fn(b))[0] == claimed  # stock JAX's unsound lower bound
 
     def f(x):
         return x if fn(x.shape[0]) >= claimed else x + 1
@@ -184,9 +185,9 @@ def test_listener_removed_and_budget_restored(stock):
 
     before = CONFIG.budget
     with audit(budget=12345) as report:
-        assert report.record in adapter.listeners()
+        assert report.record in listeners.listeners()
         assert CONFIG.budget == 12345
-    assert report.record not in adapter.listeners()
+    assert report.record not in listeners.listeners()
     assert CONFIG.budget == before and not smtdims_jax.is_installed()
 
 
@@ -319,9 +320,9 @@ def test_the_rule_on_hand_made_frames(stock):
     operator = under("_src/export/shape_poly.py", "__eq__", "fn()")  # a _DimExpr operator
     max_dim = under("_src/core.py", "max_dim", "fn()")  # a dimension helper of jax.core
     other_core = under("_src/core.py", "bind", "fn()")
-    ns: dict = {}  # the decision itself: a frame of the adapter (as adapter._smt_eq is)
-    exec(compile("def _smt_eq(report, event):\n    return lambda: report.record(event)\n", adapter.__file__, "exec"), ns)
-    ask = lambda q: ns["_smt_eq"](report, dict(  # noqa: E731
+    ns: dict = {}  # the decision itself: a frame of the plugin (as equality.smt_eq is)
+    exec(compile("def smt_eq(report, event):\n    return lambda: report.record(event)\n", equality.__file__, "exec"), ns)
+    ask = lambda q: ns["smt_eq"](report, dict(  # noqa: E731
         kind="eq", question=q, lhs=b, rhs=1, answer=False, proven_equal=False, answered_by="smtdims"))
     ask("direct")()
     operator(ask("operator"))
@@ -381,7 +382,7 @@ def test_a_location_follows_the_working_directory(tmp_path, monkeypatch):
     assert ns["f"]() == "mod.py:2 in f"
 
 
-def test_audit_lives_on_the_adapter_side():
+def test_audit_lives_on_the_plugin_side():
     core_audit = os.path.join(os.path.dirname(smtdims.__file__), "audit.py")
     if os.path.exists(core_audit):  # at most a lazy re-export of smtdims_jax.audit
         text = open(core_audit).read()

@@ -110,7 +110,7 @@ def test_thousand_variable_explain_within_deadline():
 
 def test_nonlinear_division_check_within_deadline():
     """Z3's default strategy ignored ctx.interrupt() here for 1-8 s; smtdims' nonlinear strategy
-    (smt.nonlinear_tactic) proves the exact answer in milliseconds: every valuation has b = 2 and
+    (checks.nonlinear_tactic) proves the exact answer in milliseconds: every valuation has b = 2 and
     a >= 3 (a = 1 meets neither constraint), where floordiv(a - 3, a - 2) is 0."""
     for _ in range(2):  # were an answer deadline-shaped, it would not be cached: both calls do the work
         b = timed(smtdims.bounds, "floordiv(a - 3, a - 2)", constraints=NONLINEAR, deadline=DEADLINE)
@@ -235,20 +235,20 @@ def deaf_z3(monkeypatch):
     """Z3 workers whose every check first sleeps IGNORED seconds, deaf to the interrupt: a check Z3
     does not stop at ``ctx.interrupt()`` (measured: 9 s in explain's core check of a 9,181-term
     power). Yields the number of checks killed so far; the workers are stopped before and after."""
-    from smtdims.engines import smt
+    from smtdims.engines import checks, counters
 
-    smt.Z3_WORKERS.stop()
+    checks.Z3_WORKERS.stop()
     monkeypatch.setenv("SMTDIMS_Z3_WORKER_STALL", str(IGNORED))
-    yield smt.COUNTERS.abandoned_checks
-    smt.Z3_WORKERS.stop()
+    yield counters.COUNTERS.abandoned_checks
+    checks.Z3_WORKERS.stop()
 
 
 def _nothing_runs() -> None:
     """No Z3 worker is left using the CPU (a killed one is gone; one that answered waits for input)."""
-    from smtdims.engines import smt
+    from smtdims.engines import checks
 
     def cpu() -> float:
-        return sum(w.cpu_seconds() for w in smt.Z3_WORKERS.workers())
+        return sum(w.cpu_seconds() for w in checks.Z3_WORKERS.workers())
 
     before = cpu()
     time.sleep(0.5)
@@ -256,25 +256,25 @@ def _nothing_runs() -> None:
 
 
 def test_explain_kills_an_unsat_core_check_past_the_deadline(deaf_z3):
-    from smtdims.engines import smt
+    from smtdims.engines import counters
 
     t = time.monotonic()
     ex = smtdims.explain("a*b + c", ">=", "2", constraints=["c >= 1"], deadline=DEADLINE)
     assert time.monotonic() - t < DEADLINE + SLACK
-    assert smt.COUNTERS.abandoned_checks > deaf_z3  # the core's check was asked (and its worker killed)
+    assert counters.COUNTERS.abandoned_checks > deaf_z3  # the core's check was asked (and its worker killed)
     _nothing_runs()
     assert ex.status == "true"  # the decision itself stands; its support is cut
     assert not ex.minimal and "c >= 1" in ex.support  # every constraint, said not to be minimal
 
 
 def test_check_constraints_kills_a_nonlinear_check_past_the_deadline(deaf_z3):
-    from smtdims.engines import smt
+    from smtdims.engines import counters
 
     t = time.monotonic()
     report = smtdims.check_constraints(["a*b >= c + 1", "floordiv(a*c, b + 1) <= 17", "c >= 2"],
                                        deadline=DEADLINE)
     assert time.monotonic() - t < DEADLINE + SLACK
-    assert smt.COUNTERS.abandoned_checks > deaf_z3 and report.reason == "deadline"
+    assert counters.COUNTERS.abandoned_checks > deaf_z3 and report.reason == "deadline"
     _nothing_runs()
 
 
@@ -282,14 +282,14 @@ def test_a_check_past_its_deadline_is_killed_and_nothing_of_it_is_kept(deaf_z3, 
     """A check Z3 does not stop (before: a thread nobody could stop, and past four of them no check
     started at all, "busy") now runs in a worker process killed KILL_GRACE seconds past the
     deadline: the answer is the sound one without it, clock-shaped, and nothing is left running."""
-    from smtdims.engines import smt
+    from smtdims.engines import checks, counters
 
     q = ("a*a - 2*a*b + b*b", ">=", "0")  # (a - b)^2 >= 0: only the nonlinear solver proves it
     t = time.monotonic()
     d = smtdims.decide(*q, deadline=DEADLINE, budget=123_457)
     assert time.monotonic() - t < DEADLINE + SLACK
     assert (d.status, d.reason.split(":")[0], d.deterministic) == ("unknown", "deadline", False)
-    assert smt.COUNTERS.abandoned_checks > deaf_z3
+    assert counters.COUNTERS.abandoned_checks > deaf_z3
     _nothing_runs()
     b = smtdims.bounds("a*a - 2*a*b + b*b", deadline=DEADLINE, budget=123_457)
     assert not b.lo_tight and (b.reason, b.deterministic) == ("deadline", False)
@@ -302,7 +302,7 @@ def test_a_check_past_its_deadline_is_killed_and_nothing_of_it_is_kept(deaf_z3, 
     with pytest.raises(smtdims.PossibleDivisionByZeroError) as refused:
         smtdims.bounds("floordiv(a - 3, a - 2)", constraints=NONLINEAR, deadline=DEADLINE, budget=123_457)
     assert not refused.value.deterministic
-    smt.Z3_WORKERS.stop()
+    checks.Z3_WORKERS.stop()
     monkeypatch.delenv("SMTDIMS_Z3_WORKER_STALL")
     assert smtdims.bounds("floordiv(a - 3, a - 2)", constraints=NONLINEAR, deadline=DEADLINE,
                           budget=123_457) == (0, 0)

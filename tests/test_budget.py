@@ -103,7 +103,7 @@ def test_same_answer_in_fresh_processes():
 # A budget-limited nonlinear query whose answer depended on what the process did before (found by
 # tools/fuzz.py): with Z3's own qfnia strategy, five unrelated Z3 contexts created first turned "unknown"
 # after 30,057 rlimit units into "unsat" after 7,809 (qfnia's stages stop at memory caps read from the
-# process's whole Z3 allocation counter). smtdims' nonlinear strategy (smt.nonlinear_tactic) has none.
+# process's whole Z3 allocation counter). smtdims' nonlinear strategy (checks.nonlinear_tactic) has none.
 HISTORY_QUERY = [("-33*a*min(2*a, 2*a^2 - 4*a - 2) + 27*a^2 - 7*a", ">=", "0")]
 HISTORY_CONSTRAINTS = ("a - 8 >= -4*a^2", "3*a + 7 >= -2*a - 12")
 

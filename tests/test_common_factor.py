@@ -128,14 +128,14 @@ def test_the_pad_question_reduces_to_a_linear_one():
 def test_a_factor_that_may_be_zero_or_negative_is_never_cancelled(text):
     e = parse_expr(text)
     session = Session(ConstraintSet.of(()))
-    for red in (reduce_divisions(e, proven_positive(session.interval)), session.sign_reduced(e)):
+    for red in (reduce_divisions(e, proven_positive(session.interval)), session.scope.sign_reduced(e)):
         assert red == e, (text, str(red))
 
 
 def test_an_atom_proven_positive_is_a_factor_and_one_that_is_not_is_refused_by_the_gate():
     q = "mod(floordiv(n, 8)*t + floordiv(n, 8)*mod(-t, 16), 16*floordiv(n, 8))"
     session = Session(ConstraintSet.of(["n >= 8"]))
-    assert str(session.sign_reduced(parse_expr(q))) == "mod(t + mod(-t, 16), 16)"
+    assert str(session.scope.sign_reduced(parse_expr(q))) == "mod(t + mod(-t, 16), 16)"
     d = smtdims.decide(q, "==", "0", constraints=["n >= 8"])
     assert d.status == TRUE and d.answered_by == "solver-linear", d
     # without the constraint floordiv(n, 8) is 0 at n = 1: the division by 16*floordiv(n, 8) is refused

@@ -103,10 +103,10 @@ def test_models_of_checks_are_not_kept_as_points():
     from smtdims.reasoner import REGISTRY
 
     s = REGISTRY.get(smtdims.ConstraintSet.of(C18))  # the session that public calls with C18 use
-    before = s.points.base
+    before = s.scope.points.base
     smtdims.decide("2*b", "==", "58", constraints=C18)  # a solver check with a model
     smtdims.bounds("b - a", constraints=C18)
-    assert s.points.base == before
+    assert s.scope.points.base == before
 
 
 def test_nonlinear_bound_does_not_depend_on_an_earlier_question():
@@ -160,7 +160,7 @@ def _nonlinear_check_cost(junk_mb: int) -> tuple[str, int]:
     terms alive: its status and the rlimit units it used."""
     import z3
 
-    from smtdims.engines import smt
+    from smtdims.engines import checks
 
     junk = []
     for _ in range(junk_mb // 16):  # a context with terms: about 16 MB each
@@ -170,7 +170,7 @@ def _nonlinear_check_cost(junk_mb: int) -> tuple[str, int]:
     ctx = z3.Context()
     a = z3.Int("a", ctx)
     e = -33 * a * z3.If(2 * a <= 2 * a * a - 4 * a - 2, 2 * a, 2 * a * a - 4 * a - 2) + 27 * a * a - 7 * a
-    s = smt.make_solver(ctx, 30_000, nonlinear=True)
+    s = checks.make_solver(ctx, 30_000, nonlinear=True)
     s.add(a >= 1, a - 8 >= -4 * a * a, 3 * a + 7 >= -2 * a - 12, e > 226)
     r = s.check()
     st = s.statistics()

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 from jax import export, lax
-from smtdims_jax import adapter
+from smtdims_jax import jax_internals as jx
 
 import smtdims
 from smtdims.errors import UnsatisfiableConstraintsError
@@ -34,11 +34,11 @@ def _busy_scope(spec: str = "b, t", constraints: tuple[str, ...] = ("t >= b + 16
     dims = export.symbolic_shape(spec, constraints=constraints)
     b, t = dims
     assert t - b >= 16  # interval / stock
-    with pytest.raises(adapter.InconclusiveDimensionOperation):
+    with pytest.raises(jx.InconclusiveDimensionOperation):
         _ = t >= 2 * b  # undetermined: points
     smtdims.bounds(t - b)  # presburger / solver, with witnesses
     _ = (t == 4 * (t // 4))  # provable ==, cached per scope
-    adapter.max_dim(b, 16)
+    jx.max_dim(b, 16)
     smtdims.decide(t * b, ">=", 16 * b)  # nonlinear
     assert "_smtdims_state" in b.scope.__dict__  # the state the copies must not carry
     return dims
@@ -192,8 +192,8 @@ def test_unsatisfiable_scope_gate_at_every_entry(constraints, entry):
         return
     calls = {
         "geq": lambda: b >= 1,
-        "max": lambda: adapter.max_dim(b, 1),
-        "bounds_best": lambda: adapter.jax_bounds(b - t),
+        "max": lambda: jx.max_dim(b, 1),
+        "bounds_best": lambda: jx.jax_bounds(b - t),
         "decide": lambda: smtdims.decide(b, ">=", 1),
         "bounds": lambda: smtdims.bounds(b),
     }
@@ -257,7 +257,7 @@ def _export_twice(make, *specs):
 def test_exported_modules_are_stocks_byte_for_byte(name):
     """The exported module, its debug locations included, is stock's: JAX records the innermost frame
     outside its own files as the user's, and smtdims' export wrapper sits between the two (it was
-    named in every location: ``do_export_hinted`` at ``smtdims_jax/adapter.py``)."""
+    named in every location: ``do_export_hinted`` in ``smtdims_jax/hints.py``)."""
     a, b = export.symbolic_shape("a, b", constraints=("a >= b", "b >= 16"))
     make, spec = {
         "slice": (lambda: lambda x: x[: x.shape[1], :16], jax.ShapeDtypeStruct((a, b), jnp.int32)),

@@ -120,8 +120,31 @@ def test_jax_shape_checks_get_proofs(site):
         smtdims.uninstall()
 
 
+def test_definitely_equal_is_hooked_by_function_with_the_frame_rules_answers(installed, monkeypatch):
+    """``core.definitely_equal`` (broadcasting, dot_general, reshape, einsum ask through it) is smtdims'
+    while installed: it answers without reading a frame, and as stock's function does, whose ``x == y``
+    reaches ``_DimExpr.__eq__`` from a frame of JAX's (the bytecode rule); uninstalled, it is stock's."""
+    from jax._src import core  # JAX-private: the function replaced
+    from smtdims_jax import equality, jax_internals
+
+    b, c, d = export.symbolic_shape("b, c, d", constraints=("c >= d", "d >= c"))
+    (other,) = export.symbolic_shape("c")  # another scope
+    pairs = [(c, d), (d, c), (c, d + 1), (b // 2 + (b + 1) // 2, b), (b, 1), (1, b), (3, 3), (b, b), (c, other),
+             (c, np.int64(3)), (np.int64(3), c), (c, 2.5), ((c,), (d,))]
+    assert core.definitely_equal is equality.definitely_equal
+    by_frame = [jax_internals.STOCK_DEFINITELY_EQUAL(x, y) for x, y in pairs]
+    assert [core.definitely_equal(x, y) for x, y in pairs] == by_frame == [
+        True, True, False, True, False, False, True, True, False, False, False, False, True]
+    read: list = []  # the dimension pairs (an int first too) are answered without reading a frame
+    monkeypatch.setattr(equality, "asker", lambda frame: read.append(frame) or equality.KEY_COMPARISON)
+    assert [core.definitely_equal(x, y) for x, y in pairs[:9]] == by_frame[:9] and read == []
+    assert core.definitely_equal_shape((c, 1), (d, 1)) is True and read == []
+    smtdims.uninstall()
+    assert core.definitely_equal is jax_internals.STOCK_DEFINITELY_EQUAL and core.definitely_equal(c, d) is False
+
+
 def test_jax_equality_never_claims_unequal_expressions_equal(installed):
-    from smtdims_jax.adapter import definitely_equal
+    from smtdims_jax.jax_internals import definitely_equal
 
     a, b = export.symbolic_shape("a, b")
     assert definitely_equal(b, 1) is False
@@ -209,7 +232,7 @@ def test_a_clock_cut_answer_is_not_kept(installed):
 # -- who asked: JAX's written comparisons, a program's, a key comparison ---------------------------
 def _asked(code_text: str, module: str, **env):
     """Run ``code_text`` compiled as a function of module ``module``; return who asked each ``==``."""
-    from smtdims_jax import adapter
+    from smtdims_jax import listeners
 
     seen = []
 
@@ -217,13 +240,13 @@ def _asked(code_text: str, module: str, **env):
         if ev["kind"] == "eq":
             seen.append(ev.get("asked_by"))
 
-    adapter.add_listener(listener)
+    listeners.add_listener(listener)
     ns = {"__name__": module, **env}
     exec(compile(f"def probe():\n    return {code_text}\n", f"<{module}>", "exec"), ns)
     try:
         result = ns["probe"]()
     finally:
-        adapter.remove_listener(listener)
+        listeners.remove_listener(listener)
     return result, seen
 
 

@@ -158,8 +158,8 @@ def test_the_search_starts_from_the_gates_point_where_no_guess_holds(monkeypatch
             e = parse_expr(f"{ka}*a + {kb}*b + {kc}*c")
             s = Session(cs)
             b = s.bounds(e)
-            assert not s.points.base  # the case this tests: no guess holds, the gate's point did
-            assert s.first_point() is None and s.any_point() is not None
+            assert not s.scope.points.base  # the case this tests: no guess holds, the gate's point did
+            assert s.scope.first_point() is None and s.any_point() is not None
             values = [e.evaluate(p) for p in box]
             lo = min(values) if kc >= 0 else -math.inf  # c is unbounded above; a and b are not
             hi = max(values) if kc <= 0 else math.inf

@@ -1,7 +1,7 @@
 """JAX dimensions to IR: the direct construction of each term gives the IR's own arithmetic's result.
 
-``adapter.to_ir`` builds each JAX term's monomial directly (issue 44: the arithmetic was 16 us
-an expression in fresh scopes); :func:`by_arithmetic` here is the IR's ``*``, ``**`` and sum over
+``conversion.to_ir`` builds each JAX term's monomial directly (the arithmetic was slower in fresh
+scopes); :func:`by_arithmetic` here is the IR's ``*``, ``**`` and sum over
 JAX's terms, the reference. Both must give the same ``Expr`` (equal, the same terms in the same
 order, the same hash): caches, the interval memo and every rung key on it.
 """
@@ -18,7 +18,7 @@ pytest.importorskip("jax")
 
 from jax import export  # noqa: E402
 from jax._src.export.shape_poly import _DimExpr  # noqa: E402
-from smtdims_jax import adapter  # noqa: E402
+from smtdims_jax import conversion  # noqa: E402
 
 from smtdims.lang.expr import Expr  # noqa: E402
 
@@ -46,7 +46,7 @@ def factor_by_arithmetic(f) -> Expr:
 
 def _same(e) -> None:
     try:
-        fast = adapter.to_ir(e)
+        fast = conversion.to_ir(e)
     except Exception as err:  # a zero divisor raises in both
         with pytest.raises(type(err)):
             by_arithmetic(e)
@@ -100,18 +100,18 @@ def test_factor_the_ir_folds_takes_the_arithmetic(text):
     assert not (len(folded.terms) == 1 and folded.terms[0][1] == 1 and len(folded.terms[0][0]) == 1
                 and folded.terms[0][0][0][1] == 1), str(folded)
     _same(e)
-    assert adapter.to_ir(e) == by_arithmetic(e)
+    assert conversion.to_ir(e) == by_arithmetic(e)
 
 
 def test_factors_are_kept_per_scope():
     scope = export.SymbolicScope()
     b, t = export.symbolic_shape("b, t", scope=scope)
     m = export.symbolic_shape("max(b, 4)", scope=scope)[0]
-    first = adapter.to_ir(m - b)
-    again = adapter.to_ir(m - t + 2)
+    first = conversion.to_ir(m - b)
+    again = conversion.to_ir(m - t + 2)
     (atom_a,) = [a for mono, _ in first.terms for a, _ in mono if not hasattr(a, "name")]
     (atom_b,) = [a for mono, _ in again.terms for a, _ in mono if not hasattr(a, "name")]
     assert atom_a is atom_b  # one IR atom for the scope's factor max(b, 4)
     other = export.SymbolicScope()
     m2 = export.symbolic_shape("max(b, 4)", scope=other)[0]
-    assert adapter.to_ir(m2) == adapter.to_ir(m)  # equal across scopes, each scope its own memo
+    assert conversion.to_ir(m2) == conversion.to_ir(m)  # equal across scopes, each scope its own memo

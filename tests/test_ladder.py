@@ -71,14 +71,14 @@ def test_stock_float_precision_bounds(installed):
 
 
 def test_exact_stock_is_the_installed_procedure_without_floats():
-    from smtdims_jax import adapter
+    from smtdims_jax import jax_internals, seam
 
-    rung = adapter.exact_stock_rung()
+    rung = seam.exact_stock_rung()
     assert rung is not None
     a, b = export.symbolic_shape("a, b", constraints=("a >= b + 2", "b >= 5"))
     for e in (a - b, a + 3 * b, (a // 3) - b, core.max_dim(a, 2 * b) - a):
         for prec in (sp.BoundsPrecision.FOR_GEQ0_OR_LT0, sp.BoundsPrecision.BEST):
-            assert rung(e, prec) == adapter.stock_bounds(e, prec)  # small numbers: the same answers
+            assert rung(e, prec) == jax_internals.stock_bounds(e, prec)  # small numbers: the same answers
     # its divisions are exact: a constraint's bound on a term (a ceil and a floor, of negative quotients
     # and of ones past 2**53, where stock's float division rounds to 2**63), and a floordiv's bounds
     best = sp.BoundsPrecision.BEST
@@ -160,15 +160,15 @@ def test_the_hang_answers_within_the_deadline(deadline):
 
 def test_an_interrupted_shared_context_is_retired():
     """Z3's interrupt can outlive its check: the shared context it hit is never used again."""
-    from smtdims.engines import smt
+    from smtdims.engines import context, memory
 
     session = smtdims.reasoner.Session(ConstraintSet.of(("a >= b", "b >= 3")))
     first = session.decide(parse_expr("a - b"), ">=", parse_expr("mod(a - b, 3)"))
     assert first.status == "true" and first.answered_by == "solver-linear"
-    old = smt.shared_context()
+    old = context.shared_context()
     old.interrupt()  # as the watchdog would, just as a check ends
-    smt.retire_shared(old)
-    assert smt.shared_context() is not old
+    memory.retire_shared(old)
+    assert context.shared_context() is not old
     d = session.decide(parse_expr("a - b + 1"), ">=", parse_expr("mod(a - b + 1, 5)"))
     assert d.status == "true" and d.answered_by == "solver-linear"
 
@@ -317,7 +317,8 @@ def test_power_encoding_is_the_power(k):
     ``v^k`` wherever ``a = v``: no other value is consistent with the axioms the check asserts."""
     import z3
 
-    from smtdims.engines.smt import Encoder, make_solver
+    from smtdims.engines.checks import make_solver
+    from smtdims.engines.encoding import Encoder
     from smtdims.lang.expr import Var
     from smtdims.lang.parser import parse_expr
 

@@ -1,7 +1,7 @@
 """Memory is bounded by what is in use, not by how many scopes were ever asked about (issue 28).
 
 A session's Z3 side (its solvers and encoded terms in the shared context, a recession cone's LP)
-costs 0.1-4 MB of Z3 memory; at most ``smt.LIVE_Z3_FAMILIES`` scopes' worth of them (a scope with its
+costs 0.1-4 MB of Z3 memory; at most ``memory.LIVE_Z3_FAMILIES`` scopes' worth of them (a scope with its
 focus sessions) live at once, the least recently used released and rebuilt on its next use, with the
 same answers.
 """
@@ -16,7 +16,7 @@ import weakref
 import pytest
 
 from smtdims import ConstraintSet, options, parse_expr
-from smtdims.engines import smt
+from smtdims.engines import context, memory
 from smtdims.reasoner import Session
 
 
@@ -31,12 +31,12 @@ def _question(i: int) -> tuple:
 
 
 def _started(sessions: list[Session]) -> int:
-    return sum(s.solver.started for s in sessions)
+    return sum(s.scope.solver.started for s in sessions)
 
 
 @pytest.fixture
 def four_live(monkeypatch):
-    monkeypatch.setattr(smt, "LIVE_Z3_FAMILIES", 4)
+    monkeypatch.setattr(memory, "LIVE_Z3_FAMILIES", 4)
     with options.scoped(presburger=False):
         yield
 
@@ -50,27 +50,27 @@ def test_at_most_the_limit_of_z3_sides_live_and_answers_do_not_change(four_live)
         first.append(d.status)
         assert _started(sessions) <= 4
     assert _started(sessions) == 4  # the four most recent
-    assert not sessions[0].solver.started  # released: its next check rebuilds it
+    assert not sessions[0].scope.solver.started  # released: its next check rebuilds it
     again = [Session(_constraints(i)).decide(*_question(i)).status for i in range(12)]
     assert again == first
     # a released session answers a new question (its solver rebuilt) as a fresh one does
     q = (parse_expr("4*a"), ">=", parse_expr("2*b + c"))
     assert sessions[0].decide(*q).status == Session(_constraints(0)).decide(*q).status
-    assert sessions[0].solver.started
+    assert sessions[0].scope.solver.started
 
 
 def _living_in(ctx: object, sessions: list[Session]) -> list[bool]:
-    return [s.solver._z3_ctx is ctx for s in sessions]  # private: which context a session's Z3 side lives in
+    return [s.scope.solver._z3_ctx is ctx for s in sessions]  # private: which context a session's Z3 side lives in
 
 
 def test_a_retired_shared_context_is_freed_with_every_session_in_it(four_live):
     sessions = [Session(_constraints(i)) for i in range(3)]
     for i, s in enumerate(sessions):
         s.decide(*_question(i))
-    old = smt.shared_context()
+    old = context.shared_context()
     assert _living_in(old, sessions) == [True] * 3
     gone = weakref.ref(old)
-    smt.retire_shared(old)
+    memory.retire_shared(old)
     assert _living_in(None, sessions) == [True] * 3
     del old
     gc.collect()
@@ -86,7 +86,7 @@ def test_families_whose_objects_are_gone_do_not_push_out_live_ones(four_live):
         Session(_constraints(10 + i)).decide(*_question(i))
     gc.collect()
     Session(_constraints(30)).decide(*_question(0))
-    assert _living_in(smt.shared_context(), sessions) == [True] * 3
+    assert _living_in(context.shared_context(), sessions) == [True] * 3
 
 
 class _Trims(list):
@@ -104,11 +104,11 @@ class _Trims(list):
 @pytest.fixture
 def trims(monkeypatch):
     """The calls of the heap trim (recorded, not made), with its clock reset."""
-    state = smt._trim_state  # private: the trim's clock (smt.py has no reader): reset here, read through _Trims
+    state = memory._trim_state  # private: the trim's clock (memory.py has no reader): reset here, read through _Trims
     monkeypatch.setitem(state, "due", False)
     monkeypatch.setitem(state, "last", -math.inf)
     calls = _Trims(state)
-    monkeypatch.setattr(smt, "_MALLOC_TRIM", lambda pad: calls.append(pad) or 1)  # private: recorded, not made
+    monkeypatch.setattr(memory, "_MALLOC_TRIM", lambda pad: calls.append(pad) or 1)  # private: recorded, not made
     return calls
 
 
@@ -122,7 +122,7 @@ def test_freed_memory_is_given_back_after_a_release_at_most_once_a_second(four_l
         s.decide(*_question(i))
     assert trims == [0], "one trim after the first release; the next ones fall within TRIM_EVERY"
     assert trims.due  # still owed for the later releases
-    monkeypatch.setattr(smt, "TRIM_EVERY", 0.0)
+    monkeypatch.setattr(memory, "TRIM_EVERY", 0.0)
     kept[0].decide(*_question(1))  # no release by this question, but one is owed
     assert trims == [0, 0] and not trims.due
     kept[0].decide(*_question(2))
@@ -130,7 +130,7 @@ def test_freed_memory_is_given_back_after_a_release_at_most_once_a_second(four_l
 
 
 def test_the_trim_waits_for_the_end_of_the_outermost_question(four_live, trims, monkeypatch):
-    monkeypatch.setattr(smt, "TRIM_EVERY", 0.0)
+    monkeypatch.setattr(memory, "TRIM_EVERY", 0.0)
     sessions = [Session(_constraints(20 + i)) for i in range(8)]
     with options.question():
         for i, s in enumerate(sessions):
@@ -142,7 +142,7 @@ def test_the_trim_waits_for_the_end_of_the_outermost_question(four_live, trims, 
 def test_the_trim_is_glibcs_where_glibc_is():
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         pytest.skip("no glibc here: nothing to trim with")
-    trim = smt._find_malloc_trim()  # private: the libc lookup itself is what is tested
+    trim = memory._find_malloc_trim()  # private: the libc lookup itself is what is tested
     assert trim is not None and trim(0) in (0, 1)
 
 
@@ -187,7 +187,7 @@ def test_a_scope_cache_holds_a_bounded_size_of_expressions(monkeypatch):
         assert 0 < cache.held <= 200 and cache.held == sum(cache.sizes.values()) == sum(
             sum(x.size() for x in ((k,) if not isinstance(k, tuple) else k) if hasattr(x, "size")) for k in cache)
         assert set(cache.sizes) == set(cache)
-    assert s.evaluator.memo_entries <= 16
+    assert s.scope.evaluator.memo_entries <= 16
     assert [s.interval(e) for e in exprs] == first  # forgotten answers come back the same
     assert [s.decide(e, ">=", parse_expr("7")).status for e in exprs] == decided
     assert [Session(ConstraintSet.of(["a >= 2"])).interval(e) for e in exprs] == first

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 
 import smtdims
 from smtdims import cli
+from smtdims.cli import common, dispatch
 from smtdims.lang.constraints import ConstraintSet
 from smtdims.lang.expr import int_text, readable_int, text_int
 from smtdims.lang.parser import parse_expr
@@ -44,7 +45,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 def test_huge_constants_print_in_text_and_json(capsys, argv, as_json):
     rc, out, err = run(capsys, *argv, *(["--json"] if as_json else []))
-    assert rc in (cli.EXIT_OK, cli.EXIT_UNDETERMINED), err
+    assert rc in (common.EXIT_OK, common.EXIT_UNDETERMINED), err
     if as_json:
         data = json.loads(out)  # valid JSON; ints past 4,000 digits as exact decimal text
         texts = [v for v in _leaves(data) if isinstance(v, str) and len(v) > 4000]
@@ -162,14 +163,14 @@ def test_export_constraint_beyond_int32_is_an_input_error(capsys):
 
 # -- 4. Ctrl-C is never lost ------------------------------------------------------------------------------------
 def _command(monkeypatch, body):
-    monkeypatch.setitem(cli.COMMANDS, "bounds", lambda args: body())
+    monkeypatch.setitem(dispatch.COMMANDS, "bounds", lambda args: body())
 
 
 def _busy(seconds: float = 3.0) -> int:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         time.sleep(0.01)
-    return cli.EXIT_OK
+    return common.EXIT_OK
 
 
 def test_ctrl_c_swallowed_by_a_bare_except_still_ends_the_run(capsys, monkeypatch):
@@ -183,7 +184,7 @@ def test_ctrl_c_swallowed_by_a_bare_except_still_ends_the_run(capsys, monkeypatc
     _command(monkeypatch, body)
     t = time.monotonic()
     rc, out, err = run(capsys, "bounds", "a")
-    assert rc == cli.EXIT_INTERRUPTED and time.monotonic() - t < 2.0 and "interrupted" in err
+    assert rc == common.EXIT_INTERRUPTED and time.monotonic() - t < 2.0 and "interrupted" in err
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
 
 
@@ -206,7 +207,7 @@ def test_ctrl_c_during_a_gc_callback_is_not_lost(capsys, monkeypatch):
 
     _command(monkeypatch, body)
     rc, out, err = run(capsys, "bounds", "a", "--json")
-    assert fired and rc == cli.EXIT_INTERRUPTED and "Exception ignored" not in err
+    assert fired and rc == common.EXIT_INTERRUPTED and "Exception ignored" not in err
     assert json.loads(out)["error"]["type"] == "KeyboardInterrupt"  # --json: an error object, as other errors
 
 
@@ -225,7 +226,7 @@ def test_ctrl_c_during_export_fix_exits_130(delay):
         pytest.skip("the run finished before the signal")
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
-    assert p.returncode == cli.EXIT_INTERRUPTED, (p.returncode, err[-2000:])
+    assert p.returncode == common.EXIT_INTERRUPTED, (p.returncode, err[-2000:])
     assert "smtdims: interrupted" in err and "Exception ignored in: <function _xla_gc_callback" not in err
 
 
@@ -255,7 +256,7 @@ def test_ctrl_c_while_export_imports_the_users_module_exits_130(tmp_path, nested
         p.kill()
         p.communicate()
         raise AssertionError("Ctrl-C during the import did not stop the run within 10 s") from None
-    assert p.returncode == cli.EXIT_INTERRUPTED, (p.returncode, err[-2000:])
+    assert p.returncode == common.EXIT_INTERRUPTED, (p.returncode, err[-2000:])
     assert time.monotonic() - t < 5.0 and "smtdims: interrupted" in err
 
 

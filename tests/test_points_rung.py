@@ -33,7 +33,7 @@ from smtdims.rungs.question import (
 
 def _plain_by_points(session, q):
     """The loop before issue 44: ``q.enough`` asked after every point."""
-    for value, env in session.points.values(q.e, q.clock):
+    for value, env in session.scope.points.values(q.e, q.clock):
         for side in q.open():
             if holds(side.rel, value):
                 side.status, side.witness, side.source = SAT, env, session
@@ -63,7 +63,7 @@ def test_same_sides_and_witnesses_as_the_plain_loop():
         s = Session(cs)
         for kind in ("sign", "decision"):
             a, b = _question(e, kind), _question(e, kind)
-            points.answer(a, s)
+            points.answer(a, s.scope)
             _plain_by_points(s, b)
             assert [(x.status, x.witness) for x in a.sides] == [(x.status, x.witness) for x in b.sides], case.describe()
             compared += 1
@@ -73,14 +73,14 @@ def test_same_sides_and_witnesses_as_the_plain_loop():
 def test_values_read_the_deadline():
     s = Session(ConstraintSet.of(["b >= t"]))
     e = parse_expr("b - 2*t + h")
-    assert list(s.points.values(e, options.clock()))  # points exist
+    assert list(s.scope.points.values(e, options.clock()))  # points exist
     with options.scoped(deadline=0.001), options.question() as d:
         time.sleep(0.01)
-        assert list(s.points.values(e, d)) == []  # read at the first valuation
+        assert list(s.scope.points.values(e, d)) == []  # read at the first valuation
     # the clock is the one passed, not the thread's question: an expired one stops them outside any
     late = options.Deadline(0.001)
     time.sleep(0.01)
-    assert list(s.points.values(e, late)) == [] and late.clocked == options.CLOCK_DEADLINE
+    assert list(s.scope.points.values(e, late)) == [] and late.clocked == options.CLOCK_DEADLINE
 
 
 def test_values_stop_within_the_deadline_work():
@@ -90,7 +90,7 @@ def test_values_stop_within_the_deadline_work():
     cost = e.size() + 1 + 2
     with options.scoped(deadline=3600), options.question() as d:
         got = 0
-        for _ in s.points.values(e, d):
+        for _ in s.scope.points.values(e, d):
             got += 1
             if got == 2:
                 d.fire()  # the deadline passes now
@@ -109,11 +109,11 @@ def test_the_first_known_point_without_making_the_points():
         try:
             fresh = Session(ConstraintSet.of(texts))
             made = Session(ConstraintSet.of(texts))
-            base = made.points.base
+            base = made.scope.points.base
         except SmtdimsError:
             continue
         got = fresh.any_point()
         assert got == (base[0] if base else None), texts
-        assert fresh.first_point() == (base[0] if base else None), texts
-        unmade += not fresh.points_made()
+        assert fresh.scope.first_point() == (base[0] if base else None), texts
+        unmade += not fresh.scope.points_made()
     assert unmade > 200  # the case this tests: answered without making the points

@@ -119,7 +119,7 @@ def test_readable_witnesses_of_a_part_of_the_constraints(expr, cons):
     with options.scoped(presburger=True):
         b = smtdims.bounds(expr, cons)
     assert (b.lo, b.hi) == (min(v for v, _ in feasible), max(v for v, _ in feasible))
-    first = Session(cs).points.base[0]  # the first known point
+    first = Session(cs).known_points()[0]  # the first known point
     for end, w in ((b.lo, b.lo_witness), (b.hi, b.hi_witness)):
         assert w.keys() == {"a", "b", "c", "d"} and cs.holds(w) and e.evaluate(w) == end
         if max(w["a"], w["b"]) > reasoner.READABLE_VALUE:
@@ -155,9 +155,10 @@ def test_a_fresh_scopes_readable_bounds_are_checked_by_the_gates_point(monkeypat
     e = parse_expr("a + b")
     cs = ConstraintSet.of(["a >= 2", "a <= 5", "b <= 7"])
     s = Session(cs)
-    s.ensure_satisfiable(make_points=False)
-    at_hand = s.points_at_hand(e)
-    assert not s.points_made() and len(at_hand) == 1 and cs.holds(at_hand[0])
+    with s.question():
+        s.scope.gate.ensure(make_points=False)
+    at_hand = s.scope.points_at_hand(e)
+    assert not s.scope.points_made() and len(at_hand) == 1 and cs.holds(at_hand[0])
     v = e.evaluate(at_hand[0])
     _lying(monkeypatch, lambda got: (v + 1, max(got[1], v + 1), got[2], got[3]))  # an end above a value at hand
     reasoner.reset_stats()
@@ -173,7 +174,7 @@ def test_people_bounds_in_a_fresh_scope_make_no_points_and_give_least_sum_witnes
     e = parse_expr("2*a - b")
     s = Session(cs)
     b = s.bounds(e, readable=True)
-    assert b.answered_by == "presburger" and not s.points_made()
+    assert b.answered_by == "presburger" and not s.scope.points_made()
     box = [{"a": x, "b": y} for x in range(1, 10) for y in range(1, 13) if cs.holds({"a": x, "b": y})]
     assert (b.lo, b.hi) == (min(map(e.evaluate, box)), max(map(e.evaluate, box)))
     for end, w in ((b.lo, b.lo_witness), (b.hi, b.hi_witness)):
@@ -565,7 +566,7 @@ def test_isl_conflicts_are_minimal_and_its_points_hold(cons):
     dimension-variable facts included: a core naming ``a >= 1`` needs a valuation with ``a <= 0``)."""
     import z3
 
-    from smtdims.engines.smt import Encoder
+    from smtdims.engines.encoding import Encoder
     from smtdims.lang.expr import Var
 
     cs = ConstraintSet.of(cons)
@@ -609,13 +610,13 @@ def test_isl_conflicts_are_minimal_and_its_points_hold(cons):
 
 def test_an_unsatisfiable_linear_scope_is_refused_without_z3(monkeypatch):
     """Where ISL decides the scope, no Z3 check runs: the core comes from the worker in one call."""
-    from smtdims.engines import smt
+    from smtdims.engines.session import SolverSession
 
     def no_z3(*a, **k):
         raise AssertionError("Z3 was asked")
 
-    monkeypatch.setattr(smt.SolverSession, "unsat_core", no_z3)
-    monkeypatch.setattr(smt.SolverSession, "check", no_z3)
+    monkeypatch.setattr(SolverSession, "unsat_core", no_z3)
+    monkeypatch.setattr(SolverSession, "check", no_z3)
     s = Session(ConstraintSet.of(["a1 >= a3 + 1", "a3 >= a2 + 4", "a1 <= a4 + 2", "a4 <= a2 + 2", "a5 <= 9"]))
     with pytest.raises(smtdims.UnsatisfiableConstraintsError) as err:
         s.ensure_satisfiable()

@@ -53,7 +53,7 @@ def test_a_thread_with_an_inherited_context_shares_the_deadline_not_the_state():
 
 def test_fresh_contexts_live_as_long_as_the_outermost_session_question():
     cs = smtdims.ConstraintSet.of(["a >= 2", "b >= 2"])
-    from smtdims.engines.smt import SolverSession
+    from smtdims.engines.session import SolverSession
 
     solver = SolverSession(cs, smtdims.options.current().budget)
     with options.scoped(deadline=30), options.question():
@@ -99,7 +99,8 @@ def test_the_engine_reads_the_question_it_is_handed():
     open: the engine reads the one it is given (``ask``), nothing ambient."""
     import time
 
-    from smtdims.engines.smt import REASON_DEADLINE, SolverSession
+    from smtdims.engines.session import SolverSession
+    from smtdims.options import REASON_DEADLINE
 
     cs = smtdims.ConstraintSet.of(["a*b >= 4"])
     solver = SolverSession(cs, options.current().budget)

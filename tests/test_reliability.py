@@ -19,7 +19,7 @@ from fuzz_tool import FUZZ
 
 import smtdims
 from smtdims import options
-from smtdims.engines import smt
+from smtdims.engines import checks, encoding
 from smtdims.errors import ParseError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,13 +75,13 @@ def test_isl_keywords_as_names():
 
 def test_the_symbol_is_quoted_injective_and_parses_back():
     tricky = ["true", "let", "_", "x|y", "x\\y", "a~3b;", "a~7c;", "x y", "x\ny", "β", "x̃"]
-    syms = [smt.symbol(n) for n in tricky]
+    syms = [encoding.symbol(n) for n in tricky]
     assert len(set(syms)) == len(tricky)
     ctx = z3.Context()
     xs = [z3.Int(s, ctx) for s in syms]
     # a check under a deadline runs in a Z3 worker, which reads the formulas as SMT-LIB text and answers
     # with its model by name: every name must be read as the variable it is (one model: x_i = i + 1)
-    s = smt.make_solver(ctx, 200_000, killable=True)
+    s = checks.make_solver(ctx, 200_000, killable=True)
     s.add(*[x >= i + 1 for i, x in enumerate(xs)], z3.Sum(xs) <= 66)
     with options.scoped(deadline=30.0), options.question() as d:
         assert s.check(deadline=d) == z3.sat
@@ -93,9 +93,9 @@ def test_the_symbol_is_quoted_injective_and_parses_back():
 def test_ray_certificates_and_smtlib_scripts_with_word_names():
     b = smtdims.bounds("true*false - 3*true^2")
     assert (b.lo, b.hi) == (-math.inf, math.inf) and b.lo_tight and b.hi_tight
-    from smtdims import cli
+    from smtdims.cli import smtlib
 
-    script = cli.decision_script(smtdims.ConstraintSet.of(["let >= 3"]), *smtdims.lang.parser.parse_comparison("let*as >= 3"),
+    script = smtlib.decision_script(smtdims.ConstraintSet.of(["let >= 3"]), *smtdims.lang.parser.parse_comparison("let*as >= 3"),
                                   "true", 100_000)
     ctx = z3.Context()
     out = z3.Z3_eval_smtlib2_string(ctx.ref(), script)

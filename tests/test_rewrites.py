@@ -99,21 +99,21 @@ def test_a_recession_check_the_deadline_interrupts_ends_without_a_direction(monk
     under load)."""
     import z3
 
-    from smtdims.engines import smt
+    from smtdims.engines import checks, context, memory
 
     cs = ConstraintSet.of(CHAIN)
     cone = rays.Recession(cs, 100_000)
-    real = smt.run_check
+    real = checks.run_check
 
     def interrupted(solver, ctx, *args, **kwargs):
-        smt.retire_shared(ctx)  # what run_check does when the watchdog interrupted the check
+        memory.retire_shared(ctx)  # what run_check does when the watchdog interrupted the check
         return z3.unknown, REASON_DEADLINE
 
-    before = smt.shared_context()
-    monkeypatch.setattr(smt, "run_check", interrupted)
+    before = context.shared_context()
+    monkeypatch.setattr(checks, "run_check", interrupted)
     assert cone.direction(parse_expr("a - 2*b"), options.asking()) is None
-    assert smt.shared_context() is not before  # retired, and the LP built in it released with it
-    monkeypatch.setattr(smt, "run_check", real)
+    assert context.shared_context() is not before  # retired, and the LP built in it released with it
+    monkeypatch.setattr(checks, "run_check", real)
     d = cone.direction(parse_expr("a - 2*b"), options.asking())  # rebuilt in the new shared context on the next use
     assert d is not None and d["u"] == 0
 

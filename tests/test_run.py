@@ -14,6 +14,7 @@ import pytest
 from smtdims_jax.run import FAILED_EXPORTS
 
 from smtdims import cli
+from smtdims.cli.run import parse_run_args
 
 PROGRAM = '''
 import sys
@@ -76,7 +77,7 @@ def _console_script() -> list[str]:
     (["--json", "run", "prog.py"], "prog.py", [], False, None, None, True),
 ])
 def test_everything_after_the_program_is_the_programs(argv, target, args, module, json_path, budget, as_json):
-    ra = cli.parse_run_args(argv)
+    ra = parse_run_args(argv)
     assert (ra.target, ra.args, ra.module, ra.json_path, ra.budget, ra.json) == (
         target, args, module, json_path, budget, as_json)
 
@@ -187,7 +188,7 @@ def test_python_m_smtdims_run_module_with_an_uncaught_exception(tmp_path):
     assert "module argv: ['a', '-m', 'b'] __main__" in res.stdout
     tb = res.stderr.split("= smtdims =")[0]
     assert tb.startswith("Traceback (most recent call last):") and "ValueError: boom in the program" in tb
-    assert "runpy" not in tb and "smtdims_jax" not in tb and "cli.py" not in tb
+    assert "runpy" not in tb and "smtdims_jax" not in tb and os.path.join("smtdims", "cli") not in tb
     assert tb.count('  File "') == 2 and "prog.py\", line 8, in <module>" in tb
     assert "smtdims was installed for the whole run of -m pkg.prog" in res.stderr
     assert "inconclusive comparisons: 0" in res.stderr

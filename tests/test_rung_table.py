@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import smtdims
+from smtdims.ladder import walk
 from smtdims.lang.constraints import ConstraintSet
 from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Precision, Session
@@ -105,19 +106,19 @@ def test_a_sign_question_stops_at_the_first_rung_that_has_enough(monkeypatch):
     monkeypatch.setitem(table.LADDERS, table.SIGN, (points_rung, table.Rung("never", never, frozenset({table.SIGN}))))
     s = Session(ConstraintSet.of(["a <= 9"]))
     q = SignQuestion(parse_expr("a - 5"), [Side("<"), Side(">=")], (-4, 4), all_settled, smtdims.options.asking())
-    q = s.walk(q, table.SIGN)
+    q = walk(q, table.SIGN, s.scope)
     assert q.by == "points" and [side.status for side in q.sides] == ["sat", "sat"] and later == []
 
 
-def test_the_session_is_a_scope():
-    """Every member of the rungs' Scope protocol exists on Session with its parameters: the
-    protocol is the whole surface the rungs see, so a member it lacks would fail only when a rung
-    first needed it."""
+def test_the_sessions_scope_is_a_scope():
+    """Every member of the rungs' Scope protocol exists on the session's scope (a ConstraintScope)
+    with its parameters: the protocol is the whole surface the rungs see, so a member it lacks would
+    fail only when a rung first needed it."""
     import inspect
 
     from smtdims.rungs.scope import KnownPoints, Scope
 
-    s = Session(ConstraintSet.of(["a >= 2"]))
+    s = Session(ConstraintSet.of(["a >= 2"])).scope
     members = {n for n in vars(Scope) if not n.startswith("_")} | set(Scope.__annotations__)
     assert {"check", "focus", "isl_engine", "subscope", "points", "search"} <= members
     for name in members:
@@ -130,3 +131,32 @@ def test_the_session_is_a_scope():
             assert all(p.default is not inspect.Parameter.empty for p in have[len(want):]), name
     for name in ("base", "values"):
         assert name in vars(KnownPoints) and hasattr(s.points, name)
+
+
+def test_one_bounds_question_is_one_block_and_one_gate(monkeypatch):
+    """People's bounds (the exact ends, then their smallest witnesses) open one question block and
+    run the satisfiability gate once; the session is the one door (its scope is a member, not a base)."""
+    from smtdims import gate, scope
+
+    blocks: list[int] = []
+    gates: list[bool] = []
+    question, ensure = scope.ConstraintScope.question, gate.Gate.ensure
+
+    def counted_question(self, *exprs):
+        blocks.append(len(exprs))
+        return question(self, *exprs)
+
+    def counted_ensure(self, *, make_points=True):
+        gates.append(make_points)
+        return ensure(self, make_points=make_points)
+
+    monkeypatch.setattr(scope.ConstraintScope, "question", counted_question)
+    monkeypatch.setattr(gate.Gate, "ensure", counted_ensure)
+    s = Session(ConstraintSet.of(["a >= 3", "b >= a + 2", "mod(b, 4) == 1"]))
+    assert not isinstance(s, scope.ConstraintScope)
+    b = s.bounds(parse_expr("2*b - a"), readable=True)
+    assert b.lo == 7 and b.lo_tight
+    assert len(blocks) == 1 and gates == [False]
+    blocks.clear(), gates.clear()
+    s.bounds(parse_expr("3*b - a"))
+    assert len(blocks) == 1 and gates == [True]

@@ -204,7 +204,7 @@ def test_a_question_block_leaves_every_part_when_one_fails_to_leave(monkeypatch)
     assert inside and inside[0] > limit
     assert sys.getrecursionlimit() == limit
     free = []
-    t = threading.Thread(target=lambda: free.append(s.lock.acquire(timeout=5)))
+    t = threading.Thread(target=lambda: free.append(s.scope.lock.acquire(timeout=5)))
     t.start()
     t.join(10)
     assert free == [True]

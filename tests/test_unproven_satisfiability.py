@@ -90,8 +90,10 @@ def test_satisfiable_scope_keeps_its_claims():
 
 def test_witness_proving_the_scope_is_kept():
     """A witness that, completed, meets every constraint proves satisfiability itself: kept."""
-    # private: the rule every answer's witnesses go through, checked on witnesses no public call hands it
-    claimed = Session._claimed
+    # the rule every answer's witnesses go through, checked on witnesses no public call hands it
+    def claimed(s: Session, *witnesses):
+        return s.scope.gate.claimed(*witnesses)
+
     s = Session(ConstraintSet.of(FERMAT))
     s.ensure_satisfiable()
     assert not s.sat_proven
@@ -100,7 +102,7 @@ def test_witness_proving_the_scope_is_kept():
     # 7^3 + 10^3 == 11^3 + 12; at a budget of 1 the gate's check says unknown (deterministic: not asked again)
     s2 = Session(ConstraintSet.of(["a*a*a + b*b*b == c*c*c + 12", "x <= 5"]), budget=1)
     s2.ensure_satisfiable()
-    assert not s2.sat_proven and s2.points.base == []  # no point known
+    assert not s2.sat_proven and s2.scope.points.base == []  # no point known
     ok, (w, other) = claimed(s2, {"x": 2, "a": 7, "b": 10, "c": 11}, {"x": 5})
     assert ok and w == {"x": 2, "a": 7, "b": 10, "c": 11}
     assert other == {"x": 5, "a": 7, "b": 10, "c": 11}  # completed from the proving valuation

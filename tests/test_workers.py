@@ -1,5 +1,6 @@
-"""The Z3 worker processes (smtdims.engines.workers, smt.KillableSolver): the same answers as a check in the
-caller, cores and models that come back right, several threads at once, a dead worker replaced."""
+"""The Z3 worker processes (smtdims.engines.workers, smtdims.engines.checks.KillableSolver): the same answers
+as a check in the caller, cores and models that come back right, several threads at once, a dead worker
+replaced."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import z3
 
 import smtdims
 from smtdims import options
-from smtdims.engines import smt
+from smtdims.engines import checks, counters
 
 
 def _formulas(ctx: z3.Context, rng: random.Random) -> tuple[list[z3.BoolRef], list[z3.ArithRef]]:
@@ -26,8 +27,8 @@ def _formulas(ctx: z3.Context, rng: random.Random) -> tuple[list[z3.BoolRef], li
     return fs, xs
 
 
-def _check(fs: list[z3.BoolRef], deadline: float | None) -> tuple[z3.CheckSatResult, smt.KillableSolver]:
-    s = smt.make_solver(fs[0].ctx, 200_000, nonlinear=True, killable=True)
+def _check(fs: list[z3.BoolRef], deadline: float | None) -> tuple[z3.CheckSatResult, checks.KillableSolver]:
+    s = checks.make_solver(fs[0].ctx, 200_000, nonlinear=True, killable=True)
     s.add(*fs)
     if deadline is None:
         return s.check(), s
@@ -61,7 +62,7 @@ def test_an_unsat_core_comes_back_as_the_callers_literals():
     ctx = z3.Context()
     a, b = z3.Int("a", ctx), z3.Int("b", ctx)
     on = [z3.Bool(f"!c{i}", ctx) for i in range(3)]
-    s = smt.make_solver(ctx, 200_000, killable=True)
+    s = checks.make_solver(ctx, 200_000, killable=True)
     s.add(z3.Implies(on[0], a * b >= 10), z3.Implies(on[1], a <= 2), z3.Implies(on[2], b <= 3), a >= 1, b >= 1)
     with options.scoped(deadline=30.0), options.question() as d:
         assert s.check(*on, deadline=d) == z3.unsat
@@ -81,13 +82,13 @@ def test_questions_from_several_threads_use_several_workers():
     for t in threads:
         t.join(120)
     assert answers == dict.fromkeys(range(6), "true")
-    assert 1 <= len(smt.Z3_WORKERS.workers()) <= smt.Z3_WORKERS.size
+    assert 1 <= len(checks.Z3_WORKERS.workers()) <= checks.Z3_WORKERS.size
 
 
 def test_a_worker_that_died_is_replaced():
     q = ("a*b", ">=", "a")
     assert smtdims.decide(*q, deadline=30).status == "true"
-    for w in smt.Z3_WORKERS.workers():
+    for w in checks.Z3_WORKERS.workers():
         if w.proc is not None:
             w.proc.kill()
             w.proc.wait()
@@ -101,19 +102,19 @@ def test_a_worker_that_cannot_start_answers_unknown_in_time_then_is_tried_again(
     in process, and the worker is tried again after its back-off."""
     from smtdims.engines import workers
 
-    smt.Z3_WORKERS.stop()
+    checks.Z3_WORKERS.stop()
     monkeypatch.setattr(workers.sys, "executable", "/bin/false")  # starts, says nothing, exits
     ran_here = []
-    monkeypatch.setattr(smt.KillableSolver, "local", property(lambda self: ran_here.append(1) or z3.Solver(ctx=self.ctx)))
+    monkeypatch.setattr(checks.KillableSolver, "local", property(lambda self: ran_here.append(1) or z3.Solver(ctx=self.ctx)))
     ctx = z3.Context()
     a, b = z3.Int("a", ctx), z3.Int("b", ctx)
-    before = smt.COUNTERS.workers_down
+    before = counters.COUNTERS.workers_down
     assert _check([a * b == 6, a >= 2, b >= 2], 30.0)[0] == z3.unknown  # the start fails: no answer
-    (w,) = [w for w in smt.Z3_WORKERS.workers() if w.failed_starts]
+    (w,) = [w for w in checks.Z3_WORKERS.workers() if w.failed_starts]
     assert w.down and not w.broken and w.retry_at > 0
     generation = w.generation
     assert _check([a * b == 6, a >= 2], 30.0)[0] == z3.unknown  # inside the back-off: not started again
-    assert w.generation == generation and smt.COUNTERS.workers_down > before and not ran_here
+    assert w.generation == generation and counters.COUNTERS.workers_down > before and not ran_here
     monkeypatch.undo()  # an interpreter again; the back-off over
     w.retry_at = 0.0
     assert _check([a * b == 6, a >= 2, b >= 2], 30.0)[0] == z3.sat  # tried again, and it answers
@@ -125,14 +126,14 @@ def test_a_worker_backing_off_is_passed_over_while_the_pool_has_room(monkeypatch
     rather than hand out the one backing off."""
     from smtdims.engines import workers
 
-    smt.Z3_WORKERS.stop()
+    checks.Z3_WORKERS.stop()
     with monkeypatch.context() as m:
         m.setattr(workers.sys, "executable", "/bin/false")
         ctx = z3.Context()
         a, b = z3.Int("a", ctx), z3.Int("b", ctx)
         assert _check([a * b == 6, a >= 2, b >= 2], 30.0)[0] == z3.unknown
-    down = [w for w in smt.Z3_WORKERS.workers() if w.down]
-    assert down and len(smt.Z3_WORKERS.workers()) < smt.Z3_WORKERS.size
+    down = [w for w in checks.Z3_WORKERS.workers() if w.down]
+    assert down and len(checks.Z3_WORKERS.workers()) < checks.Z3_WORKERS.size
     assert _check([a * b == 6, a >= 2, b >= 2], 30.0)[0] == z3.sat  # a fresh worker, in the back-off
     assert all(w.down and w.proc is None for w in down)
     for w in down:
@@ -160,22 +161,22 @@ def test_back_off_doubles_to_its_limit(tmp_path):
 def test_a_worker_past_its_memory_limit_retires_after_its_answer(monkeypatch):
     """A worker past SMTDIMS_Z3_WORKER_RSS_MB drops what it holds and, still past it, says "bye" with
     its answer and ends: the answer is used, and the next check starts another worker."""
-    smt.Z3_WORKERS.stop()  # workers started before read the limit at their start
+    checks.Z3_WORKERS.stop()  # workers started before read the limit at their start
     monkeypatch.setenv("SMTDIMS_Z3_WORKER_RSS_MB", "1")  # every worker is past it
-    local = smt.KillableSolver.local
+    local = checks.KillableSolver.local
     ran_here: list = []  # the solvers that checked in this process rather than in a worker
-    monkeypatch.setattr(smt.KillableSolver, "local", property(lambda self: ran_here.append(self) or local.fget(self)))
+    monkeypatch.setattr(checks.KillableSolver, "local", property(lambda self: ran_here.append(self) or local.fget(self)))
     rng = random.Random(11)
-    started = sum(w.generation for w in smt.Z3_WORKERS.workers())
+    started = sum(w.generation for w in checks.Z3_WORKERS.workers())
     for _ in range(6):
         ctx = z3.Context()
         fs, _ = _formulas(ctx, rng)
         here, _ = _check(fs, None)
         there, s = _check(fs, 30.0)
         assert here == there and s not in ran_here, [str(f) for f in fs]  # the worker's answer, used
-        assert all(w.proc is None for w in smt.Z3_WORKERS.workers())  # retired at its "bye"
-    assert sum(w.generation for w in smt.Z3_WORKERS.workers()) - started == 6  # a process for each check
-    smt.Z3_WORKERS.stop()  # the next tests' workers start without the limit
+        assert all(w.proc is None for w in checks.Z3_WORKERS.workers())  # retired at its "bye"
+    assert sum(w.generation for w in checks.Z3_WORKERS.workers()) - started == 6  # a process for each check
+    checks.Z3_WORKERS.stop()  # the next tests' workers start without the limit
 
 
 def test_a_worker_lets_go_of_the_contexts_it_drops():
@@ -188,7 +189,7 @@ def test_a_worker_lets_go_of_the_contexts_it_drops():
     from collections import OrderedDict
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(smt.__file__).parent))
+    sys.path.insert(0, str(Path(checks.__file__).parent))
     try:
         import _z3_strategy as strategy
         import _z3_worker as worker
@@ -216,7 +217,7 @@ def test_prestarted_workers_are_the_ones_the_first_questions_use():
     from smtdims.engines import presburger
     from smtdims.reasoner import prestart_workers
 
-    smt.Z3_WORKERS.stop()
+    checks.Z3_WORKERS.stop()
     isl = presburger.worker()
     with isl.lock:
         if isl.proc is not None:  # ended, so that prestart has one to start
@@ -224,13 +225,13 @@ def test_prestarted_workers_are_the_ones_the_first_questions_use():
             isl.proc.wait()
     dead = isl.proc
     prestart_workers()
-    z3_procs = [w.proc for w in smt.Z3_WORKERS.workers() if w.proc is not None]
+    z3_procs = [w.proc for w in checks.Z3_WORKERS.workers() if w.proc is not None]
     assert z3_procs, "no Z3 worker was started"
     isl_proc, generation = isl.proc, isl.generation
     if presburger.available():
         assert isl_proc is not None and isl_proc is not dead
     assert smtdims.decide("a*b", ">=", "a", deadline=30).status == "true"  # nonlinear: a Z3 worker
-    assert any(w.proc is p for w in smt.Z3_WORKERS.workers() for p in z3_procs)
+    assert any(w.proc is p for w in checks.Z3_WORKERS.workers() for p in z3_procs)
     if presburger.available():
         b = smtdims.bounds("mod(a + 3, 5) + 2*b", constraints=["a + b <= 9"], deadline=30)
         assert (b.lo, b.hi, b.answered_by) == (2, 20, "presburger")

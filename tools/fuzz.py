@@ -260,7 +260,7 @@ def write_regression(case: S.Case, problem: tuple[str, str, str], *, seed: int, 
 
 # -- stock JAX audit ---------------------------------------------------------------------------------
 def stock_jax_answers(case: S.Case) -> O.JaxAnswers:
-    """Stock JAX's answers (smtdims uninstalled; the adapter checks the seam is stock's)
+    """Stock JAX's answers (smtdims uninstalled; its JAX shim checks the seam is stock's)
     through the same builder the tests use (tests/oracle.py: jax_answers)."""
     import smtdims_jax
 
@@ -657,7 +657,7 @@ def seam_big(n: int, seed: int, deadline: float) -> dict:
     import itertools
 
     from jax import export
-    from smtdims_jax import adapter
+    from smtdims_jax import jax_internals as jx
 
     import smtdims
     from smtdims import options
@@ -693,14 +693,14 @@ def seam_big(n: int, seed: int, deadline: float) -> dict:
             except Exception as err:
                 bad("crashes", case, f"building: {type(err).__name__}: {err}")
                 continue
-            for q, ask in (("bounds", lambda: adapter.jax_bounds(lhs - rhs)),
+            for q, ask in (("bounds", lambda: jx.jax_bounds(lhs - rhs)),
                            (">=", lambda: lhs >= rhs), ("<", lambda: lhs < rhs),
-                           ("max", lambda: adapter.max_dim(lhs, rhs))):
+                           ("max", lambda: jx.max_dim(lhs, rhs))):
                 out["queries"] += 1
                 t = time.monotonic()
                 try:
                     ans = ask()
-                except adapter.InconclusiveDimensionOperation:
+                except jx.InconclusiveDimensionOperation:
                     ans = None
                 except ValueError as err:
                     if "nsatisfiable" not in str(err):
@@ -827,13 +827,13 @@ def large_jax_questions(case: dict) -> list[tuple[str, object]]:
     ``^`` (and JAX's polynomial arithmetic takes seconds on a power past 60 before smtdims is asked).
     """
     from jax import export
-    from smtdims_jax import adapter
+    from smtdims_jax import jax_internals as jx
 
     if "^" in case["expr"] or any("^" in c for c in case["constraints"]):
         return []  # jax.export's parser has no power operator (and JAX's own expansion takes seconds)
     scope = export.SymbolicScope(tuple(case["constraints"]))
     d, = export.symbolic_shape(case["expr"], scope=scope)
-    return [("jax >=", lambda: d >= 1), ("jax bounds", lambda: adapter.jax_bounds(d))]
+    return [("jax >=", lambda: d >= 1), ("jax bounds", lambda: jx.jax_bounds(d))]
 
 
 def _points_of(case: dict, rng: random.Random, tries: int = 200) -> list[dict[str, int]]:

@@ -1,47 +1,18 @@
 """smtdims for jax.export: install the reasoner at JAX's decision seam.
 
-Importing this package imports JAX; the private-API surface lives in :mod:`.adapter`.
+Importing this package imports JAX. JAX's private names are taken in :mod:`.jax_internals` only;
+:mod:`.seam` installs smtdims there, :mod:`.conversion` turns JAX's dimensions into smtdims' IR,
+:mod:`.equality` answers ``==``, :mod:`.hints` and :mod:`.inconclusive` explain JAX's errors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from smtdims import options
-
-from .adapter import (
-    SUPPORTED_JAX,
-    add_listener,
-    install,
-    installed_options,
-    is_installed,
-    remove_listener,
-    scope_constraints,
-    to_ir,
-    uninstall,
-)
-
-
-@contextmanager
-def enabled(*, budget: int | None = None, deadline: float | None = None, equality: bool = True) -> Iterator[None]:
-    """Install smtdims for the block only; restores whatever state was there before.
-
-    ``budget``/``deadline`` apply to this block (this thread or task) only.
-    """
-    was = installed_options() if is_installed() else None
-    install(equality=equality)
-    try:
-        with options.scoped(budget=budget, deadline=deadline):
-            yield
-    finally:
-        if was is None:
-            uninstall()
-        else:
-            install(equality=was.get("equality", True))
-
+from .conversion import scope_constraints, to_ir
+from .jax_internals import SUPPORTED_JAX
+from .listeners import add_listener, remove_listener
+from .seam import enabled, install, installed_options, is_installed, stock_jax, uninstall
 
 __all__ = [
     "SUPPORTED_JAX", "add_listener", "enabled", "install", "installed_options", "is_installed",
-    "remove_listener", "scope_constraints", "to_ir", "uninstall",
+    "remove_listener", "scope_constraints", "stock_jax", "to_ir", "uninstall",
 ]

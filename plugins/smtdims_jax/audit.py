@@ -30,7 +30,7 @@ ones that are flagged ``inconclusive`` (the export fails there) or ``refuted-sto
 (a bound the solver refutes); the other internal ones are counted
 (``report.internal``), and ``audit(show_internal=True)`` shows them all.
 
-This module is the adapter side of audit mode (it imports JAX); the reasoning core
+This module is the JAX side of audit mode (it imports JAX); the reasoning core
 ``smtdims`` does not import it.
 """
 
@@ -54,7 +54,11 @@ from smtdims.lang.render import html_table
 from smtdims.lang.results import FALSE, TRUE, UNDETERMINED, format_bound, json_answer
 from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, Session, sufficient
 
-from . import adapter, frames
+from . import frames
+from .conversion import session_for_scope, to_ir
+from .jax_internals import BoundsPrecision, stock_bounds
+from .listeners import add_listener, remove_listener
+from .seam import enabled
 
 UNPROVEN_INEQUALITY = "unproven-inequality"
 PROVABLY_EQUAL = "provably-equal"
@@ -105,7 +109,7 @@ display_filename = frames.display_filename
 # -- the report ---------------------------------------------------------------------------------------------
 def _private_session(scope: Any) -> Session:
     """A session of its own for the scope: the audit's questions must not touch the live one."""
-    live = adapter.session_for_scope(scope)
+    live = session_for_scope(scope)
     return Session(live.constraints, live.budget)
 
 
@@ -225,7 +229,7 @@ class AuditReport:
 
     def __str__(self) -> str:
         rs = self.records
-        if not rs:  # a header and a rule over no rows read as a broken table (issue 29)
+        if not rs:  # a header and a rule over no rows read as a broken table
             return self.summary()
         header = self._columns()
         rows = [self._cells(r) for r in rs]
@@ -300,9 +304,8 @@ def _fmt_interval(iv: Any) -> str:
 
 
 def _analyse_bounds(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], session_of: Callable) -> AuditRecord:
-    ad = adapter
     e = ev["expr"]
-    ir = ad.to_ir(e)
+    ir = to_ir(e)
     session = session_of(e)
     need = ev.get("prec", NEED_BEST)
     by = raw.by
@@ -312,10 +315,10 @@ def _analyse_bounds(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], session
     stock = ev.get("stock")
     would = "gave"
     if stock is None:  # not consulted: ask what stock JAX would have said
-        prec = {NEED_SIGN_LEQ: ad.BoundsPrecision.FOR_GEQ0_OR_LEQ0, NEED_SIGN_LT: ad.BoundsPrecision.FOR_GEQ0_OR_LT0,
-                NEED_BEST: ad.BoundsPrecision.BEST}.get(need, ad.BoundsPrecision.BEST)
+        prec = {NEED_SIGN_LEQ: BoundsPrecision.FOR_GEQ0_OR_LEQ0, NEED_SIGN_LT: BoundsPrecision.FOR_GEQ0_OR_LT0,
+                NEED_BEST: BoundsPrecision.BEST}.get(need, BoundsPrecision.BEST)
         try:
-            stock = ad.stock_bounds(e, prec)
+            stock = stock_bounds(e, prec)
         except Exception:
             stock = None
         would = "would have given"
@@ -336,7 +339,6 @@ def _analyse_bounds(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], session
 
 
 def _analyse_compare(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], session_of: Callable) -> AuditRecord:
-    ad = adapter
     question = base["question"]
     geq = ev.get("answer")
     inverted = "' > '" in question or "' < '" in question  # JAX computes > and < as not(>=)
@@ -344,7 +346,7 @@ def _analyse_compare(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], sessio
     if geq == "inconclusive":
         e1, e2 = ev["lhs"], ev["rhs"]
         session = session_of(e1, e2)
-        l_ir, r_ir = ad.to_ir(e1), ad.to_ir(e2)
+        l_ir, r_ir = to_ir(e1), to_ir(e2)
         d = session.decide(l_ir, ">=", r_ir)
         from smtdims.answers.explain import settling_fix
 
@@ -358,7 +360,7 @@ def _analyse_compare(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], sessio
     answer = (not geq) if inverted and isinstance(geq, bool) else geq
     if by == "smtdims":
         e1, e2 = ev["lhs"], ev["rhs"]
-        diff = ad.to_ir(e1) - ad.to_ir(e2)
+        diff = to_ir(e1) - to_ir(e2)
         by = "smtdims fast path" if sufficient(NEED_SIGN_LT, *session_of(e1, e2).interval(diff)) else "smtdims solver"
     return AuditRecord(**base, answer=str(answer), answered_by=by)
 
@@ -368,10 +370,9 @@ def _analyse_eq(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], session_of:
     by = raw.by
     if answer is True:
         return AuditRecord(**base, answer="True", answered_by=by)
-    ad = adapter
     e1, e2 = ev["lhs"], ev["rhs"]
     session = session_of(e1, e2)
-    diff = ad.to_ir(e1) - ad.to_ir(e2)
+    diff = to_ir(e1) - to_ir(e2)
     if ev.get("proven_equal"):
         return AuditRecord(**base, answer=str(answer), answered_by=by, flag=PROVABLY_EQUAL,
                            detail=f"{e1} and {e2} are equal for every valuation; JAX's syntactic == said False")
@@ -398,20 +399,15 @@ def audit(*, budget: int | None = None, show_internal: bool = False) -> Iterator
     code asked (and flagged ones JAX asked: see the module docstring);
     ``show_internal=True`` shows every question.
     """
-    from smtdims import options
-
     report = AuditReport(show_internal=show_internal)
-    was = adapter.is_installed()
-    if not was:
-        adapter.install()
-    adapter.add_listener(report.record)
     try:
-        with options.scoped(budget=budget):  # this block only
-            yield report
+        with enabled(budget=budget, equality=None):  # the budget: this block only
+            add_listener(report.record)
+            try:
+                yield report
+            finally:
+                remove_listener(report.record)
     finally:
-        adapter.remove_listener(report.record)
-        if not was:
-            adapter.uninstall()
         report.close()
 
 

@@ -8,7 +8,7 @@ coefficients and bounds together across elimination steps, so no gate on the inp
 bounds what it computes (``a*b >= c*d`` near 2**64 came out True when ``a*b - c*d = -1``
 was attainable).
 
-So we do not gate the numbers: we remove the floats. At import, the adapter reads the
+So we do not gate the numbers: we remove the floats. At import, the seam (:mod:`.seam`) reads the
 installed module's source, and :func:`build` rewrites its syntax tree:
 
 - every ``np.floor(x / y)`` and ``math.floor(x / y)`` becomes ``_floor_div(x, y)``, and
@@ -25,14 +25,14 @@ installed module's source, and :func:`build` rewrites its syntax tree:
   cannot be interrupted from outside. The count is deterministic.
 
 Then the tree is checked: no true division (``/``) may remain anywhere, and the
-number of rewritten sites must be the one this adapter was written against. If the
+number of rewritten sites must be the one this module was written against. If the
 check fails (a JAX release changed the procedure), the rung is disabled with a
 warning: smtdims stays sound and only loses speed.
 
 Why the result is sound (the proof the rung rests on): with the divisions exact,
 every number the procedure computes is an exact integer or +-inf, and its reasoning
 steps (Fourier-Motzkin style elimination, interval products, the floordiv/mod/max/min
-rules) are valid over the integers for the questions the adapter routes to it:
+rules) are valid over the integers for the questions the seam routes to it:
 linear expressions under linear constraints, plus products and powers of plain
 variables (always >= 1, so the corner products it takes are the true extremes and
 ``0 * inf`` never arises). Its known unsound corner, products of factors whose range
@@ -75,7 +75,7 @@ def _tick() -> None:
 
 _CACHE_ATTRS = {"_bounds_cache": "_smtdims_exact_bounds_cache",
                 "_decision_initial_state": "_smtdims_exact_decision_state"}
-SCOPE_ATTRS = frozenset(_CACHE_ATTRS.values())  # left out of copies and pickles by the adapter
+SCOPE_ATTRS = frozenset(_CACHE_ATTRS.values())  # left out of copies and pickles (conversion.py)
 
 
 def _floor_div(x: Any, y: Any) -> Any:

@@ -79,7 +79,7 @@ _RECORDED = "_smtdims_recorded"  # set on an exception once a Recorder has count
 def failure_kind(err: BaseException) -> str | None:
     """The kind of failed export the summaries list besides inconclusive comparisons (which are
     recorded as they are asked): ``"reshape"`` for a reshape's "The remainder ... should be 0",
-    ``"broadcast"`` for a broadcast whose equation smtdims could not prove (the adapter's hint:
+    ``"broadcast"`` for a broadcast whose equation smtdims could not prove (the hint of :mod:`.hints`:
     ``err.smtdims_equation``, ``smtdims_fix``, ``smtdims_command``), else None. One classification
     for ``smtdims run`` and ``pytest --smtdims``."""
     if _REMAINDER_RE.search(str(err)) is not None:
@@ -140,7 +140,7 @@ class Recorder:
         """A failed export that is not an inconclusive comparison (those are recorded as they happen):
         a reshape's "The remainder ... should be 0", with the spec rewrite that settles it, or a
         broadcast of two sizes smtdims could not prove equal, with the fix and the ``smtdims export
-        --fix`` command of the adapter's hint. Each exception counts once, whether the program caught
+        --fix`` command of the broadcast hint. Each exception counts once, whether the program caught
         it (:meth:`watch_exports`) or not."""
         kind = failure_kind(err)
         if kind is None or getattr(err, _RECORDED, False):

@@ -12,7 +12,7 @@ not divide, with the spec rewrite (``2*b``) that settles it, or on a broadcast o
 smtdims could not prove equal (``x + pos_table[:t]``: ``t`` against ``min(512, t)``), with its
 fix (``t <= 512``) and the ``smtdims export ... --fix`` command: those are the places where a
 constraint or a different spec is needed. The failed test's own report shows the same hint,
-a note smtdims adds to JAX's error (:func:`smtdims_jax.adapter.add_broadcast_hint`).
+a note smtdims adds to JAX's error (:func:`smtdims_jax.hints.add_broadcast_hint`).
 ``smtdims run script.py`` prints the same summary (:mod:`smtdims_jax.run`).
 
 JAX and smtdims are imported only once the option or the marker is used, so the plugin
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import pytest
@@ -40,6 +40,7 @@ class _Recorder:
 
     def __init__(self) -> None:
         self.session = False  # installed for the whole session (--smtdims)
+        self._installation = ExitStack()  # the session's: closing it restores what was there before
         self.marked_tests = 0
         self._core: Any = None
 
@@ -63,18 +64,16 @@ class _Recorder:
 
         from smtdims.reasoner import prestart_workers
 
-        smtdims_jax.install()
+        self._installation.enter_context(smtdims_jax.enabled())
         prestart_workers()  # their start overlaps the collection instead of the first tests
         self.session = True
         self.listen()
 
     def stop_session(self) -> None:
         if self.session:
-            import smtdims_jax
-
             self.session = False
             self.unlisten()
-            smtdims_jax.uninstall()
+            self._installation.close()
 
     def ensure_installed(self) -> None:
         """Session mode: a test that uninstalled smtdims (e.g. to compare with stock) must not leak that."""

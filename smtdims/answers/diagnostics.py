@@ -16,7 +16,9 @@ from typing import Any
 import z3
 
 from .. import host, options
-from ..engines.smt import COUNTERS, SAT, UNSAT, Encoder, KillableSolver, make_solver, minimise_by_deletion, run_check, symbol
+from ..engines.checks import SAT, UNSAT, KillableSolver, make_solver, minimise_by_deletion, run_check
+from ..engines.counters import COUNTERS
+from ..engines.encoding import Encoder, symbol
 from ..errors import UnsatisfiableConstraintsError, format_valuation
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import Expr, Var, symbolic_divisors
@@ -158,17 +160,16 @@ def _check_constraints(cs: ConstraintSet) -> ConstraintReport:
     budget, deadline = options.limits_in_force()
     session = Session(cs, budget)
     imp = _Implications(cs, budget) if cs.constraints else None
-    linear = cs.is_linear()
-    res = session.solver.check(lambda enc: [], linear=linear, ask=options.asking(), model_vars=cs.variables())
+    res = session.model(lambda enc: [])  # a model is re-checked exactly against every constraint
     texts = tuple(c.text for c in cs)
     if res.status == UNSAT:
         core = conflict(cs, budget) or list(texts)
         raise UnsatisfiableConstraintsError.from_conflict(core)
-    if res.status != SAT or not cs.holds(res.model or {}):
+    if res.status != SAT or res.model is None:
         return ConstraintReport(texts, None, None, (), {}, {}, reason=res.reason or "model failed re-evaluation",
                                 budget=budget, deadline=deadline)
     self_guarded = imp.self_guarded_divisors() if imp is not None else ()
-    redundant, complete = _redundant(imp, [*session.points.base, res.model or {}]) if imp else ((), True)
+    redundant, complete = _redundant(imp, [*session.known_points(), res.model or {}]) if imp else ((), True)
     ranges = _ranges(session, imp, res.model or {})
     fixed = {v: int(lo) for v, (lo, hi) in ranges.items() if lo == hi and not is_inf(lo)}
     return ConstraintReport(texts, True, dict(res.model or {}), redundant, fixed, ranges,
@@ -183,9 +184,9 @@ _END_STEPS = 24  # checks per variable end before the ladder takes over
 class _Assuming:
     """A solver whose ``check(*literals)`` skips z3.py's per-assumption ``cast``.
 
-    The literals here are Boolean constants built in the solver's context, so the cast
-    (about 50 us each, in Python) only re-proves that; at 500 constraints it cost three times
-    the checks themselves. Everything else is the solver's own (``run_check`` drives it).
+    The literals here are Boolean constants built in the solver's context, so the cast (in
+    Python, per literal) only re-proves that; over hundreds of constraints it costs more than the
+    checks themselves. Everything else is the solver's own (``run_check`` drives it).
     """
 
     def __init__(self, solver: z3.Solver):
@@ -247,9 +248,8 @@ class _Implications:
 
     Each constraint ``c_i`` is asserted as ``on_i -> c_i`` and ``off_i -> not c_i``, and each
     implicit ``v >= 1`` as ``dim_v -> v >= 1``; a check switches constraints on and off with
-    assumptions. The encoding of every constraint and division is built once (the old way built
-    a session and a solver per constraint: 200 chain constraints took 9-50 s; now about a
-    second). Sound: ``rest and not c_i`` unsatisfiable, with exactly the assumed facts, is the
+    assumptions. The encoding of every constraint and division is built once (not a session and
+    a solver per constraint). Sound: ``rest and not c_i`` unsatisfiable, with exactly the assumed facts, is the
     definition of "rest implies c_i"; unknown counts as "not implied".
     """
 
@@ -366,8 +366,8 @@ class _Implications:
 
         Each candidate changes one variable ``v`` of constraint ``i`` at a satisfying point; the
         constraints that do not mention ``v`` still hold there, those that do are evaluated
-        exactly. Microseconds per candidate where a solver check costs 10-30 ms at 200
-        constraints (most constraints of a real set are not redundant).
+        exactly: far cheaper per candidate than a solver check (most constraints of a real set are
+        not redundant).
         """
         c = self.items[i]
         for p in self.points:
@@ -430,7 +430,7 @@ class _Implications:
     def guards_a_divisor(self, i: int, kept: list[int]) -> bool:
         """Whether constraint ``i`` keeps a divisor of another kept constraint nonzero.
 
-        Such a constraint is never reported redundant (issue 18.5): the constraint dividing by
+        Such a constraint is never reported redundant: the constraint dividing by
         ``d`` holds only where ``d != 0``, so it "implies" its own guard, but without the guard
         the set asks JAX to evaluate a division by 0 at some valuation. ``i`` guards ``d`` when
         the kept constraints that do not divide by ``d`` allow ``d == 0`` and adding ``i`` rules
@@ -463,8 +463,8 @@ class _Implications:
         A constraint holds only where its divisors are nonzero, so ``floordiv(a, b - 1) >= 1``
         alone excludes ``b = 1``, here as in ``bounds`` and ``decide``; JAX's shape check evaluates
         it there (numpy's ``x // 0 == 0``), so the report names such divisors, whatever the order
-        the constraints are listed in. (Before issue 42 this raised PossibleDivisionByZeroError,
-        where ``bounds`` and ``decide`` answered under the same constraints.)
+        the constraints are listed in (one rule with ``bounds`` and ``decide``, which answer under
+        such constraints rather than raise).
         """
         found: list[str] = []
         divisors: dict[Expr, None] = {}
@@ -497,12 +497,11 @@ def _ranges(session: Session, imp: _Implications | None,
     Interval propagation gives sound ends. One that a satisfying point attains, or that one
     check shows attainable (``v <= lo`` satisfiable with every constraint), is exact; an
     infinite upper end is proven by a ray of the variable's component
-    (:func:`_unbounded_components`). Only the ends these leave open cost a bounds question
-    (200 chain constraints: 201 questions, 3-8 s, before; none now).
+    (:func:`_unbounded_components`). Only the ends these leave open cost a bounds question.
     """
     cs = session.constraints
-    propagated = session.evaluator.var_ranges
-    points = [p for p in [*session.points.base, model] if p and cs.holds(p)]
+    propagated = session.var_ranges()
+    points = [p for p in [*session.known_points(), model] if p and cs.holds(p)]
     unbounded = _unbounded_components(cs)
     out: dict[str, tuple[int | float, int | float]] = {}
     for v in sorted(cs.variables()):

@@ -22,7 +22,8 @@ from typing import Any
 import z3
 
 from .. import options
-from ..engines.smt import SAT, UNSAT, Encoder, SolverSession
+from ..engines.checks import SAT, UNSAT
+from ..engines.encoding import Encoder
 from ..errors import SmtdimsError, UnsatisfiableConstraintsError, format_valuation
 from ..lang import results as _results
 from ..lang.constraints import Constraint, ConstraintSet
@@ -304,8 +305,7 @@ def minimal_support(session: Session, build: Build, *exprs: Expr) -> tuple[tuple
     minimal over user constraints, not just "small"). ``(texts, minimal)``; when
     the solver cannot produce a core, every constraint is returned with False.
     """
-    # A private solver: the question's extra terms must not leak into the caller's session.
-    core = SolverSession(session.constraints, session.budget).unsat_core(build, ask=options.asking())
+    core = session.unsat_core(build, *exprs)  # in a context of its own: build's terms stay out of the session
     if core is None:
         names = sorted(session.constraints.variables().union(*(e.variables() for e in exprs)))
         return tuple(c.text for c in session.constraints) + tuple(f"{v} >= 1 (dimension variable)" for v in names), False
@@ -316,16 +316,14 @@ def minimal_support(session: Session, build: Build, *exprs: Expr) -> tuple[tuple
         order.setdefault(c.text, i)
     user = sorted({t for t in core if t in by_text}, key=order.__getitem__)  # as the user listed them
     implicit = sorted(t for t in core if t not in by_text)
-    linear = all(e.is_linear() for e in exprs)
     kept = list(user)
     for t in list(user):
         trial = [by_text[x] for x in kept if x != t]
-        if refutes(ConstraintSet(tuple(trial)), build, session.budget, linear=linear):
+        if refutes(ConstraintSet(tuple(trial)), build, session.budget, *exprs):
             kept.remove(t)
     if kept != user:
         # Dropping a user constraint can make an implicit v >= 1 fact necessary: ask again.
-        again = SolverSession(ConstraintSet(tuple(by_text[t] for t in kept)), session.budget).unsat_core(
-            build, ask=options.asking())
+        again = Session(ConstraintSet(tuple(by_text[t] for t in kept)), session.budget).unsat_core(build, *exprs)
         if again is not None:
             implicit = sorted(t for t in again if t not in by_text)
         else:
@@ -334,10 +332,10 @@ def minimal_support(session: Session, build: Build, *exprs: Expr) -> tuple[tuple
     return tuple(kept) + tuple(implicit), True
 
 
-def refutes(constraints: ConstraintSet, build: Build, budget: int, *, linear: bool) -> bool:
-    """Whether ``constraints`` (with ``v >= 1``) prove ``build`` unsatisfiable (unknown counts as no)."""
-    s = SolverSession(constraints, budget)
-    return s.check(build, linear=linear and constraints.is_linear(), ask=options.asking(), want_model=False).status == UNSAT
+def refutes(constraints: ConstraintSet, build: Build, budget: int, *exprs: Expr) -> bool:
+    """Whether ``constraints`` (with ``v >= 1``) prove ``build`` (which encodes ``exprs``) unsatisfiable
+    (unknown counts as no). A session of its own: trial constraint sets stay out of the registry."""
+    return Session(constraints, budget).model(build, *exprs).status == UNSAT
 
 
 # -- suggested fixes ---------------------------------------------------------------------------------
@@ -375,8 +373,7 @@ def proves_with(session: Session, lhs: Expr, op: str, rhs: Expr, extra: Sequence
     base = replace if replace is not None else ConstraintSet(session.constraints.constraints + tuple(extra))
     s = Session(base, session.budget)  # private: trial constraint sets stay out of the shared registry
     try:
-        sat = s.solver.check(lambda enc: [], linear=base.is_linear(), ask=options.asking(), model_vars=base.variables())
-        if sat.status != SAT or sat.model is None or not base.holds(sat.model):
+        if s.model(lambda enc: []).status != SAT:  # a model, re-checked exactly against every constraint
             return False
         return s.proves(lhs, op, rhs)
     except SmtdimsError:
@@ -396,7 +393,7 @@ def _var_range_where_false(session: Session, v: str, negs: list[Constraint]) -> 
     """
     lo, hi = math.inf, -math.inf
     for neg in negs:
-        if options.deadline_passed():  # one session per variable: 1,000 variables took 20-40 s
+        if options.deadline_passed():  # one session per variable: a wide scope stops at the deadline
             return None
         cs = ConstraintSet(session.constraints.constraints + (neg,))
         try:
@@ -421,13 +418,17 @@ def _bounded_range(s: Session, v: str) -> tuple[float, float] | None:
     None when the region is empty; an end the search cannot pin down stays at the
     fast path's sound bound (possibly infinite).
     """
-    linear = False
-    names = s.constraints.variables() | {v}
-    start = s.solver.check(lambda enc: [], linear=linear, ask=options.asking(), model_vars=names)
+    x = Expr.var(v)
+    with s.question(x):  # one question: its checks share the solver context the first one makes
+        return _searched_range(s, v, x)
+
+
+def _searched_range(s: Session, v: str, x: Expr) -> tuple[float, float] | None:
+    start = s.model(lambda enc: [], x)  # s's constraints are nonlinear: not the shared linear solver
     if start.status == UNSAT:
         return None
-    p_lo, p_hi = s.interval(Expr.var(v))
-    if start.status != SAT or start.model is None or not s.constraints.holds(start.model):
+    p_lo, p_hi = s.interval(x)
+    if start.status != SAT or start.model is None:  # a model is re-checked exactly (else unknown)
         return (p_lo, p_hi)
     attained = start.model.get(v, 1)
     ends = []
@@ -444,10 +445,10 @@ def _bounded_range(s: Session, v: str) -> tuple[float, float] | None:
             else:
                 m = (a + proven + 1) // 2 if upper else (a + proven) // 2
             build = (lambda enc, m=m: [enc.var(v) >= m]) if upper else (lambda enc, m=m: [enc.var(v) <= m])
-            res = s.solver.check(build, linear=linear, ask=options.asking(), model_vars=names)
+            res = s.model(build, x)
             if res.status == UNSAT:
                 proven = m - 1 if upper else m + 1
-            elif res.status == SAT and res.model is not None and s.constraints.holds(res.model):
+            elif res.status == SAT and res.model is not None:
                 a = res.model.get(v, a)
             else:
                 break
@@ -493,7 +494,7 @@ def suggest_fixes(session: Session, lhs: Expr, op: str, rhs: Expr, *, limit: int
         if r is not None and not is_inf(r[0]) and r[0] - 1 >= 1:
             candidates.append((v, "<=", int(r[0]) - 1))
     for v, cop, k in candidates:
-        # made, not parsed: Python's str() refuses a bound past 4,300 digits (issue 29)
+        # made, not parsed: Python's str() refuses a bound past 4,300 digits
         c = Constraint.make(Expr.var(v), cop, Expr.const(k), f"{v} {cop} {readable_int(k)}")
         if proves_with(session, lhs, op, rhs, [c]):
             if cop == ">=":
@@ -503,7 +504,7 @@ def suggest_fixes(session: Session, lhs: Expr, op: str, rhs: Expr, *, limit: int
                 return out
     text = comparison_as_constraint(lhs, op, rhs) if d.status == UNDETERMINED else None
     if text is not None and not options.deadline_passed():
-        # built from the IR, not re-parsed from its text (16,000 expanded terms: 3 s to parse)
+        # built from the IR, not re-parsed from its text (a large expansion takes long to parse)
         rel = {">": (">=", rhs + 1), "<": ("<=", rhs - 1)}.get(op, (op, rhs))
         c = Constraint.make(lhs, rel[0], rel[1], text)
         if proves_with(session, lhs, op, rhs, [c]):

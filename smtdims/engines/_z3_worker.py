@@ -1,4 +1,4 @@
-"""The Z3 worker process of :mod:`smtdims.engines.smt`: checks that Z3 may not stop at its interrupt run here.
+"""The Z3 worker process of :mod:`smtdims.engines.checks`: checks that Z3 may not stop at its interrupt run here.
 
 Z3's nonlinear core can go on long past ``ctx.interrupt()`` (14 s at degree 346; for good on a
 108-factor monomial), and a thread cannot be killed. So every check under a deadline in a

@@ -317,7 +317,7 @@ class Engine:
 
     def conflict(self, *, clock: options.Deadline) -> tuple[dict[str, int] | None, list[str] | None] | None:
         """``(point, None)`` with a valuation meeting every constraint, or ``(None, core)`` with a
-        minimal conflicting subset, labelled as :meth:`smtdims.engines.smt.SolverSession.unsat_core`
+        minimal conflicting subset, labelled as :meth:`smtdims.engines.session.SolverSession.unsat_core`
         labels it (texts as written, ``'v >= 1 (dimension variable)'``); None when ISL could not
         answer. One round trip, the minimisation by deletion inside ISL's operation quota (an
         unsatisfiable scope's error message cost a fresh Z3 context and a check per fact: 12-16 ms

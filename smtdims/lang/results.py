@@ -23,11 +23,32 @@ def _configured() -> tuple[int, float]:
     return current().budget, current().deadline
 
 
+# Z3's own words for an unknown check. The engines name the cause instead (options.REASON_*); should
+# these reach an answer all the same, they are read as the cause they name and never shown.
+Z3_WORDING = ("max. resource limit exceeded", "canceled", "timeout", "interrupted from keyboard")
+
+
+def unknown_cause(reason: str) -> str:
+    """The limit behind an "unknown" answer: ``"budget"`` (Z3's rlimit ran out), ``"deadline"`` (the
+    wall clock or Ctrl-C stopped the solver) or ``"incomplete"`` (the solver gave up). Reads the
+    reasons smtdims gives (options.REASON_*, a satisfiability gate's included) and Z3's own words alike."""
+    from ..options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE
+
+    r = " ".join(reason.lower().split())
+    if "resource limit" in r or "rlimit" in r or "budget" in r:
+        return REASON_BUDGET
+    if any(word in r for word in ("cancel", "deadline", "timeout", "interrupt")):
+        return REASON_DEADLINE
+    return REASON_INCOMPLETE
+
+
 def unknown_advice(reason: str, budget: int | None = None, deadline: float | None = None) -> str:
-    """What an "unknown" answer means and how to raise the limit that stopped it (never Z3's raw wording).
+    """What an "unknown" answer means and how to raise the limit that stopped it: the one text that
+    answers, explanations, reports and the command line all print (never Z3's raw wording).
 
     ``budget``/``deadline``: the limits in force for that answer (``Decision.budget``...);
-    the current ones when not given.
+    the current ones when not given. A reason that is a sentence of smtdims' own ("solver model
+    failed exact re-evaluation", "interrupted") is its own text.
     """
     from ..options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_SATISFIABILITY
 
@@ -37,22 +58,23 @@ def unknown_advice(reason: str, budget: int | None = None, deadline: float | Non
                 "(no witness, no end claimed attained, no \"undetermined\"); the bounds and true/false "
                 "answers still hold, vacuously if none does. Satisfiability: "
                 + unknown_advice(why, budget, deadline))
+    if reason not in (REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, "") and reason not in Z3_WORDING:
+        return reason
     now_budget, now_deadline = _configured()
     budget = now_budget if budget is None else budget
     deadline = now_deadline if deadline is None else deadline
-    if reason == REASON_BUDGET:
+    cause = unknown_cause(reason)
+    if cause == REASON_BUDGET:
         return (f"the solver ran out of budget (Z3 rlimit {budget} per check); raise it with budget=N "
                 "(per call), smtdims.install(budget=N), smtdims.options.scoped(budget=N) "
                 f"or --budget N on the command line, e.g. {budget * 10}")
-    if reason == REASON_DEADLINE:
+    if cause == REASON_DEADLINE:
         return (f"the question hit its deadline ({deadline:g} s, a wall-clock limit, not the budget); raise it "
                 "with deadline=SECONDS (per call), smtdims.install(deadline=SECONDS), "
                 "smtdims.options.scoped(deadline=SECONDS) or --deadline SECONDS on the command line")
-    if reason == REASON_INCOMPLETE or not reason:
-        return ("the solver gave up (integer arithmetic with products of variables is undecidable in general; "
-                f"Z3 rlimit {budget} per check); a larger budget (budget=N, --budget N) or a constraint that "
-                "bounds the variables may help")
-    return reason
+    return ("the solver gave up (integer arithmetic with products of variables is undecidable in general; "
+            f"Z3 rlimit {budget} per check); a larger budget (budget=N, --budget N) or a constraint that "
+            "bounds the variables may help")
 
 
 # Explanations live in smtdims.answers.explain, which registers them here when imported (importing any

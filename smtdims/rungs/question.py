@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import z3
 
-from ..engines.smt import SAT, UNSAT
+from ..engines.checks import SAT, UNSAT
 from ..lang.expr import FLOORDIV, MOD, Atom, ExpansionTooLarge, Expr, Monomial, Op, Var
 from ..lang.results import FALSE, TRUE
 

@@ -395,10 +395,10 @@ _MAX_SLOPE_TEXT = 4000
 
 @functools.lru_cache(maxsize=4096)
 def _smt_name(name: str) -> str:
-    """``name``'s real in the LP's SMT-LIB text: :func:`smtdims.engines.smt.symbol` of kind ``d``, quoted.
+    """``name``'s real in the LP's SMT-LIB text: :func:`smtdims.engines.encoding.symbol` of kind ``d``, quoted.
     Cached: the LP's text names each variable once per constraint that holds it (at 500 constraints,
     the import and the quoting were a third of writing the text)."""
-    from ..engines.smt import symbol
+    from ..engines.encoding import symbol
 
     return f"|{symbol(name, 'd')}|"
 
@@ -417,7 +417,7 @@ class Recession:
     """
 
     def __init__(self, constraints: ConstraintSet, budget: int, family: int | None = None):
-        from ..engines import smt
+        from ..engines import memory
 
         self.constraints = constraints
         self.budget = budget
@@ -425,19 +425,19 @@ class Recession:
         self._ctx = None
         self._reals: dict[str, object] = {}  # name -> its z3.Real in the LP's context, made once
         self._names = sorted(constraints.variables())
-        self._family = smt.new_family() if family is None else family  # its session's: released together
+        self._family = memory.new_family() if family is None else family  # its session's: released together
 
     @property
     def _z3_ctx(self) -> object:  # a z3.Context (z3 is imported lazily here)
         return self._ctx
 
     def _release(self) -> None:
-        """Drop the LP (``smt.touch`` bounds how many Z3 sides live at once); rebuilt on next use."""
+        """Drop the LP (``memory.touch`` bounds how many Z3 sides live at once); rebuilt on next use."""
         self._solver = self._ctx = None
         self._reals = {}
 
     def _start(self) -> None:
-        from ..engines import smt
+        from ..engines import checks, context
 
         memo: dict[Op, str | None] = {}
         lines = [f"(declare-const {_smt_name(n)} Real)" for n in self._names]
@@ -446,9 +446,9 @@ class Recession:
             s = _slope(c.diff, memo)
             if s is not None and s != "0.0":
                 lines.append(f"(assert ({'>=' if c.kind == '>=' else '='} {s} 0.0))")
-        self._ctx = smt.shared_context()
+        self._ctx = context.shared_context()
         self._reals = {}
-        self._solver = smt.make_solver(self._ctx, self.budget)
+        self._solver = checks.make_solver(self._ctx, self.budget)
         self._solver.from_string("\n".join(lines))
 
     def _real(self, name: str):
@@ -465,16 +465,16 @@ class Recession:
         under the question ``ask``'s deadline)."""
         import z3
 
-        from ..engines import smt
+        from ..engines import checks, context, counters, encoding, memory
 
         extra = sorted(v for v in f.variables() if v not in self.constraints.variables())
         s = _slope(f, {})
         if s is None or s == "0.0":
             return None
-        with smt.Z3_LOCK:
-            if self._solver is None or self._ctx is not smt.shared_context():  # first use, or released
+        with context.Z3_LOCK:
+            if self._solver is None or self._ctx is not context.shared_context():  # first use, or released
                 self._start()
-            smt.touch(self, self._family)
+            memory.touch(self, self._family)
             # held here, not read from self after the check: a check the deadline interrupts retires
             # the shared context, which releases this LP (self._solver = None) inside run_check
             solver, ctx = self._solver, self._ctx
@@ -486,13 +486,13 @@ class Recession:
                 decls = {_smt_name(n)[1:-1]: self._real(n) for n in f.variables()}
                 goal = z3.parse_smt2_string(f"(assert (<= {s} (- 1.0)))", decls=decls, ctx=ctx)
                 solver.add(*goal, *(decls[_smt_name(n)[1:-1]] >= 0 for n in extra))
-                smt.COUNTERS.checked(ask)
-                r, _ = smt.run_check(solver, ctx, ask=ask)
+                counters.COUNTERS.checked(ask)
+                r, _ = checks.run_check(solver, ctx, ask=ask)
                 if r != z3.sat:
                     return None
                 m = solver.model()
                 names = (*self._names, *extra)
-                texts = smt.model_numerals(m, (self._real(n) for n in names))
+                texts = encoding.model_numerals(m, (self._real(n) for n in names))
                 values = {}
                 for n, t in zip(names, texts, strict=True):
                     if t is None:

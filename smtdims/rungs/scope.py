@@ -1,8 +1,9 @@
 """What a rung may ask of the scope it answers in: the whole public surface between rungs and scope.
 
-A scope is all reasoning about one constraint set (:class:`smtdims.scope.ConstraintScope`
-implements its facts, gates and engines; :class:`smtdims.reasoner.Session`, a scope with the walk
-of the ladder, adds the sub-questions ``holds_everywhere`` and ``bounds``). A rung reads facts
+A scope is what is known about one constraint set (:class:`smtdims.scope.ConstraintScope`
+implements its facts, gates and engines, and the sub-questions ``holds_everywhere`` and ``bounds``
+through the walk of :mod:`smtdims.ladder`; :class:`smtdims.reasoner.Session` holds one and is the
+door for every caller outside the reasoner). A rung reads facts
 (known points, interval bounds), narrows to the cone of influence, asks the engines (a checked
 solver call, ISL, the host's own procedure) and asks sub-questions; it never reaches into the
 scope's caches, locks or statistics. Why a Protocol here rather than the class: the rungs stand
@@ -18,7 +19,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import z3
 
 from ..engines import presburger
-from ..engines.smt import CheckResult, Encoder, SolverSession
+from ..engines.checks import CheckResult
+from ..engines.encoding import Encoder
+from ..engines.session import SolverSession
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import Expr
 from ..lang.results import Bounds

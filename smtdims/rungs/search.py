@@ -14,7 +14,8 @@ import weakref
 from typing import TYPE_CHECKING
 
 from .. import options
-from ..engines.smt import SAT, UNSAT, CheckResult, z3_int_or_inf
+from ..engines.checks import SAT, UNSAT, CheckResult
+from ..engines.encoding import z3_int_or_inf
 from ..lang.expr import Expr
 from ..options import REASON_DEADLINE
 from . import rays

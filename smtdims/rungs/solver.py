@@ -11,7 +11,7 @@ witness where it holds.
 
 from __future__ import annotations
 
-from ..engines.smt import SAT, UNKNOWN
+from ..engines.checks import SAT, UNKNOWN
 from .question import SignQuestion, holds, relation
 from .scope import Scope
 

@@ -1,6 +1,6 @@
 """THE TABLE: every rung, cheapest first, and the questions each answers. Adding a rung is a module
 with ``NAME`` and ``answer(question, scope)`` (:mod:`smtdims.rungs.scope` is all it may ask) and one
-line here; the walk (:meth:`smtdims.reasoner.Session.walk`) is the same for every kind of question.
+line here; the walk (:func:`smtdims.ladder.walk`) is the same for every kind of question.
 
 Three kinds of question walk it: ``decision`` (``decide``, provable ``==``, a rung's own
 sub-question: two sides, or one), ``sign`` (JAX's sign questions at a sign precision) and ``bounds``

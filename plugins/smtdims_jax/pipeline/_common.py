@@ -13,8 +13,8 @@ from jax import export
 from smtdims import options
 from smtdims.errors import SmtdimsError
 
-from .. import adapter
 from ..frames import paste_target  # noqa: F401 - where the pipeline's steps import it from
+from ..jax_internals import AnyInconclusive
 
 Progress = Callable[[str], None]
 
@@ -68,7 +68,7 @@ _OWN_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
 
 def _raised_by_smtdims(err: BaseException) -> bool:
     """Whether ``err`` is a bug in smtdims' code (raised there, not one of JAX's or smtdims' documented errors)."""
-    if isinstance(err, (adapter.AnyInconclusive, SmtdimsError)):
+    if isinstance(err, (AnyInconclusive, SmtdimsError)):
         return False
     tb = err.__traceback__
     last = None

@@ -21,7 +21,11 @@ from smtdims.lang.constraints import Constraint, ConstraintSet
 from smtdims.lang.expr import Expr
 from smtdims.lang.parser import parse_expr
 
-from .. import adapter, enabled
+from ..conversion import scope_constraints, to_ir
+from ..equality import ASKED_BY_JAX, ASKED_BY_USER
+from ..jax_internals import AnyInconclusive
+from ..listeners import add_listener, remove_listener
+from ..seam import enabled
 from ._common import _raised_by_smtdims
 from .box import Dims
 from .refusals import FixPart, Refusal, message_key, refusals_of
@@ -72,8 +76,8 @@ class Spec:
 
 
 def spec_of(leaves: Sequence[Any], scope: Any) -> Spec:
-    dims = tuple(tuple(adapter.to_ir(d) if export.is_symbolic_dim(d) else Expr.const(int(d)) for d in x.shape) for x in leaves)
-    return Spec(dims, tuple(np.dtype(x.dtype) for x in leaves), tuple(c.text for c in adapter.scope_constraints(scope)))
+    dims = tuple(tuple(to_ir(d) if export.is_symbolic_dim(d) else Expr.const(int(d)) for d in x.shape) for x in leaves)
+    return Spec(dims, tuple(np.dtype(x.dtype) for x in leaves), tuple(c.text for c in scope_constraints(scope)))
 
 
 # -- one export attempt ----------------------------------------------------------------------------
@@ -95,7 +99,7 @@ class Attempt:
         if self.error is None:
             return ""
         text = str(self.error)
-        kind = "InconclusiveDimensionOperation" if isinstance(self.error, adapter.AnyInconclusive) else type(self.error).__name__
+        kind = "InconclusiveDimensionOperation" if isinstance(self.error, AnyInconclusive) else type(self.error).__name__
         return f"{kind}: " + "\n".join(
             ln for ln in text.splitlines() if not ln.strip().startswith("smtdims:")).strip()
 
@@ -150,19 +154,19 @@ def export_attempt(fn: Callable[..., Any], leaves: Sequence[Any], in_tree: Any, 
     def listener(ev: dict[str, Any]) -> None:
         if ev.get("answer") == "inconclusive":
             seen.append(ev)
-        elif ev.get("kind") == "eq" and ev.get("asked_by") == adapter.ASKED_BY_JAX and not ev.get("proven_equal"):
+        elif ev.get("kind") == "eq" and ev.get("asked_by") == ASKED_BY_JAX and not ev.get("proven_equal"):
             equations.append((ev["lhs"], ev["rhs"]))
             asked.append((ev["lhs"], ev["rhs"], True))
-        elif ev.get("kind") == "eq" and ev.get("asked_by") == adapter.ASKED_BY_USER and not ev.get("answer"):
+        elif ev.get("kind") == "eq" and ev.get("asked_by") == ASKED_BY_USER and not ev.get("answer"):
             asked.append((ev["lhs"], ev["rhs"], False))
 
     try:
         with enabled(budget=budget):
-            adapter.add_listener(listener)
+            add_listener(listener)
             try:
                 exported = export.export(jax.jit(fn), platforms=plats)(*args)
             finally:
-                adapter.remove_listener(listener)
+                remove_listener(listener)
     except Exception as err:  # noqa: BLE001 - a refusal is data
         chain = error_chain(err)
         if _raised_by_smtdims(chain[-1]):
@@ -171,7 +175,7 @@ def export_attempt(fn: Callable[..., Any], leaves: Sequence[Any], in_tree: Any, 
         q = None
         if ev is not None:
             try:
-                q = (adapter.to_ir(ev["lhs"]), adapter.to_ir(ev["rhs"]))
+                q = (to_ir(ev["lhs"]), to_ir(ev["rhs"]))
             except Exception:  # noqa: BLE001 - an operand smtdims cannot read: no comparison fix
                 q = None
         # An error JAX raised needed the last equation JAX asked. One the program raised (an ``assert
@@ -181,7 +185,7 @@ def export_attempt(fn: Callable[..., Any], leaves: Sequence[Any], in_tree: Any, 
         eqs = []
         for lhs, rhs in ([(a, b) for a, b, _ in asked] if by_program and asked else equations):
             try:
-                eqs.append((adapter.to_ir(lhs), adapter.to_ir(rhs)))
+                eqs.append((to_ir(lhs), to_ir(rhs)))
             except Exception:  # noqa: BLE001 - an operand smtdims cannot read: not an equation it can fix
                 continue
         return Attempt(False, err, q, scope, time.perf_counter() - t0, tuple(eqs))

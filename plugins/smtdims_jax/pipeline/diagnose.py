@@ -131,7 +131,7 @@ def diagnose(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, s
         box = NativeBox(fn, spec.dims, spec.dtypes, in_tree, spec.constraint_set(), side=box_side, deadline=stop,
                         extra=[*native_fails, *artifact_only], budget=budget)
         box.measure(list(box.env))  # chosen shapes (the failed samples first): what the lower bounds read
-        exprs = [d for leaf in spec.dims for d in leaf] + [adapter_ir(d) for a in exp.out_avals for d in a.shape]
+        exprs = [d for leaf in spec.dims for d in leaf] + [dim_ir(d) for a in exp.out_avals for d in a.shape]
         exprs += intermediate_dims(fn, spec_leaves, in_tree, budget)
         chosen: list[str] = []
         current = spec
@@ -196,7 +196,8 @@ def intermediate_dims(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tre
     ``x.reshape(b*(t//16), 16, d)`` reshaped back to ``(b, -1, d)`` shows ``floordiv(t, 16)``
     only in between. Empty when tracing fails (the export succeeded, so it should not).
     """
-    from .. import adapter, enabled
+    from ..conversion import to_ir
+    from ..seam import enabled
 
     try:
         with enabled(budget=budget):
@@ -212,7 +213,7 @@ def intermediate_dims(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tre
             for v in eqn.outvars:
                 for d in getattr(getattr(v, "aval", None), "shape", ()):
                     if export.is_symbolic_dim(d):
-                        e = adapter.to_ir(d)
+                        e = to_ir(d)
                         if e not in seen:
                             seen.add(e)
                             out.append(e)
@@ -224,10 +225,10 @@ def intermediate_dims(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tre
     return out
 
 
-def adapter_ir(d: Any) -> Expr:
-    from .. import adapter
+def dim_ir(d: Any) -> Expr:
+    from ..conversion import to_ir
 
-    return adapter.to_ir(d) if export.is_symbolic_dim(d) else Expr.const(int(d))
+    return to_ir(d) if export.is_symbolic_dim(d) else Expr.const(int(d))
 
 
 def _audit(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, plats: tuple[str, ...] | None,

@@ -15,7 +15,9 @@ from smtdims.lang.constraints import ConstraintSet
 from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
-from .. import adapter, enabled
+from ..conversion import session_for_scope, to_ir
+from ..jax_internals import AnyInconclusive
+from ..seam import enabled
 from ._common import _raised_by_smtdims
 from .refusals import REMAINDER_RE, Indivisible
 from .report import ExportFailure, _first_line
@@ -61,7 +63,7 @@ def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tup
             fix = ln[len("smtdims: suggested fix: "):]
         if ln.startswith("smtdims: the comparison arose at "):
             location = ln[len("smtdims: the comparison arose at "):]
-    session = adapter.session_for_scope(scope)
+    session = session_for_scope(scope)
     constraint = variable = new = None
     m = re.match(r"add the constraint '(.+?)'", fix)
     if m:
@@ -102,7 +104,7 @@ def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tup
         elif not detail:
             detail = "the constraints could not be rewritten mechanically"
     return ExportFailure(
-        type=type(err).__name__ if not isinstance(err, adapter.AnyInconclusive)
+        type=type(err).__name__ if not isinstance(err, AnyInconclusive)
         else "InconclusiveDimensionOperation",
         message=message, smtdims=ours, witnesses=witnesses, valuations=valuations, location=location, fix=fix,
         fix_kind=kind, fix_verified=verified, fix_detail=detail, fixed_specs=fixed_specs,
@@ -153,7 +155,7 @@ def _respec(leaves: Sequence[Any], cs: ConstraintSet, variable: str | None, new:
     scope = export.SymbolicScope(tuple(texts))
     out = []
     for x in leaves:
-        dims = [str(adapter.to_ir(d).substitute(env)) if _is_sym(d) else str(int(d)) for d in x.shape]
+        dims = [str(to_ir(d).substitute(env)) if _is_sym(d) else str(int(d)) for d in x.shape]
         shape = export.symbolic_shape(", ".join(dims), scope=scope) if dims else ()
         out.append(jax.ShapeDtypeStruct(shape, x.dtype))
     return out, tuple(texts)

@@ -45,8 +45,9 @@ from smtdims.lang.constraints import Constraint, ConstraintSet
 from smtdims.lang.expr import Expr, Var
 from smtdims.reasoner import Session
 
-from .. import adapter
+from ..conversion import session_for_scope
 from ..frames import raise_site
+from ..seam import stock_jax
 from ._common import Progress, Ticker, _local_platform, paste_target
 from .attempt import (
     Attempt,
@@ -275,7 +276,7 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         errors_seen.add(key)
         if spec.dims == original.dims:
             sides += [e for r in last.refusals for e in r.sides()]
-        session = Session(spec.constraint_set(), budget) if last.scope is None else adapter.session_for_scope(last.scope)
+        session = Session(spec.constraint_set(), budget) if last.scope is None else session_for_scope(last.scope)
         say(f"fix round {len(done_rounds) + 1}: {msg}")
         tick = Ticker(say)
         offered = candidates(last, session)
@@ -546,19 +547,13 @@ def exports_on_stock(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tu
     """Whether stock JAX (smtdims uninstalled for the call) exports ``fn`` with ``spec``: the printed code
     says ``smtdims.install()`` when it does not (a bound on ``floordiv(h, 8)*floordiv(w, 8)`` that only
     smtdims proves enough)."""
-    from .. import install, installed_options, is_installed, uninstall
-
-    was = installed_options() if is_installed() else None
-    uninstall()
     try:
-        args, _ = spec.build(in_tree)
-        export.export(jax.jit(fn), platforms=plats)(*args)
+        with stock_jax():
+            args, _ = spec.build(in_tree)
+            export.export(jax.jit(fn), platforms=plats)(*args)
         return True
     except Exception:  # noqa: BLE001 - any refusal: the code needs smtdims
         return False
-    finally:
-        if was is not None:
-            install(equality=was.get("equality", True))
 
 
 def group_text(parts: Sequence[FixPart]) -> str:

@@ -38,7 +38,8 @@ import numpy as np
 from smtdims import options
 from smtdims.engines import tempdirs
 
-from .. import adapter
+from ..jax_internals import started_backends
+from ..seam import stock_jax
 from ._common import Progress
 from .report import FAIL, PASS, SKIP, RejectionCheck
 
@@ -79,7 +80,7 @@ def keep_off_accelerator() -> bool:
     between calls instead of opening it for each (several seconds on a TPU). Call it before anything
     starts a JAX backend; returns False (and changes nothing) when one has already started.
     """
-    if adapter.started_backends():
+    if started_backends():
         return False
     jax.config.update("jax_platforms", "cpu")
     _PINNED["cpu"] = True
@@ -100,7 +101,7 @@ def off_accelerator() -> Iterator[None]:
     cleared and ``jax_platforms`` restored, so that the program's next JAX call starts them as it would
     have. A process that already started its backends keeps them (it holds what it holds).
     """
-    if _PINNED["cpu"] or adapter.started_backends():
+    if _PINNED["cpu"] or started_backends():
         yield
         return
     before = jax.config.jax_platforms
@@ -320,7 +321,7 @@ def locate(env: dict[str, str] | None = None) -> Device:
 
     A process that started a TPU backend holds the chip: its jobs run here (:data:`IN_PROCESS`).
     """
-    held = adapter.started_backends() & EXCLUSIVE
+    held = started_backends() & EXCLUSIVE
     if held:
         d = jax.devices()[0]
         return Device(IN_PROCESS, d.platform, d.device_kind, jax.__version__)
@@ -438,20 +439,13 @@ def run_on_device(artifact: bytes, samples: Sequence[Sequence[np.ndarray]],
                               "inputs": None if leaves is None else pack_arrays(leaves, f)} for avals, leaves in reject]
         Path(d, "artifact.bin").write_bytes(artifact)
         Path(d, "job.json").write_text(json.dumps(job))
-        held = adapter.started_backends() & EXCLUSIVE
+        held = started_backends() & EXCLUSIVE
         if held:
             dev = locate()
             say(f"{dev.platform}: this process holds it (one process at a time may): running the samples here, "
                 "with smtdims uninstalled")
-            from .. import install, installed_options, is_installed, uninstall
-
-            was = installed_options() if is_installed() else None
-            uninstall()  # the artifact runs on stock JAX's code here too
-            try:
+            with stock_jax():  # the artifact runs on stock JAX's code here too
                 _in_process_main(say, len(samples))(d)
-            finally:
-                if was is not None:
-                    install(equality=was.get("equality", True))
             return _read(d, dev, "")
         env = job_env() if env is None else env
         dev = Device(FRESH, cause="did not start")

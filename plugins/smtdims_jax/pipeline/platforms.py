@@ -51,10 +51,10 @@ def normalise_platforms(platforms: str | Sequence[str] | None) -> tuple[str, ...
 
 
 def _gpu_platform() -> str:
-    from jax._src import xla_bridge  # the one place JAX maps 'gpu' to 'cuda' or 'rocm'
+    from ..jax_internals import canonical_platform
 
     try:
-        return xla_bridge.canonicalize_platform(GPU)
+        return canonical_platform(GPU)
     except (RuntimeError, AssertionError) as err:
         why = str(err).strip() or "no GPU backend is installed"
         raise PlatformError(f"platform 'gpu': JAX maps it to the GPU backend installed here, and there is none ({why}). "
@@ -73,10 +73,10 @@ def backend_problem() -> str | None:
 
 def explain_backend_error(kind: str, text: str) -> str:
     """What a failed backend start means and what to do (JAX's own text is an assertion or a lockfile)."""
-    from jax._src import xla_bridge
+    from ..jax_internals import known_backends
 
     env = os.environ.get("JAX_PLATFORMS", "")
-    known = ", ".join(sorted(getattr(xla_bridge, "_backend_factories", {}) or ())) or "none"
+    known = ", ".join(known_backends()) or "none"
     detail = text.strip().splitlines()[0] if text.strip() else ""
     if env:
         return (f"JAX cannot start a backend: JAX_PLATFORMS={env!r} asks for a platform that is not installed or not "

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import z3
 
-from smtdims import options
-from smtdims.engines.smt import SAT, UNSAT, Encoder
+from smtdims.engines.checks import SAT, UNSAT
+from smtdims.engines.encoding import Encoder
 from smtdims.errors import format_valuation
 from smtdims.lang.constraints import ConstraintSet
 from smtdims.lang.expr import FLOORDIV, MOD, Expr, Op
@@ -133,8 +133,7 @@ class SampleChooser:
         """A model of constraints & conds & (shape differs from each of ``avoid``); small values first."""
         caps: list[Cond] = [(Expr.var(v), "<=", self.lo[v] + _CAP_STEP) for v in self.shape_vars]
         nonneg: list[Cond] = [(d, ">=", 0) for d in self.flat]
-        exprs = [e for e, _, _ in [*conds, *nonneg]] or [Expr.const(0)]
-        linear = all(e.is_linear() for e in exprs)
+        exprs = [e for e, _, _ in [*conds, *nonneg]]
 
         def build(enc: Encoder, with_caps: bool) -> list[z3.BoolRef]:
             fs = _encode(enc, [*conds, *nonneg, *(caps if with_caps else [])])
@@ -144,9 +143,9 @@ class SampleChooser:
             return fs
 
         for with_caps in (True, False):
-            with session.lock:
-                res = session.solver.check(lambda enc, c=with_caps: build(enc, c), linear=linear and session.solver.linear,
-                                           ask=options.asking(), model_vars=frozenset(self.vars))
+            # the session's question (its lock, its deadline); the model is re-checked exactly against
+            # the constraints there, and against the goal's conditions here
+            res = session.model(lambda enc, c=with_caps: build(enc, c), *exprs, names=self.vars)
             if res.status == SAT and res.model is not None:
                 env = {v: res.model.get(v, 1) for v in self.vars}
                 ok = session.constraints.holds(env) and _holds([*conds, *nonneg], env)
@@ -274,11 +273,7 @@ class SampleChooser:
         if any(e.is_constant and e.as_constant() != s for e, _, s in conds):
             return True
         conds = [c for c in conds if not c[0].is_constant]
-        with self.session.lock:
-            res = self.session.solver.check(
-                lambda enc: _encode(enc, conds), linear=self.session.solver.linear and all(e.is_linear() for e, _, _ in conds),
-                ask=options.asking(), model_vars=frozenset(self.vars),
-            )
+        res = self.session.model(lambda enc: _encode(enc, conds), *(e for e, _, _ in conds), names=self.vars)
         return res.status == UNSAT
 
     def outside(self, samples: Sequence[dict[str, int]], limit: int = 3) -> list[tuple[tuple[tuple[int, ...], ...], str]]:

@@ -27,7 +27,8 @@ from jax import export
 
 from smtdims.errors import format_valuation
 
-from .. import adapter
+from ..conversion import scope_constraints, session_for_scope, to_ir
+from ..jax_internals import started_backends
 from ._common import Progress, _fn_name, _local_platform, _normalise_platforms, _progress_fn, _solver_budget
 from .attempt import export_attempt, spec_of
 from .box import valuation_of
@@ -192,7 +193,7 @@ def export_and_verify(
             sample_bytes=sample_bytes, int_range=tuple(int_range) if isinstance(int_range, list) else int_range,
             out=out, fix=FixOptions(fix_rounds, float(fix_deadline), box) if fix else None)
     opts = options.checked()  # a misspelt platform first, before the backend
-    if adapter.started_backends() or keeps_off_accelerator():
+    if started_backends() or keeps_off_accelerator():
         check_backend()  # JAX_PLATFORMS naming a backend this machine lacks: said here, with what to do
     # else starting a backend here would take the device from the verification process, which says
     # itself when it cannot start one (its samples are then "not run", with JAX's reason)
@@ -235,9 +236,9 @@ class SamplePlan:
 
 def plan_samples(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, exp: Any, scope: Any,
                  opts: VerifyOptions, say: Progress) -> SamplePlan:
-    session = adapter.session_for_scope(scope)
-    dims = [tuple(adapter.to_ir(d) for d in s.shape) for s in spec_leaves]
-    out_dims = [tuple(adapter.to_ir(d) for d in a.shape) for a in exp.out_avals]
+    session = session_for_scope(scope)
+    dims = [tuple(to_ir(d) for d in s.shape) for s in spec_leaves]
+    out_dims = [tuple(to_ir(d) for d in a.shape) for a in exp.out_avals]
     say(f"choosing {opts.samples} sample shapes with the solver")
     chooser = SampleChooser(session, dims, [e for leaf in out_dims for e in leaf],
                             itemsizes=[np.dtype(x.dtype).itemsize for x in spec_leaves], out_dims=out_dims,
@@ -377,7 +378,7 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
 
     plan = plan_samples(fn, spec_leaves, in_tree, exp, scope, opts, say)
     if opts.out is not None:
-        write_sidecar(opts.out, exp, plan, tuple(c.text for c in adapter.scope_constraints(scope)))
+        write_sidecar(opts.out, exp, plan, tuple(c.text for c in scope_constraints(scope)))
     return _check_artifact(fn, exp, artifact, spec_leaves, in_tree, scope, plats, opts, say, x64, checks, plan, dev)
 
 
@@ -388,7 +389,7 @@ def _check_artifact(fn: Callable[..., Any], exp: Any, artifact: bytes, spec_leav
     ``smtdims verify`` shares with the export)."""
     name = _fn_name(fn)
     dev = dev or locate()
-    out_dims = [tuple(adapter.to_ir(d) for d in a.shape) for a in exp.out_avals]
+    out_dims = [tuple(to_ir(d) for d in a.shape) for a in exp.out_avals]
     not_run = ""
     run: DeviceRun | None = None
     native_errors = [""] * len(plan.chosen)
@@ -538,7 +539,7 @@ def _failed_export(fn: Callable[..., Any], err: BaseException, spec_leaves: Sequ
     failure = settled_by(failure, whole)
     return VerificationReport(
         function=name, platforms=plats or (_local_platform(),),
-        constraints=tuple(c.text for c in adapter.scope_constraints(scope)),
+        constraints=tuple(c.text for c in scope_constraints(scope)),
         in_avals=tuple(_aval_text(x) for x in spec_leaves), out_avals=(), checks=tuple(checks),
         samples=(), rejections=(), export_error=failure, exception=err, fix=whole,
     )
