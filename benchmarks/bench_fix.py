@@ -108,9 +108,10 @@ MODELS = [("window_partition", ("float32[b, h, w, 3]",)), ("vit_grid", ("float32
 
 
 def _models() -> list[dict]:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from fixtures_pipeline import loop_models
+    sys.path.insert(0, str(ROOT))  # the repository's root, never tests/ (where tests/jax would pass for JAX)
     from smtdims_jax.pipeline import export_and_verify
+
+    from tests.fixtures_pipeline import loop_models
 
     out = []
     for name, specs in MODELS:

@@ -162,8 +162,7 @@ def child_questions(n: int, passes: int = 1) -> dict:
     import time
 
     sys.path.insert(0, str(ROOT / "tools"))
-    sys.path.insert(0, str(ROOT / "tests"))
-    import fuzz
+    import fuzz  # puts the repository's root on the path: tests.strategies
 
     import smtdims
 

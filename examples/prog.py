@@ -1,4 +1,4 @@
-import sys  # the `smtdims run` example of docs/cli.md: tests/test_readme.py runs its transcript
+import sys  # the `smtdims run` example of docs/cli.md: tests/docs/test_readme.py runs its transcript
 
 from jax import ShapeDtypeStruct, export, jit, lax
 

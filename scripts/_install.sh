@@ -2,7 +2,8 @@
 # PIP_ARGS into VENV, and skips pip when neither pyproject.toml nor the arguments changed since the
 # last successful install there (pip's "already satisfied" pass costs ~20 s on every run otherwise).
 # SMTDIMS_REINSTALL=1 forces the install. INSTALL_STAMP=NAME keeps a stamp of its own, so that two
-# installs into one venv (the tests' and the docs') do not undo each other's stamp.
+# installs into one venv (the tests' and the docs') do not undo each other's stamp. INSTALL_CHECK is the
+# Python that must run for the stamp to count (default: importing smtdims and the JAX plugin).
 install_once() {
   local venv=$1
   shift
@@ -10,7 +11,7 @@ install_once() {
   local stamp
   stamp=$( { cat pyproject.toml; echo "$*"; "$venv/bin/python" -V 2>&1; } | sha256sum | cut -d' ' -f1)
   if [ "${SMTDIMS_REINSTALL:-0}" != 1 ] && [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ] \
-      && "$venv/bin/python" -c 'import smtdims, smtdims_jax' >/dev/null 2>&1; then
+      && "$venv/bin/python" -c "${INSTALL_CHECK:-import smtdims, smtdims_jax}" >/dev/null 2>&1; then
     echo "install: $venv is up to date (pyproject.toml unchanged; SMTDIMS_REINSTALL=1 reinstalls)"
     return 0
   fi

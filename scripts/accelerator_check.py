@@ -15,7 +15,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "examples")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]  # the root, never tests/ (tests/jax would pass for JAX)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         print("accelerator_check: SKIPPED: JAX sees no TPU or GPU here")
         return 0
     print(f"accelerator_check: verifying on {where}, stock jax {dev.jax_version}", flush=True)
-    from fixtures_pipeline import seed_rows
+    from tests.fixtures_pipeline import seed_rows
 
     results: list[tuple[str, bool, str]] = []
     t0 = time.perf_counter()

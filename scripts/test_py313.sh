@@ -22,4 +22,4 @@ fi
 . scripts/_install.sh
 install_once "$VENV" -e ".[test]" "jax==${NEW_JAX}" "jaxlib==${NEW_JAX}"
 echo "testing the equality rule on $("$VENV/bin/python" -V) with jax $("$VENV/bin/python" -c 'import jax; print(jax.__version__)')"
-exec env JAX_PLATFORMS=cpu "$VENV/bin/python" -m pytest tests/test_equality.py tests/test_audit.py tests/test_dropin.py "$@"
+exec env JAX_PLATFORMS=cpu "$VENV/bin/python" -m pytest tests/jax/test_equality.py tests/jax/test_audit.py tests/jax/test_dropin.py "$@"

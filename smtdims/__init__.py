@@ -12,7 +12,8 @@ from typing import Any
 
 from . import host, options, plugins
 from .answers.diagnostics import ConstraintReport, check_constraints
-from .answers.explain import Explanation, Fix, explain
+from .answers.explain import Explanation, explain
+from .answers.fixes import Fix
 from .api import bounds, decide, symbolic_dim_bounds
 from .errors import (
     ParseError,

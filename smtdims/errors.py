@@ -105,6 +105,6 @@ class UnsupportedJaxError(SmtdimsError, ImportError):
 def format_valuation(env: dict[str, int] | None) -> str:
     if not env:
         return "(no variables)"
-    from .lang.expr import readable_int
+    from .lang.bigints import readable_int
 
     return ", ".join(f"{k} = {readable_int(v)}" for k, v in sorted(env.items()))

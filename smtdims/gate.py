@@ -22,7 +22,7 @@ from .engines.encoding import Encoder
 from .errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
 from .ladder import WalkedScope
 from .lang.expr import Expr, symbolic_divisors
-from .rungs.intervals import is_inf
+from .rungs.interval_arith import is_inf
 from .rungs.points import shrink
 from .rungs.presburger import READABLE_VALUE
 

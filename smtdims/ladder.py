@@ -16,7 +16,7 @@ from . import options
 from .engines.counters import COUNTS_LOCK
 from .lang.expr import Expr
 from .lang.results import Bounds
-from .rungs.intervals import Interval
+from .rungs.interval_arith import Interval
 from .rungs.question import NEGATED, BoundsQuestion, End, Side, SignQuestion, all_settled
 from .rungs.scope import Scope
 from .rungs.table import BOUNDS, DECISION, LADDERS

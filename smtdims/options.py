@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-DEFAULT_BUDGET = 5_000_000  # Z3 rlimit per check: deterministic, roughly 0.5-1 s of work
+DEFAULT_BUDGET = 5_000_000  # Z3 rlimit per check: deterministic, up to about a second of work
 DEFAULT_DEADLINE = 10.0  # seconds per question: a backstop, not the budget
 
 # Why a question was answered "unknown" (``Decision.reason`` starts with one of these).
@@ -223,8 +223,9 @@ class Question:
     and the fresh Z3 contexts the checks
     of the outermost session question share (``contexts``, ``keep``; ``depth``, the nested session
     questions open, is how many start marks there are, and the contexts are dropped when it returns
-    to 0, so the next question starts from nothing: issue 18.3's determinism), and the rung that
-    answered last (``rung``: audit mode reads who answered JAX's question before the question ends).
+    to 0, so the next question starts from nothing: no answer depends on the questions asked
+    before it), and the rung that answered last (``rung``: audit mode reads who answered JAX's
+    question before the question ends).
 
     The scope and the entry points find it (:func:`asking`); below them it is a parameter: the rung
     questions carry it, the Z3 engine's calls take it. ``bounded``: False for the stand-in that
@@ -273,7 +274,8 @@ def this_question() -> Question | None:
 
 class _Open:
     """:func:`question`'s block: a class, not a generator, as every question enters it (a generator
-    context manager cost about 2 us to enter and leave; five of them were 15 us of each question)."""
+    context manager costs microseconds to enter and leave: with several per question, a measurable
+    part of a small question)."""
 
     __slots__ = ("_session", "_token", "_q", "_own")
 
@@ -371,7 +373,7 @@ class Watchdog:
     ``arm(ctx, end)`` before a check returns a token; ``disarm(token)`` after it. The
     interrupt is issued under the same lock that ``disarm`` takes, so it can only reach
     the check it was armed for (Z3's interrupt of an idle context has no lasting effect:
-    a later check on it runs normally; ``tests/test_deadline.py`` checks this).
+    a later check on it runs normally).
     """
 
     def __init__(self) -> None:
@@ -383,7 +385,8 @@ class Watchdog:
         self._thread: threading.Thread | None = None
         # when the thread wakes up next (inf: it sleeps until an arm). An arm wakes it only for an
         # earlier end: a question's checks share one deadline, and waking the thread at every check
-        # cost a thread switch each (1-3 ms a check on a busy machine, the most of a cold bound's time)
+        # would cost a thread switch each (on a busy machine, milliseconds a check: most of a cold
+        # bound's time)
         self._wake_at = math.inf
         self.interrupts = 0
 
@@ -447,8 +450,8 @@ class Watchdog:
                     del ctx
                     continue
                 self._wake_at = end
-                # deadline=math.inf: a wait past threading.TIMEOUT_MAX raised OverflowError and
-                # ended this thread (issue 42.2); it wakes once an hour instead
+                # deadline=math.inf: a wait past threading.TIMEOUT_MAX raises OverflowError, which
+                # would end this thread; it wakes once an hour instead
                 self._cond.wait(timeout=min(end - now, 3600.0))
 
 

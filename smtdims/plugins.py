@@ -1,4 +1,4 @@
-"""Where the core finds its plugins: package entry points, read on first use (issue 43).
+"""Where the core finds its plugins: package entry points, read on first use.
 
 Nothing in smtdims imports a plugin; the core knows only these entry-point groups, and a plugin
 declares its parts under them in its ``pyproject.toml``:
@@ -8,7 +8,7 @@ declares its parts under them in its ``pyproject.toml``:
 - ``smtdims.hosts``: ``NAME = "module"`` is imported the first time an object of host NAME (``jax``)
   reaches the core; importing it registers a :class:`smtdims.host.Host`.
 
-Why entry points: the layers point down (plugins -> smtdims, ``tests/test_structure.py`` checks it),
+Why entry points: the layers point down (plugins -> smtdims, ``tests/docs/test_structure.py`` checks it),
 and a further plugin needs no edit here. Reading them costs tens of milliseconds (importing
 ``importlib.metadata`` and scanning the installed distributions), so it happens once, on the first
 use of a plugin's name, never at ``import smtdims``. Where the installed metadata lacks a group (a

@@ -48,15 +48,17 @@ from .engines import presburger
 from .engines.checks import SAT, UNSAT, Z3_WORKERS, CheckResult
 from .engines.counters import COUNTERS
 from .engines.encoding import Encoder
+from .engines.implications import Implications
 from .errors import PossibleDivisionByZeroError
 from .gate import small_witness, wants_small
 from .ladder import STATS
 from .lang.constraints import ConstraintSet
-from .lang.expr import Expr, SizedMemo
+from .lang.expr import Expr
+from .lang.memos import SizedMemo
 from .lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
 from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE, REASON_DEADLINE
 from .rungs import stock as stock_rung
-from .rungs.intervals import Interval
+from .rungs.interval_arith import Interval
 from .rungs.presburger import READABLE_VALUE
 from .rungs.question import (
     COMPARISON_OPS,
@@ -93,7 +95,7 @@ def prestart_workers() -> None:
     """Start the ISL worker's process and one Z3 worker's now, without waiting for them.
 
     For runs that will ask many questions (``pytest --smtdims``, ``smtdims run``): each process
-    takes about 0.1 s to import its engine, paid in the first questions that need it unless it
+    takes a fraction of a second to import its engine, paid in the first questions that need it unless it
     starts beside the program's own imports and pytest's collection. Costs two idle processes where
     no question ever needs them; a worker that cannot start turns its rung off as it would on first
     use.
@@ -141,8 +143,8 @@ def _deterministic(b: Bounds) -> bool:
 # -- the session: the one door to one constraint set ----------------------------------------------------
 class Session:
     """All reasoning about one constraint set, through a few calls: :meth:`decide`, :meth:`proves`,
-    :meth:`sign_bounds`, :meth:`bounds`, :meth:`model`, :meth:`unsat_core` (and :meth:`interval`, the
-    cheap sound bounds). It holds the scope (:class:`smtdims.scope.ConstraintScope`: facts, gates,
+    :meth:`sign_bounds`, :meth:`bounds`, :meth:`model`, :meth:`unsat_core`, :meth:`implications` (and
+    :meth:`interval`, the cheap sound bounds). It holds the scope (:class:`smtdims.scope.ConstraintScope`: facts, gates,
     engines) and the answer caches; each call is one question block. Thread-safe: a question holds
     the scope's lock."""
 
@@ -395,6 +397,12 @@ class Session:
         unknown. In a Z3 context of its own: the question's facts never reach the shared solver."""
         with self.scope.question(*exprs):
             return self.scope.solver.unsat_core(build, ask=options.asking())
+
+    def implications(self) -> Implications:
+        """Which of the constraints the others imply, for a report over the whole set: an incremental
+        solver of its own (its own Z3 context: a report's many checks stay out of the scope's), whose
+        checks run under the caller's question (its clock, its counts) and this session's budget."""
+        return Implications(self.constraints, self.budget, options.asking())
 
     # -- the gate's valuation (the fix pipeline's box reads it) --------------------------------------------------
     def ensure_satisfiable(self) -> None:

@@ -26,10 +26,14 @@ from .engines.session import SolverSession
 from .gate import Gate
 from .ladder import STATS
 from .lang.constraints import Constraint, ConstraintSet
-from .lang.expr import CACHE_MAX_TERMS, Expr, deep_recursion, nesting
+from .lang.expr import Expr, nesting
+from .lang.memos import CACHE_MAX_TERMS
+from .lang.recursion import deep_recursion
 from .lang.results import Bounds
-from .rungs.intervals import Interval, IntervalEvaluator, combined_interval, propagate_var_ranges
+from .rungs.interval_arith import Interval
+from .rungs.intervals import IntervalEvaluator
 from .rungs.points import Points, first_point
+from .rungs.propagation import combined_interval, propagate_var_ranges
 from .rungs.question import Precision, proven_positive, sign_interval, sign_reduce
 from .rungs.search import EndSearch
 

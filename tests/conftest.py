@@ -1,7 +1,11 @@
-"""Shared fixtures. JAX runs on CPU in tests; GPU-only checks skip cleanly without one."""
+"""Shared fixtures. JAX runs on CPU in tests; GPU-only checks skip cleanly without one.
+
+Where JAX is not installed (CI's run of tests/core: scripts/test_core.sh), a test marked ``needs_jax`` is
+skipped: the few core tests that also try a JAX object (a ``jax.export`` scope handed to explain, say)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -34,6 +38,15 @@ def pytest_collection_modifyitems(config, items):
     if soak:
         config.hook.pytest_deselected(items=soak)
         items[:] = [it for it in items if not it.get_closest_marker("soak")]
+
+
+def jax_installed() -> bool:
+    return importlib.util.find_spec("jax") is not None and importlib.util.find_spec("smtdims_jax") is not None
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("needs_jax") and not jax_installed():
+        pytest.skip("needs JAX, which is not installed here (the core's JAX-free run)")
 
 
 def pytest_report_header(config):

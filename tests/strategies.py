@@ -1,7 +1,7 @@
 """Random dimension expressions and constraint sets, for property tests and the fuzz driver.
 
 The generator builds its own tiny polynomial AST, independent of smtdims' IR and
-parser, so that the oracle (``tests/oracle.py``) judges smtdims from the outside:
+parser, so that the oracle (``tests/properties/oracle.py``) judges smtdims from the outside:
 
 * ``Poly``: a tuple of ``(coeff, monomial)``; a monomial is a tuple of ``(atom, exponent)``;
   ``()`` is the constant monomial. Like terms are combined, zero coefficients dropped.

@@ -7,9 +7,9 @@ Each generated case (``tests/strategies.py``) asks smtdims ``bounds`` and ``deci
 (2 queries), and -- with smtdims installed into JAX -- JAX's own questions at the seam:
 ``_bounds_decision`` at each precision, ``>= > <= <`` and ``max_dim``/``min_dim`` (up to 9
 queries). Every answer is checked against brute force over a grid of valuations
-(``tests/oracle.py``); on the Presburger fragment, bounds and decisions must also equal
+(``tests/properties/oracle.py``); on the Presburger fragment, bounds and decisions must also equal
 ISL's exact answers. A failing case is shrunk to a minimal reproducer and written to
-``tests/regressions/`` as JSON, which ``tests/test_regressions.py`` replays (marked
+``tests/properties/regressions/`` as JSON, which ``tests/properties/test_regressions.py`` replays (marked
 ``xfail(strict=True)`` until the bug is fixed: delete the ``"xfail"`` key then).
 
 ``--audit-stock`` runs the same cases through stock JAX (smtdims uninstalled) and counts
@@ -73,13 +73,13 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # the repository's root, never tests/ (where tests/jax would pass for JAX)
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import oracle as O  # noqa: E402
-import strategies as S  # noqa: E402
+from tests import strategies as S  # noqa: E402
+from tests.properties import oracle as O  # noqa: E402
 
-REGRESSIONS = ROOT / "tests" / "regressions"
+REGRESSIONS = ROOT / "tests" / "properties" / "regressions"
 # Problems worth a regression file: unsound answers, crashes, and inexactness on Presburger.
 REPORTABLE = O.UNSOUND_KINDS | O.CRASH_KINDS | O.INEXACT_KINDS | O.TIME_KINDS | {"jax-warning"}
 FAILURES = O.UNSOUND_KINDS | O.CRASH_KINDS | O.TIME_KINDS
@@ -261,7 +261,7 @@ def write_regression(case: S.Case, problem: tuple[str, str, str], *, seed: int, 
 # -- stock JAX audit ---------------------------------------------------------------------------------
 def stock_jax_answers(case: S.Case) -> O.JaxAnswers:
     """Stock JAX's answers (smtdims uninstalled; its JAX shim checks the seam is stock's)
-    through the same builder the tests use (tests/oracle.py: jax_answers)."""
+    through the same builder the tests use (tests/properties/oracle.py: jax_answers)."""
     import smtdims_jax
 
     smtdims_jax.uninstall()
@@ -955,7 +955,7 @@ FVW_HANG_SLACK = 60.0  # seconds past the deadline after which an answer counts 
 FVW_EXAMPLES = 20
 FVW_BIG_TEXT = 200  # ends longer than this many digits are compared by digest
 FVW_PRELUDE = 50  # at most this many earlier questions are replayed by the diagnosis
-FVW_JUNK = 5  # unrelated z3.Context() made before a diagnosis replay (tests/test_budget.py's history query)
+FVW_JUNK = 5  # unrelated z3.Context() made before a diagnosis replay (tests/core/test_budget.py's history query)
 
 
 def _fvw_limit(q: dict) -> float:
@@ -1231,7 +1231,7 @@ def _fvw_diagnose(fresh: _FvwServer, diffs: list[tuple], history: list[dict], wa
     their order (the last ``FVW_PRELUDE`` of them). Stops at monotonic time ``until`` (0: never).
 
     ``cause``: ``"z3 memory layout"`` when (2) gives the warm answer (Z3's search under an rlimit
-    depends on the process's memory layout: tests/test_budget.py's xfail), else ``"same-constraints
+    depends on the process's memory layout: tests/core/test_budget.py's xfail), else ``"same-constraints
     history"`` when (3) does (the session's state from earlier questions; a replay also moves the
     layout, so this is a hint, not a proof), else ``"other history"`` (``"undecided (prelude cut)"``
     when (3) was cut).

@@ -1,4 +1,4 @@
-"""What a notebook's code cells show, normalised: how ``tests/test_notebook.py`` tells stale outputs
+"""What a notebook's code cells show, normalised: how ``tests/docs/test_notebook.py`` tells stale outputs
 from a fresh run, and how ``scripts/notebook.sh`` decides whether to write the notebook at all.
 
 Normalisation: pictures (``image/*``) are left out, since their bytes depend on the matplotlib and

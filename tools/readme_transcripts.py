@@ -30,7 +30,7 @@ before its opening fence, saying why it cannot be checked::
     <!-- illustrative: an excerpt of a run on a GPU -->
 
 :func:`unmarked` lists the blocks that are neither checked nor marked (``--list`` shows them too);
-``tests/test_readme.py`` requires there are none.
+``tests/docs/test_readme.py`` requires there are none.
 
 Normalisation, applied to both sides before comparing (what legitimately changes between
 machines and releases): version numbers after ``smtdims``, ``jax``, ``jaxlib``, ``z3``,

@@ -348,7 +348,7 @@ def _analyse_compare(ev: dict[str, Any], raw: _Raw, base: dict[str, Any], sessio
         session = session_of(e1, e2)
         l_ir, r_ir = to_ir(e1), to_ir(e2)
         d = session.decide(l_ir, ">=", r_ir)
-        from smtdims.answers.explain import settling_fix
+        from smtdims.answers.fixes import settling_fix
 
         fix = settling_fix(session, l_ir, r_ir, decision=d)
         w_true, w_false = (d.witness_false, d.witness_true) if inverted else (d.witness_true, d.witness_false)

@@ -11,7 +11,8 @@ from typing import Any
 
 from smtdims import host, options
 from smtdims.lang.constraints import Constraint, ConstraintSet
-from smtdims.lang.expr import CACHE_MAX_TERMS, FLOORDIV, MAX, MIN, MOD, Expr, SizedMemo
+from smtdims.lang.expr import FLOORDIV, MAX, MIN, MOD, Expr
+from smtdims.lang.memos import CACHE_MAX_TERMS, SizedMemo
 from smtdims.reasoner import Session
 
 from . import exact_stock
@@ -61,11 +62,11 @@ def _convert(e: Any) -> Expr:
         if len(mono) > 1:
             mono = tuple(sorted(mono, key=_atom_order))
         acc[mono] = acc.get(mono, 0) + coeff
-    return Expr._from_dict(acc)
+    return Expr.from_coefficients(acc)
 
 
 def _atom_order(ae: tuple[Any, int]) -> tuple:
-    return ae[0].sort_key()  # the IR's order of a monomial's atoms (expr._mono_mul)
+    return ae[0].sort_key()  # the IR's order of a monomial's atoms (polynomial.mono_mul)
 
 
 def _factor_atom(f: Any) -> Any:

@@ -104,7 +104,7 @@ def _restore_inconclusive(cls: type, args: tuple, state: dict) -> BaseException:
 def explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> InconclusiveExplanation:
     """Witnesses on either side of ``e1 >= e2`` (the comparison JAX asked, as ``question`` reads it) and
     the weakest fix that settles it; ``where``: the user's line it arose at (or "<unknown>")."""
-    from smtdims.answers.explain import settling_fix
+    from smtdims.answers.fixes import settling_fix
 
     scope = e1.scope if isinstance(e1, DimExpr) else e2.scope
     m = _CMP_RE.search(question)

@@ -44,7 +44,7 @@ def _fix_for(lhs: Any, rhs: Any) -> str:
     are computed as ``not >=``), ranked by the valuations of a small box it admits (a relation
     beats a bound that excludes more), or ``""``. Without the function there are no native runs
     and no further rounds: ``smtdims export --fix`` gives the whole fix."""
-    from smtdims.answers.explain import settling_fix
+    from smtdims.answers.fixes import settling_fix
     from smtdims.reasoner import REGISTRY
 
     from . import scope_constraints, to_ir

@@ -1,1 +1,1 @@
-"""What reads answers: explanations, constraint diagnostics and the fixes of an equation."""
+"""What reads answers: explanations, suggested fixes, constraint diagnostics and the fixes of an equation."""

@@ -3,7 +3,7 @@
 JAX-free: the export pipeline's fix loop (``smtdims_jax.pipeline.fixes``) and the hint on a failed
 broadcast inside ``jax.export`` (``smtdims_jax.adapter``) both read the equation a failed broadcast,
 concatenate, split or reshape asked at the seam, and ask here for the constraints and spec rewrites
-under which smtdims proves it. Every fix offered is re-decided (:func:`smtdims.answers.explain.proves_with`).
+under which smtdims proves it. Every fix offered is re-decided (:func:`smtdims.answers.fixes.proves_with`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op
 from ..reasoner import Session
 from ..rungs.question import common_factor, divide_common
-from .explain import SPEC, proves_with, suggest_fixes
+from .fixes import SPEC, proves_with, suggest_fixes
 
 
 def fix_text(kind: str, text: str, variable: str | None = None) -> str:
@@ -47,7 +47,7 @@ def exact_divisions(e: Expr) -> Expr:
                 lhs, rhs = exact_divisions(a.lhs), exact_divisions(a.rhs)
                 k = rhs.as_constant()
                 if a.op in (FLOORDIV, MOD) and k and all(c % k == 0 for _, c in lhs.terms):
-                    x = Expr._from_dict({m: c // k for m, c in lhs.terms}) if a.op == FLOORDIV else Expr.const(0)
+                    x = Expr.from_coefficients({m: c // k for m, c in lhs.terms}) if a.op == FLOORDIV else Expr.const(0)
                 elif a.op in (FLOORDIV, MOD) and k and divmod(lhs.constant_part(), k)[0]:
                     q, r = divmod(lhs.constant_part(), k)
                     shifted = lhs - (lhs.constant_part() - r)
@@ -70,10 +70,10 @@ def render_constraint(diff: Expr, kind: str) -> str:
     coeffs = [c for m, c in diff.terms if m]
     g = math.gcd(*coeffs) if coeffs else 1
     if g > 1 and (kind == ">=" or const % g == 0):
-        diff = Expr._from_dict({m: c // g for m, c in diff.terms if m}) + (const // g)
+        diff = Expr.from_coefficients({m: c // g for m, c in diff.terms if m}) + (const // g)
         const = diff.constant_part()
-    pos = Expr._from_dict({m: c for m, c in diff.terms if m and c > 0})
-    neg = Expr._from_dict({m: -c for m, c in diff.terms if m and c < 0})
+    pos = Expr.from_coefficients({m: c for m, c in diff.terms if m and c > 0})
+    neg = Expr.from_coefficients({m: -c for m, c in diff.terms if m and c < 0})
     op = ">=" if kind == ">=" else "=="
     if not pos.terms and neg.terms:  # 1 - b >= 0 is b <= 1
         return f"{neg} {'<=' if op == '>=' else '=='} {const}"
@@ -112,7 +112,7 @@ def cancel_common_factor(e: Expr, d: Expr) -> tuple[Expr, Expr]:
 
 
 def fix_rank(f: Any) -> int:
-    """The tie-break rank of a :class:`smtdims.answers.explain.Fix` among equal box scores (lower first): a plain
+    """The tie-break rank of a :class:`smtdims.answers.fixes.Fix` among equal box scores (lower first): a plain
     relation (the comparison itself), a bound on one variable, a spec rewrite, and last a relation that
     still holds max/min/floordiv/mod (harder to read, the same shapes)."""
     if f.kind == SPEC:

@@ -59,7 +59,7 @@ def _value(v: Any) -> int | str | None:
         return "inf"
     if v.is_neginfty():
         return "-inf"
-    return int(v.to_str())  # not str(v): islpy's printer object, 2.2 against 0.8 us a value
+    return int(v.to_str())  # not str(v): through islpy's printer object, about three times slower
 
 
 def _attaining(isl: Any, graph: Any, value: int) -> Any:
@@ -123,8 +123,8 @@ def _sign_set(isl: Any, f: Any, rel: str) -> Any:
 
     An affine ``f`` (no max/min) compares with zero as one basic set; a piecewise one by its
     nonnegative or positive set. ``lt_set``/``gt_set``/``ge_set`` against a piecewise zero, the
-    general forms, cost 100-165 us a question of benchmark 2 against 6-12 (the same sets:
-    ``is_equal`` on all 168 sign questions of a pass)."""
+    general forms, cost more than ten times as much for the same sets (``is_equal`` on every sign
+    question of a pass of ``benchmarks/bench_queries.py``'s hard corpus)."""
     if isinstance(f, isl.Aff):
         zero = isl.Aff.zero_on_domain_space(f.get_domain_space())
         return isl.Set.from_basic_set({"<": f.lt_basic_set, ">": f.gt_basic_set, ">=": f.ge_basic_set}[rel](zero))
@@ -136,8 +136,9 @@ def _sign_set(isl: Any, f: Any, rel: str) -> Any:
 def _domain(isl: Any, ctx: Any, dom: str | dict) -> Any:
     """The constraints' integer set: ISL's text, or ``{"n": variables, "parts": [[tree, ">=" | "=="],
     ...]}`` (each part ``tree >= 0`` or ``tree == 0``, every variable >= 1) built through ISL's API:
-    34 against 126 us a set on benchmark 4's, the same set (the exactness tests compare the rung's
-    bounds with ISL's on the text, tests/oracle.py: 32 of them fail if a part is built wrong)."""
+    in about a quarter of the time ISL takes to parse the text, the same set (the exactness tests
+    compare the rung's bounds with ISL's on the text, tests/properties/oracle.py: 32 of them fail if a part is
+    built wrong)."""
     if isinstance(dom, str):
         return isl.Set.read_from_str(ctx, dom)
     out, ls = _orthant(isl, ctx, int(dom["n"]))
@@ -190,9 +191,9 @@ def _build(isl: Any, ctx: Any, ls: Any, tree: list) -> Any:
     ``max``/``min`` occurs in it, else a piecewise one (:func:`_pw` makes either piecewise).
 
     Variables, constants, ``floordiv`` and ``mod`` by constants are quasi-affine: one affine function
-    with integer divisions, whose sums cost no piecewise domains (a piecewise sum is 20 us, an affine
-    one under 1; the expressions of benchmark 4 build in 29 against 49 us a question, the same
-    functions: ``is_equal`` on all 200). Only ``max``/``min`` make pieces; they are added last."""
+    with integer divisions, whose sums cost no piecewise domains (a piecewise sum costs tens of times an
+    affine one; ``benchmarks/bench_oracle.py``'s expressions build in about 40% less time this way, the
+    same functions: ``is_equal`` on every one). Only ``max``/``min`` make pieces; they are added last."""
     aff = None
     total = None
     for coef, atom in tree:
@@ -271,9 +272,9 @@ def _check_piece(isl: Any, bs: Any, max_divs: int | None) -> Any:
     """``bs`` (a basic set), after checking that it has at most ``max_divs`` local variables.
 
     ISL's operation quota does not bound time where one operation costs much: ``max_val`` on one
-    basic set of 8 variables with 7 local ones ran 66 ms under a quota of 10,000 before the quota
-    stopped it. The in-process tier, which nothing can interrupt, takes only sets this small; each
-    piece is checked before any operation on it (where the pieces are walked anyway, there).
+    basic set of a few variables with many local ones runs tens of milliseconds under the in-process
+    quota before the quota stops it. The in-process tier, which nothing can interrupt, takes only sets
+    this small; each piece is checked before any operation on it (where the pieces are walked anyway, there).
     """
     if max_divs is not None and bs.dim(isl.dim_type.div) > max_divs:
         raise TooHard(f"{bs.dim(isl.dim_type.div)} local variables, more than {max_divs}")
@@ -318,8 +319,8 @@ def handle(isl: Any, ctx: Any, domains: OrderedDict, req: dict, max_divs: int | 
     los, his = [], []
     # per basic set, skipping empty ones: isl_set_max_val has answered 0 for a set with an empty
     # disjunct ({ [i] : i mod 46 = 0 and i <= -46; [i] : false }, islpy 2026.2). Not coalesced
-    # first: merging disjuncts changes no end and cost half the time on benchmark 4. A lone piece
-    # (166 of benchmark 4's 200) is asked as it is: empty, ISL says NaN (no answer), and a finite
+    # first: merging disjuncts changes no end and costs as much as the rest of the call. A lone
+    # piece (most questions have one) is asked as it is: empty, ISL says NaN (no answer), and a finite
     # end it made up would have no valuation to pass the caller's exact check; both ends infinite
     # claim nothing the gate has not proven (a satisfiable scope's part is not empty).
     pieces = values.get_basic_sets()
@@ -352,7 +353,8 @@ def _requests(fd: int):
     idle) before blocking.
 
     Questions come in bursts (an export, a test suite): a worker that is still awake answers
-    the next one without the wake-up of a blocked process (measured: about 0.1 ms per answer).
+    the next one without the wake-up of a blocked process, which costs about as much as a small
+    answer.
     """
     buffer = b""
     while True:

@@ -1,8 +1,8 @@
 """A worker process's tie to its caller: the worker ends with the process that started it.
 
 Loaded by the worker scripts (:mod:`smtdims.engines._z3_worker`, :mod:`smtdims.engines._isl_worker`) from their
-own directory; imports nothing of smtdims. Issue 42.2: a caller killed (SIGKILL or SIGTERM) during
-a long question left its Z3 worker running (4 s later still; with ``deadline=math.inf``, for good).
+own directory; imports nothing of smtdims. Why: a caller killed (SIGKILL or SIGTERM) during a long
+question cannot kill its worker, which would run on past it (with ``deadline=math.inf``, for good).
 
 Two ties, because one engine releases the interpreter while it works and the other does not:
 
@@ -12,12 +12,12 @@ Two ties, because one engine releases the interpreter while it works and the oth
   the interpreter released (ctypes), so the thread runs while Z3 is busy. Measured: the worker ends
   within milliseconds of the caller's SIGKILL, mid-check.
 - :func:`alarm`: islpy holds the interpreter while ISL runs, so no thread of this process runs
-  until the call returns (single calls took up to 6.7 s). Each request carries the time past which
+  until the call returns, which can take seconds. Each request carries the time past which
   its caller would kill the worker anyway (``expires``, on the machine's monotonic clock, a little
   after the caller's own limit); the kernel's real-time timer ends the process then (SIGALRM's
   default action), interpreter or not. A caller that is alive kills a late worker first, so this
   changes nothing for it; a dead caller's worker ends at most that long after the request began
-  (ISL's requests: 1 s and a grace).
+  (ISL's requests: ``smtdims.engines.presburger.CALL_LIMIT`` and :data:`SLACK`).
 
 Why not Linux's ``PR_SET_PDEATHSIG``: the "parent" it watches is the *thread* that started the
 worker, not the process; a worker started from a thread that then ends (a thread pool's, JAX's)

@@ -1,9 +1,10 @@
 """The Z3 worker process of :mod:`smtdims.engines.checks`: checks that Z3 may not stop at its interrupt run here.
 
-Z3's nonlinear core can go on long past ``ctx.interrupt()`` (14 s at degree 346; for good on a
-108-factor monomial), and a thread cannot be killed. So every check under a deadline in a
-context of its own (nonlinear checks, unsat cores, ``check_constraints`` on a nonlinear set) runs
-in this process, which the caller kills when the answer is late (:mod:`smtdims.engines.workers`).
+Z3's nonlinear core can go on long past ``ctx.interrupt()`` (many seconds on high-degree
+products; for good on a monomial of a hundred factors), and a thread cannot be killed. So every
+check under a deadline in a context of its own (nonlinear checks, unsat cores, ``check_constraints``
+on a nonlinear set) runs in this process, which the caller kills when the answer is late
+(:mod:`smtdims.engines.workers`).
 
 Started as a script; imports nothing of smtdims but :mod:`smtdims.engines._z3_strategy` (by path), so the
 check has the caller's strategy and parameters, and :mod:`smtdims.engines._lifeline`, so that it ends with
@@ -52,7 +53,7 @@ CONTEXTS = 4
 # nonlinear checks, not what the worker held.
 MAX_RSS_MB = float(os.environ.get("SMTDIMS_Z3_WORKER_RSS_MB", "256") or 256)
 # Seconds each check first sleeps, deaf to its timer: a check Z3 does not stop at the interrupt, for
-# the tests of the caller's kill (tests/test_bounded_time.py); 0 in normal use.
+# the tests of the caller's kill (tests/core/test_bounded_time.py); 0 in normal use.
 STALL = float(os.environ.get("SMTDIMS_Z3_WORKER_STALL", "0") or 0)
 
 
@@ -128,7 +129,7 @@ def _free(ctx: Any) -> None:
 
 def _new_context(z3: Any, strategy: Any) -> Any:
     ctx = z3.Context()
-    strategy.nonlinear_tactic(ctx)  # built once per context (about 9 ms): the spare has it ready
+    strategy.nonlinear_tactic(ctx)  # built once per context, in milliseconds: the spare has it ready
     return ctx
 
 

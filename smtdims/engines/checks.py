@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import z3
 
 from .. import options
-from ..lang.expr import text_int
+from ..lang.bigints import text_int
 from ..options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED
 from . import _z3_strategy as _strategy
 from . import workers

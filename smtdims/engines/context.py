@@ -46,7 +46,7 @@ def _new_shared_context() -> z3.Context:
     Python releases a term (``Z3_dec_ref``) in whichever thread drops its last reference, outside
     the lock (a check's formulas, when the function that built them returns): racing another
     thread's calls into the context, that crashes the process (SIGSEGV in ``Z3_mk_ge``, SIGABRT in
-    ``Z3_solver_assert``: tests/test_fork.py's busy threads). With concurrent dec-ref, Z3 queues
+    ``Z3_solver_assert``: tests/core/test_fork.py's busy threads). With concurrent dec-ref, Z3 queues
     such releases for the thread that next enters the context."""
     with z3_work():
         ctx = z3.Context()

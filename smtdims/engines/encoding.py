@@ -16,8 +16,10 @@ from typing import Protocol
 import z3
 
 from .. import options
+from ..lang.bigints import int_text, text_int
 from ..lang.constraints import Constraint
-from ..lang.expr import CACHE_MAX_TERMS, FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, int_text, symbolic_divisors, text_int
+from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, symbolic_divisors
+from ..lang.memos import CACHE_MAX_TERMS
 
 _DIGITS = 10**4000  # Python refuses str()/int() of integers with more than 4,300 digits
 

@@ -22,18 +22,18 @@ What is trusted, and what is checked:
 
 Bounded time, in two tiers, as Z3's rlimit and the deadline are: ISL cannot be interrupted while
 it runs (islpy holds the interpreter, so the deadline's watchdog would wait for it), and its
-operation quota does not count everything (random sets of 38 constraints with nested mods took
-1-4 s in one call under a quota of 200,000, and 8 variables with 10 constraints up to 6.7 s).
+operation quota does not count everything (under the worker's quota, one call on a few dozen
+constraints with nested mods can run for seconds).
 
 1. In this process, under a small quota (``LOCAL_OPERATIONS``, deterministic) and on sets with at
    most ``LOCAL_DIVS`` local variables (deterministic too: where one ISL operation costs much, the
-   quota stops it late): the common questions (every one of benchmark 4's 200 needs under 7,500
-   operations, at most 4 local variables and about 0.3 ms) are answered without a round trip to a
-   process that, on a busy machine, first waits for a core. The limits are sized so that a call
-   stays far from any deadline on a machine ten times slower (``tests/test_presburger.py``
-   measures the worst CPU time of a call under them on random eligible questions: 5.6 ms, 62-69 ms
-   under the quota alone). Over either, the call is handed on.
-2. In a worker process (:mod:`smtdims.engines._isl_worker`, started when first needed, in about 0.13 s)
+   quota stops it late): the common questions (those of ``benchmarks/bench_oracle.py`` fit under both
+   limits, in a fraction of a millisecond each) are answered without a round trip to a process
+   that, on a busy machine, first waits for a core. The limits are sized so that a call stays far
+   from any deadline on a machine ten times slower (``tests/core/test_presburger.py`` bounds the worst
+   CPU time of a call under both on random eligible questions; the quota alone does not keep it
+   under that bound). Over either, the call is handed on.
+2. In a worker process (:mod:`smtdims.engines._isl_worker`, started when first needed)
    under the full quota (``OPERATIONS`` there): a call that has not answered within
    ``CALL_LIMIT`` seconds, or by the question's deadline if that comes first, is abandoned: the
    worker is killed (a new one starts on the next call), ISL is not asked again in that scope,
@@ -67,15 +67,16 @@ _DIGITS_LIMIT = 10**MAX_DIGITS
 CALL_LIMIT = 1.0  # seconds one ISL call may take before it is abandoned
 START_LIMIT = 10.0  # seconds for a worker to start (import islpy) before the rung gives up
 _WORKER = workers.Worker("_isl_worker.py")
-# ISL operations a call may take in this process. Measured (this 2-core machine): benchmark 4's 200
-# questions need under 7,500 each, the domain's parse included. The quota does not bound time
-# linearly: on 8 variables under 10 constraints, 7 of them mod/floordiv of sums, the worst call took
-# 0.8 ms under 5,000, 1.4 ms under 10,000, 33 ms under 20,000 and 136 ms under 200,000 (the
-# worker's). The test's bound is 50 ms.
+# ISL operations a call may take in this process: above what the common questions need (the
+# domain's parse included), below the knee of the worst case. The quota does not bound time
+# linearly: on a few variables under mod/floordiv constraints, doubling it from here multiplies the
+# worst call's time by more than twenty, past the CPU bound of ``tests/core/test_presburger.py``
+# (docs/performance.md, "Measurements behind constants").
 LOCAL_OPERATIONS = 10_000
 # Local (existential) variables a set may have in this process: where one ISL operation costs much, the
-# quota stops it late (one max_val on 7 of them ran 66 ms before the quota ended it). Benchmark 4's
-# questions have at most 4; over it, the call is handed on to the worker.
+# quota stops it late, and with many local variables one ``max_val`` alone runs past the test's CPU
+# bound before the quota ends it. The common questions have at most this many; over it, the call is
+# handed on to the worker.
 LOCAL_DIVS = 4
 LOCAL = True  # tier 1 on (tests of the worker turn it off)
 
@@ -84,7 +85,8 @@ class LocalISL:
     """ISL in this process, under :data:`LOCAL_OPERATIONS` (see the module's docstring, tier 1).
 
     One thread at a time (an ISL context is not shared between threads): a call that finds it busy
-    goes to the worker. islpy is imported on the first call (about 0.1 s)."""
+    goes to the worker. islpy is imported on the first call: its import costs far more than an answer,
+    and a program that asks nothing eligible never pays it."""
 
     def __init__(self) -> None:
         self.lock = options.fork_safe(threading.Lock())
@@ -149,7 +151,8 @@ def prestart() -> None:
 _KEYS = itertools.count(1)  # domain keys, unique in the process (next() on a count is atomic in CPython)
 
 
-_INSTALLED: list[bool] = []  # whether islpy is importable, looked up once (find_spec costs 0.16 ms)
+# whether islpy is importable, looked up once (find_spec searches sys.path: too slow per question)
+_INSTALLED: list[bool] = []
 
 
 def available() -> bool:
@@ -319,9 +322,9 @@ class Engine:
         """``(point, None)`` with a valuation meeting every constraint, or ``(None, core)`` with a
         minimal conflicting subset, labelled as :meth:`smtdims.engines.session.SolverSession.unsat_core`
         labels it (texts as written, ``'v >= 1 (dimension variable)'``); None when ISL could not
-        answer. One round trip, the minimisation by deletion inside ISL's operation quota (an
-        unsatisfiable scope's error message cost a fresh Z3 context and a check per fact: 12-16 ms
-        on JAX's DimExprTest, about 1 ms here). The point is re-checked exactly; "no point" is
+        answer. One round trip, the minimisation by deletion inside ISL's operation quota (through Z3,
+        an unsatisfiable scope's error message costs a fresh context and a check per fact: an order of
+        magnitude more on JAX's DimExprTest). The point is re-checked exactly; "no point" is
         ISL's proof, as "unsat" is Z3's."""
         cs = self.constraints
         if not available() or not self.eligible(Expr.const(0)):  # the constraints' own limits
@@ -414,7 +417,7 @@ def _tree(e: Expr, index: dict[str, int]) -> list:
     """``e`` as the worker builds it through ISL's API: ``[[coefficient, atom], ...]`` (a constant
     term's atom is None; coefficients and divisors as decimal text, exact at any size), an atom a
     variable's position or ``[op, lhs, rhs]`` (``rhs`` a divisor's text for floordiv and mod).
-    Building cost half of parsing the same expression's text (43 against 81 us on benchmark 4)."""
+    Building costs about half of parsing the same expression's text."""
     out: list = []
     for m, c in e.terms:
         if not m:

@@ -2,8 +2,8 @@
 
 ``tempfile.mkdtemp`` and ``TemporaryDirectory`` leave their directory behind when the process ends
 by a signal: SIGTERM's default action ends it without ``finally`` blocks or ``atexit``, and nothing
-runs at all after SIGKILL (issue 42.3: the export pipeline's verification directories stayed after
-both). Here:
+runs at all after SIGKILL (the export pipeline's verification directories would stay after both).
+Here:
 
 - **exit** (normal, ``sys.exit``, an uncaught exception): an ``atexit`` hook removes what is left;
 - **SIGTERM**: while this process holds a directory, and only where the program has no SIGTERM

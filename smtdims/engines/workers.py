@@ -1,17 +1,18 @@
 """Worker processes killed when an answer is late: the one way smtdims stops work that will not stop.
 
 Two engines can ignore being asked to stop: ISL while it runs (islpy holds the interpreter, and
-its operation quota does not count everything) and Z3's nonlinear core (measured: 14 s past
-``ctx.interrupt()`` at degree 346, 24 s on a degree-5 product, for good on a 108-factor
-monomial). A thread cannot be killed; a process can. So both run here: a script started with
+its operation quota does not count everything) and Z3's nonlinear core (on high-degree products it
+can run on for many seconds past ``ctx.interrupt()``, and for good on a monomial of a hundred
+factors). A thread cannot be killed; a process can. So both run here: a script started with
 this interpreter reads one JSON request per line and writes one JSON answer per line; a caller
 that has not had its answer by its limit kills the process (SIGKILL, then ``wait``) and a new
 one starts on the next call. Nothing is left running after a late answer, and nothing of the
 killed process's state can leak into later answers.
 
 Answers are read in the calling thread with ``select`` on the pipe (a reader thread would cost a
-GIL hand-off per answer, about 0.1 ms): POSIX only. Ctrl-C while a caller waits raises
-KeyboardInterrupt in the caller as usual, and the worker, whose answer is now unwanted, is killed.
+GIL hand-off per answer, a sizeable part of a small answer's time): POSIX only. Ctrl-C while a
+caller waits raises KeyboardInterrupt in the caller as usual, and the worker, whose answer is now
+unwanted, is killed.
 
 A worker ends with its caller, however the caller ends (exit, SIGTERM, SIGKILL: nobody is left to
 kill it then): it holds the read end of a pipe whose write end only the caller holds (closed in a
@@ -39,7 +40,7 @@ RETRY_FIRST, RETRY_MOST = 1.0, 60.0  # seconds before a worker whose start faile
 _SPIN = 0.002  # seconds to poll for an answer before blocking, while a core is idle
 # Each poll gives the core away if another process waits for it (on an idle core sched_yield
 # returns at once): on a busy machine that process may be the very worker polled for, and a poll
-# that kept the core made each round trip cost a scheduler slice, milliseconds (issue 28).
+# that kept the core made each round trip cost a scheduler slice, milliseconds.
 _yield = getattr(os, "sched_yield", lambda: None)
 _CORES = os.cpu_count() or 1
 _IDLE = [0.0, False]  # (when looked up, whether a core was idle)
@@ -47,9 +48,9 @@ _IDLE = [0.0, False]  # (when looked up, whether a core was idle)
 
 def idle_core() -> bool:
     """Whether polling can pay: a core is free for the worker polled for (looked up twice a second
-    at most). With every core taken, a poll only takes CPU from the process it waits for: cold
-    exact bounds beside two CPU-bound processes took 5.0-7.9 ms polling, 3.4-5.5 ms blocking at
-    once; on an idle machine both 2.0-2.6 ms."""
+    at most). With every core taken, a poll only takes CPU from the process it waits for: beside
+    CPU-bound processes, cold exact bounds are slower polling than blocking at once, where on an
+    idle machine the two cost the same."""
     now = time.monotonic()
     if now - _IDLE[0] > 0.5:
         # this process and one other may run (the worker polled for, itself polling between
@@ -64,8 +65,8 @@ def runnable() -> float:
     fourth field), else the 1-minute load average; ``inf`` where neither is known (do not poll).
 
     Why not the load average alone: it trails a change of load by a minute. A build or a test
-    run that starts beside an export kept the average under the core count for tens of seconds
-    while every poll took the core from the worker it waited for (issue 28's busy runs)."""
+    run that starts beside an export keeps the average under the core count for tens of seconds,
+    while every poll takes the core from the worker it waits for."""
     try:
         with open("/proc/loadavg", "rb") as f:
             return float(f.read().split()[3].split(b"/")[0])
@@ -86,7 +87,7 @@ class Worker:
 
     def __init__(self, script: str, spin: float = _SPIN) -> None:
         self.script = os.path.join(os.path.dirname(os.path.abspath(__file__)), script)
-        self.spin = spin  # seconds to poll before blocking: for engines whose answers take well under 1 ms
+        self.spin = spin  # seconds to poll before blocking: for engines that answer in well under a millisecond
         self.lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
         self.lifeline: int | None = None  # the write end of the process's lifeline (never written)
@@ -97,9 +98,9 @@ class Worker:
         # A process failed to start (it died, or was slower than its start limit, or the system
         # refused to start it): callers get no answer from it until ``retry_at``, then it is tried
         # again (:data:`RETRY_FIRST` seconds, doubling to :data:`RETRY_MOST`). Never for good: a
-        # start that failed once on a loaded machine (a fork refused, a start slowed past its
-        # limit) kept the worker off for the process's life, and the Z3 checks then ran in process,
-        # where Z3 may ignore the deadline's interrupt (an hour past a 1 s deadline in CI).
+        # start that fails once on a loaded machine (a fork refused, a start slowed past its
+        # limit) would keep the worker off for the process's life, and the Z3 checks would run in
+        # process, where Z3 may ignore the deadline's interrupt for as long as an hour.
         self.failed_starts = 0
         self.retry_at = 0.0
         self.broken_by_clock = False  # the last start failed by being slower than its limit, not by dying
@@ -192,7 +193,7 @@ class Worker:
         spin = min(end, now + self.spin) if self.spin and idle_core() else now
         while b"\n" not in self.buffer:
             # most ISL answers take a fraction of a millisecond: poll for them before sleeping in
-            # select, whose wake-up alone cost about 0.05 ms per answer on the benchmark machine
+            # select, whose wake-up alone costs a sizeable part of such an answer
             if not select.select([fd], [], [], 0)[0]:
                 now = time.monotonic()
                 if now < spin:
@@ -299,7 +300,7 @@ class Pool:
         self._free = list(self._all)
 
     def prestart(self) -> None:
-        """Have one worker's process starting (it takes about 0.2 s to import its engine) before the
+        """Have one worker's process starting (importing its engine takes a fraction of a second) before the
         first call needs it: a question about to need a worker calls this while it encodes."""
         with self._cond:
             if not hasattr(os, "fork") or any(w.proc is not None and w.proc.poll() is None for w in self._all):

@@ -4,23 +4,17 @@ An expression is a polynomial: a sum of integer-weighted monomials, each a
 product of atoms raised to positive powers. Atoms are variables or the
 operations ``floordiv``, ``mod``, ``max``, ``min`` applied to expressions.
 Keeping sums and products normalised gives syntactic equality, cheap constant
-detection and a cheap test for the linear (Presburger) fragment.
+detection and a cheap test for the linear (Presburger) fragment. The expansion of sums,
+products and powers, under its limits, is :mod:`smtdims.lang.polynomial`'s.
 """
 
 from __future__ import annotations
 
-import bisect
-import functools
-import math
-import operator
-import os
-import sys
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+from . import polynomial
+from .bigints import readable_int
 
 FLOORDIV = "floordiv"
 MOD = "mod"
@@ -135,13 +129,6 @@ def _same_structure(a: Expr, b: Expr) -> bool:
     return True
 
 
-def _mono_key(m: Monomial) -> tuple:
-    if len(m) == 1:  # the common monomial, without the generators (every sum sorts its terms by this)
-        a, e = m[0]
-        return (-e, ((a.sort_key(), e),))
-    return (-sum(e for _, e in m), tuple((a.sort_key(), e) for a, e in m))
-
-
 @dataclass(frozen=True, slots=True)
 class Expr:
     """A normalised polynomial over atoms; build it with the operators, not the constructor."""
@@ -191,10 +178,9 @@ class Expr:
         return Expr(((((atom, 1),), 1),))
 
     @staticmethod
-    def _from_dict(coeffs: Mapping[Monomial, int]) -> Expr:
-        items = [(m, c) for m, c in coeffs.items() if c != 0]
-        items.sort(key=lambda mc: _mono_key(mc[0]))
-        return Expr(tuple(items))
+    def from_coefficients(coeffs: Mapping[Monomial, int]) -> Expr:
+        """The normalised sum of ``coeffs``' monomials times their coefficients (zeros dropped)."""
+        return Expr(polynomial.normalised(coeffs))
 
     @staticmethod
     def lift(x: ExprLike) -> Expr:
@@ -300,12 +286,12 @@ class Expr:
     def __add__(self, other: ExprLike) -> Expr:
         other = Expr.lift(other)
         small, big = (self, other) if len(self.terms) <= len(other.terms) else (other, self)
-        if len(small.terms) <= _FEW_TERMS < len(big.terms):
-            return _add_few(big, small)
+        if len(small.terms) <= polynomial.FEW_TERMS < len(big.terms):
+            return Expr(polynomial.add_few(big.terms, small.terms))
         acc = dict(self.terms)
         for m, c in other.terms:
             acc[m] = acc.get(m, 0) + c
-        return Expr._from_dict(acc)
+        return Expr.from_coefficients(acc)
 
     __radd__ = __add__
 
@@ -316,7 +302,7 @@ class Expr:
         for p in parts:
             for m, c in Expr.lift(p).terms:
                 acc[m] = acc.get(m, 0) + c
-        return Expr._from_dict(acc)
+        return Expr.from_coefficients(acc)
 
     def __neg__(self) -> Expr:
         return Expr(tuple((m, -c) for m, c in self.terms))
@@ -335,107 +321,20 @@ class Expr:
             k = y.as_constant()
             if k is not None:  # scaling keeps the order of the terms
                 return x if k == 1 else Expr(tuple((m, c * k) for m, c in x.terms))
-        if len(self.terms) == 1 and len(other.terms) == 1:  # a monomial by a monomial (parsing c*a*b^2)
-            (m1, c1), = self.terms
-            (m2, c2), = other.terms
-            return Expr(((_mono_mul(m1, m2), c1 * c2),))
-        work = len(self.terms) * len(other.terms)
-        if work > MAX_PRODUCTS:
-            raise ExpansionTooLarge(_too_large(f"a product of {len(self.terms):,} by {len(other.terms):,} terms",
-                                               f"{work:,} products", f"{MAX_PRODUCTS:,} products"))
-        acc: dict = {}
-        atoms = _few_atoms(self, other)
-        if atoms is not None:  # exponent vectors: a product is a tuple sum, no sorting per monomial
-            xs, ys = _vectors(atoms, self), _vectors(atoms, other)
-            for v, c in xs:
-                for w, d in ys:
-                    key = tuple(map(operator.add, v, w))
-                    acc[key] = acc.get(key, 0) + c * d
-                if len(acc) > MAX_TERMS:
-                    break
-        else:
-            for m1, c1 in self.terms:
-                for m2, c2 in other.terms:
-                    m = _mono_mul(m1, m2)
-                    acc[m] = acc.get(m, 0) + c1 * c2
-                if len(acc) > MAX_TERMS:
-                    break
-        if len(acc) > MAX_TERMS:
-            raise ExpansionTooLarge(_too_large(f"a product of {len(self.terms):,} by {len(other.terms):,} terms",
-                                               f"more than {MAX_TERMS:,} terms", f"{MAX_TERMS:,} terms"))
-        return _from_vectors(atoms, acc) if atoms is not None else Expr._from_dict(acc)
+        return Expr(polynomial.product(self.terms, other.terms))
 
     __rmul__ = __mul__
 
     def __pow__(self, exponent: int) -> Expr:
-        """The expanded power, by the multinomial theorem (about one step per term of the result).
-
-        Refused (:class:`ExpansionTooLarge`) before the work when the expansion could have more
-        than :data:`MAX_TERMS` terms (``(a + b + c)^500`` has 125,751) and squaring does not
-        keep it smaller.
-        """
+        """The expanded power (:func:`smtdims.lang.polynomial.power`, which refuses an expansion past
+        its limits with :class:`~smtdims.lang.polynomial.ExpansionTooLarge`)."""
         if isinstance(exponent, bool) or not isinstance(exponent, int) or exponent < 0:
             raise ValueError(f"exponents must be non-negative integers, got {exponent!r}")
         if exponent == 0:
             return Expr.const(1)
         if exponent == 1 or not self.terms:
             return self
-        n, t = exponent, len(self.terms)
-        if t == 1:
-            (m, c), = self.terms
-            return Expr(((tuple((a, k * n) for a, k in m), c**n),))
-        bound = math.comb(n + t - 1, t - 1)
-        if bound > MAX_TERMS:
-            # the bound counts distinct products of the terms; equal monomials can make the result
-            # smaller ((1 + a + a^2)^200): square and multiply, each product checked as it comes
-            result, base = Expr.const(1), self
-            try:
-                while n:
-                    if n & 1:
-                        result = result * base
-                    n >>= 1
-                    if n:
-                        base = base * base
-            except ExpansionTooLarge:
-                raise ExpansionTooLarge(_too_large(f"the power ^{exponent} of {t} terms", f"up to {bound:,} terms",
-                                                   f"{MAX_TERMS:,} terms")) from None
-            return result
-        acc: dict = {}
-        atoms = _few_atoms(self, self)
-        if atoms is not None:
-            parts: list = _vectors(atoms, self)
-            unit: object = (0,) * len(atoms)
-
-            def scaled(v, k):
-                return tuple(x * k for x in v)
-
-            join = lambda v, w: tuple(map(operator.add, v, w))  # noqa: E731
-        else:
-            parts, unit = list(self.terms), ()
-
-            def scaled(m, k):
-                return tuple((a, e * k) for a, e in m)
-
-            join = _mono_mul
-        pows = []  # pows[j][k] = c_j^k
-        for _, c in parts:
-            row = [1]
-            for _ in range(n):
-                row.append(row[-1] * c)
-            pows.append(row)
-
-        def expand(j: int, left: int, mono, coeff: int) -> None:
-            # the terms whose exponents of parts j.. sum to ``left``: n!/(k1!...kt!) = prod C(left, kj)
-            if j == t - 1:
-                key = join(mono, scaled(parts[j][0], left))
-                acc[key] = acc.get(key, 0) + coeff * pows[j][left]
-                return
-            for k in range(left, -1, -1):
-                expand(j + 1, left - k, join(mono, scaled(parts[j][0], k)) if k else mono,
-                       coeff * math.comb(left, k) * pows[j][k])
-
-        expand(0, n, unit, 1)
-        return _from_vectors(atoms, acc) if atoms is not None else Expr._from_dict(acc)
+        return Expr(polynomial.power(self.terms, exponent))
 
     def floordiv(self, other: ExprLike) -> Expr:
         return _binary(FLOORDIV, self, Expr.lift(other))
@@ -455,33 +354,14 @@ class Expr:
     # -- evaluation -----------------------------------------------------------------
     def evaluate(self, env: Mapping[str, int]) -> int:
         """Exact value under ``env``; raises ZeroDivisionError for a zero divisor."""
-        if len(self.terms) > _FEW_TERMS:
-            return self._evaluate_many(env)
+        if len(self.terms) > _SHORT_SUM:
+            return _evaluate_many(self, env)
         total = 0
         for m, c in self.terms:
             prod = c
             for a, e in m:
                 x = _eval_atom(a, env)
                 prod *= x if e == 1 else x**e
-            total += prod
-        return total
-
-    def _evaluate_many(self, env: Mapping[str, int]) -> int:
-        """:meth:`evaluate` for a long sum: each atom's value and each power computed once
-        (an expanded ``(3*a + 3*b - c)^154`` has 12,091 terms over three atoms: 5x faster)."""
-        values: dict[Atom, int] = {}
-        powers: dict[tuple[Atom, int], int] = {}
-        total = 0
-        for m, c in self.terms:
-            prod = c
-            for a, e in m:
-                p = powers.get((a, e))
-                if p is None:
-                    x = values.get(a)
-                    if x is None:
-                        x = values[a] = _eval_atom(a, env)
-                    p = powers[(a, e)] = x**e
-                prod *= p
             total += prod
         return total
 
@@ -502,215 +382,60 @@ class Expr:
     def __str__(self) -> str:
         text = self._text
         if text is None:
-            text = self._render()
+            text = _render(self)
             object.__setattr__(self, "_text", text)
         return text
-
-    def _render(self) -> str:
-        if not self.terms:
-            return "0"
-        parts: list[str] = []
-        for i, (m, c) in enumerate(self.terms):
-            body = "*".join(f"{a}^{e}" if e != 1 else str(a) for a, e in m)
-            mag = abs(c)
-            if not body:
-                text = readable_int(mag)
-                if " " in text and len(self.terms) > 1:  # 10^5000 - 1 as one term
-                    text = f"({text})"
-            elif mag == 1:
-                text = body
-            else:
-                coeff = readable_int(mag)
-                text = f"({coeff})*{body}" if " " in coeff else f"{coeff}*{body}"
-            if i == 0:
-                parts.append(text if c > 0 else f"-{text}")
-            else:
-                parts.append(f" + {text}" if c > 0 else f" - {text}")
-        return "".join(parts)
 
     def __repr__(self) -> str:
         return f"Expr({str(self)!r})"
 
 
 ExprLike = Expr | int
+_SHORT_SUM = 8  # a sum of more terms is evaluated with each atom's value and each power computed once
 
 
-_FEW_TERMS = 8  # a sum with this few terms is merged into a large one, not re-sorted with it
-
-
-def _add_few(big: Expr, few: Expr) -> Expr:
-    """``big + few`` by insertion: a sort key for about log(n) monomials, not all n
-    (``e - 1`` on 16,000 expanded terms took 0.2 s re-sorting)."""
-    terms = list(big.terms)
-    index = {m: i for i, (m, _) in enumerate(terms)}
-    inserts = []
-    for m, c in few.terms:
-        i = index.get(m)
-        if i is not None:
-            terms[i] = (m, terms[i][1] + c)
-        else:
-            inserts.append((m, c))
-    out = [t for t in terms if t[1]]
-    for m, c in inserts:
-        out.insert(bisect.bisect_left(out, _mono_key(m), key=lambda t: _mono_key(t[0])), (m, c))
-    return Expr(tuple(out))
-
-
-def _mono_mul(m1: Monomial, m2: Monomial) -> Monomial:
-    if not m1:
-        return m2
-    if not m2:
-        return m1
-    acc: dict[Atom, int] = dict(m1)
-    for a, e in m2:
-        acc[a] = acc.get(a, 0) + e
-    return tuple(sorted(acc.items(), key=lambda ae: ae[0].sort_key()))
-
-
-# Limits on expansion, checked before the work is done. The expanded form is the IR, and every
-# later step (intervals, points, Z3's encoding) costs time in proportion to its terms: 20,000
-# terms expand in about 0.3 s, so a question about them can still be answered in time.
-MAX_TERMS = 20_000  # terms of a product or power
-MAX_PRODUCTS = 200_000  # term-by-term products of one multiplication
-# Caches (a scope's answers, the Z3 encoder's terms) keep expressions of at most this many terms: an
-# expanded power of 12,000 terms costs megabytes as a key (its text and Z3 terms with it), and asking
-# it again costs less than keeping every such question alive (the large-input fuzz grew to 1.1 GB).
-CACHE_MAX_TERMS = 2_000
-# What the text-to-IR memos keep in all (each), in Expr.size() units (terms and factors, operands of
-# max/mod... included; about 2 tracked objects a unit): a process that parsed many large expressions
-# must not keep them all alive for the garbage collector to walk (SizedMemo). Counted in terms (50,000),
-# nested operands went uncounted, and the memos' objects kept growing after their totals stopped
-# (149,000 objects after 3,000 fuzz questions, 230,000 after 6,000; issue 28).
-PARSE_CACHE_SIZE = 30_000
-
-
-_ABSENT = object()
-
-
-class SizedMemo:
-    """A thread-safe, least-recently-used memo of ``fn(key)`` that keeps at most ``entries`` results of
-    ``total`` size (``size(result)``) together, none of size more than :data:`CACHE_MAX_TERMS`.
-
-    Why not ``functools.lru_cache``: it keeps any result. The parse caches kept 8,192 expanded powers of
-    thousands of terms each: 700,000 tuples alive in a long-running process (a fresh-vs-warm fuzz run),
-    whose every full garbage collection then took 0.3-0.9 s, inside whichever call triggered it (9 of
-    20,000 answers past deadline + 1 s). Parsing such an expression again costs milliseconds.
-    """
-
-    def __init__(self, fn: Callable[[Any], Any] | None, entries: int, total: int, size: Callable[[Any], int]):
-        """``fn`` None: a store whose values the caller computes (:meth:`peek`, then :meth:`keep`)."""
-        from ..options import fork_safe
-
-        self._fn, self._entries, self._total, self._size = fn, entries, total, size
-        self._data: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
-        self._held = 0  # size held
-        self._lock = fork_safe(threading.Lock())
-        if fn is not None:
-            functools.update_wrapper(self, fn)
-
-    def __call__(self, key: Any) -> Any:
-        hit = self.peek(key, _ABSENT)
-        if hit is not _ABSENT:
-            return hit
-        if self._fn is None:
-            raise TypeError("this SizedMemo computes nothing: peek(key), then keep(key, value)")
-        return self.keep(key, self._fn(key))  # an exception is not memoised (as with lru_cache)
-
-    def peek(self, key: Any, default: Any = None) -> Any:
-        """The result kept for ``key`` (now the most recently used), else ``default``; computes nothing."""
-        with self._lock:
-            hit = self._data.get(key)
-            if hit is None:
-                return default
-            self._data.move_to_end(key)
-            return hit[0]
-
-    def keep(self, key: Any, value: Any) -> Any:
-        """Keep ``value`` for ``key`` unless one is kept already, and return the one kept: threads
-        that raced to compute it all get one value. A value too large to keep is returned, not kept."""
-        n = self._size(value)
-        if n > CACHE_MAX_TERMS:
-            return value
-        with self._lock:
-            kept = self._data.get(key)
-            if kept is None:
-                self._data[key] = (value, n)
-                self._held += n
-            else:  # another thread computed it meanwhile: every caller gets the one kept
-                value = kept[0]
-            while len(self._data) > self._entries or self._held > self._total:
-                self._held -= self._data.popitem(last=False)[1][1]
-        return value
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    @property
-    def held(self) -> int:
-        """The total size of the kept results (at most ``total``)."""
-        return self._held
-
-    def entries(self) -> list[tuple[Any, int]]:
-        """``(result, size)`` of each kept result, least recently used first: a copy, for diagnostics."""
-        with self._lock:
-            return list(self._data.values())
-
-    def cache_clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self._held = 0
-
-
-def sized_memo(entries: int, total: int, size: Callable[[Any], int]) -> Callable[[Callable[[Any], Any]], SizedMemo]:
-    """Decorator form of :class:`SizedMemo`."""
-    return lambda fn: SizedMemo(fn, entries, total, size)
-
-
-class ExpansionTooLarge(ValueError):
-    """A product or power whose expansion exceeds :data:`MAX_TERMS` or :data:`MAX_PRODUCTS`."""
-
-
-def _too_large(what: str, size: str, limit: str) -> str:
-    return (f"{what} expands to {size}, more than the limit of {limit}; no dimension expression "
-            "needs one so large (name a factor as a new variable with a constraint instead)")
-
-
-_VECTOR_ATOMS = 8  # up to this many atoms, monomials are multiplied as exponent vectors
-
-
-def _few_atoms(x: Expr, y: Expr) -> list[Atom] | None:
-    """The atoms of ``x`` and ``y`` in sort order, when there are few enough for exponent vectors."""
-    atoms: set[Atom] = set()
-    for e in (x, y):
-        for m, _ in e.terms:
-            for a, _ in m:
-                atoms.add(a)
-        if len(atoms) > _VECTOR_ATOMS:
-            return None
-    return sorted(atoms, key=lambda a: a.sort_key())
-
-
-def _vectors(atoms: list[Atom], x: Expr) -> list[tuple[tuple[int, ...], int]]:
-    """``x``'s terms as exponent vectors over ``atoms`` (which hold every atom of ``x``)."""
-    idx = {a: i for i, a in enumerate(atoms)}
-    out = []
-    for m, c in x.terms:
-        v = [0] * len(atoms)
+def _evaluate_many(e: Expr, env: Mapping[str, int]) -> int:
+    """:meth:`Expr.evaluate` for a long sum: each atom's value and each power computed once (an
+    expanded power has thousands of terms over a few atoms)."""
+    values: dict[Atom, int] = {}
+    powers: dict[tuple[Atom, int], int] = {}
+    total = 0
+    for m, c in e.terms:
+        prod = c
         for a, k in m:
-            v[idx[a]] = k
-        out.append((tuple(v), c))
-    return out
+            p = powers.get((a, k))
+            if p is None:
+                x = values.get(a)
+                if x is None:
+                    x = values[a] = _eval_atom(a, env)
+                p = powers[(a, k)] = x**k
+            prod *= p
+        total += prod
+    return total
 
 
-def _from_vectors(atoms: list[Atom], acc: Mapping[tuple[int, ...], int]) -> Expr:
-    """The normalised expression of exponent vectors over ``atoms`` (in sort order).
-
-    The atoms' ranks order monomials as their sort keys do, so the key below sorts as
-    :func:`_mono_key` would, without building a key per atom.
-    """
-    items = [(v, c) for v, c in acc.items() if c]
-    items.sort(key=lambda vc: (-sum(vc[0]), tuple((i, k) for i, k in enumerate(vc[0]) if k)))
-    return Expr(tuple((tuple((atoms[i], k) for i, k in enumerate(v) if k), c) for v, c in items))
+def _render(e: Expr) -> str:
+    """The text of ``e`` (jax.export syntax, which smtdims' parser reads back)."""
+    if not e.terms:
+        return "0"
+    parts: list[str] = []
+    for i, (m, c) in enumerate(e.terms):
+        body = "*".join(f"{a}^{k}" if k != 1 else str(a) for a, k in m)
+        mag = abs(c)
+        if not body:
+            text = readable_int(mag)
+            if " " in text and len(e.terms) > 1:  # 10^5000 - 1 as one term
+                text = f"({text})"
+        elif mag == 1:
+            text = body
+        else:
+            coeff = readable_int(mag)
+            text = f"({coeff})*{body}" if " " in coeff else f"{coeff}*{body}"
+        if i == 0:
+            parts.append(text if c > 0 else f"-{text}")
+        else:
+            parts.append(f" + {text}" if c > 0 else f" - {text}")
+    return "".join(parts)
 
 
 def _binary(op: str, lhs: Expr, rhs: Expr) -> Expr:
@@ -768,113 +493,11 @@ def symbolic_divisors(e: Expr) -> list[Expr]:
     return out
 
 
-def int_text(value: int) -> str:
-    """Decimal text of any int (Python's ``str`` refuses more than 4,300 digits)."""
-    if -_BIG < value < _BIG:
-        return str(value)
-    if value < 0:
-        return "-" + int_text(-value)
-    hi, lo = divmod(value, _BIG)
-    return int_text(hi) + str(lo).zfill(4000)
-
-
-_BIG = 10**4000
-
-
-def text_int(text: str) -> int:
-    """Inverse of :func:`int_text`: the int of decimal text of any length."""
-    if len(text) <= 4000:
-        return int(text)
-    neg = text.startswith("-")
-    digits = text[1:] if neg else text
-    value = 0
-    for i in range(0, len(digits), 4000):
-        chunk = digits[i:i + 4000]
-        value = value * 10 ** len(chunk) + int(chunk)
-    return -value if neg else value
-
-
-READABLE_DIGITS = 100  # below 10**100 an int prints as Python prints it
-_READABLE = 10**READABLE_DIGITS
-_NEAR = 10**6  # a remainder this small next to a power still reads at a glance
-_LEAD = 20  # at most this many leading digits (bits) before the power
-
-
-def readable_int(value: int) -> str:
-    """Exact text of any int that a reader takes in at a glance and smtdims' parser reads back.
-
-    Below 10**100 (:data:`READABLE_DIGITS` digits) as Python prints it; beyond, ``10^5000``,
-    ``5*10^4999``, ``10^5000 - 1`` or ``3*2^20000 + 7`` (``m*B^k + r`` with base 10 or 2, ``m``
-    and ``r`` short) when such a form exists, else the decimal digits (:func:`int_text`).
-    Why: Python's ``str`` refuses ints past 4,300 digits (``sys.set_int_max_str_digits`` is
-    process-wide, so a library may not lift it), and a 5,000-digit line helps nobody. A form
-    with a remainder contains a space: put it in parentheses inside a product or after ``-``.
-    """
-    if -_READABLE < value < _READABLE:
-        return str(value)
-    if value < 0:
-        text = readable_int(-value)
-        return f"-({text})" if " " in text else f"-{text}"
-    if value & (value - 1) == 0:  # a power of two: no decimal search through a million bits
-        return f"2^{value.bit_length() - 1}"
-    forms = [f for f in (_near_power(value, 10), _near_power(value, 2)) if f is not None]
-    return min(forms, key=len) if forms else int_text(value)
-
-
-def _near_power(value: int, base: int) -> str | None:
-    """``m*base^k + r`` (shortest ``m`` first, ``|r| < 10**6``) for ``value > 0``, or None."""
-    if base == 2:
-        size = value.bit_length()
-    else:  # the number of decimal digits, from the bit length (off by at most one)
-        size = int(value.bit_length() * 0.30102999566398120) + 1
-        if value < 10 ** (size - 1):
-            size -= 1
-    # value = m*base^k + r with base^k0 | base^k gives value = r (mod base^k0), k0 the smallest k
-    # tried: unless that residue is within _NEAR of 0 or of base^k0, no k fits (one division for
-    # the typical coefficient, where the loop cost 45 us: 1.4 s to print an expanded 190th power)
-    k0 = size - _LEAD
-    if k0 > 0 and base**k0 > 2 * _NEAR:
-        low = value % base**k0
-        if _NEAR <= low <= base**k0 - _NEAR:
-            return None
-    for lead in range(1, _LEAD + 1):
-        k = size - lead
-        if k <= 0:
-            return None
-        power = base**k
-        m = value // power
-        for mm in (m, m + 1):
-            r = value - mm * power
-            if -_NEAR < r < _NEAR and mm > 0:
-                kk = k
-                while mm % base == 0:  # 10*10^k is 10^(k+1)
-                    mm //= base
-                    kk += 1
-                head = f"{base}^{kk}" if mm == 1 else f"{mm}*{base}^{kk}"
-                return head if r == 0 else f"{head} + {r}" if r > 0 else f"{head} - {-r}"
-    return None
-
-
 def all_variables(exprs: Iterable[Expr]) -> frozenset[str]:
     out: frozenset[str] = frozenset()
     for e in exprs:
         out |= e.variables()
     return out
-
-
-_RECURSION = {"users": 0, "saved": 0}
-_RECURSION_LOCK = threading.Lock()
-
-
-def _after_fork_in_child() -> None:
-    """Other threads' deep calls did not survive a fork (one may have held the lock): start over."""
-    global _RECURSION_LOCK
-    _RECURSION_LOCK = threading.Lock()
-    _RECURSION["users"] = 0
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _nested_ops(op: Op) -> list[Op]:
@@ -903,53 +526,3 @@ def nesting(*exprs: Expr) -> int:
                     stack.extend((x, False) for x in inner if x._depth is None)
                 best = max(best, root._depth or 0)
     return best
-
-
-FRAMES_PER_LEVEL = 12  # Python frames one nesting level costs, at most (measured: the parser ~6, atoms() 2)
-_FRAMES_SPARE = 300  # frames kept free for what a question calls besides the recursion (Z3's API, JAX)
-
-
-def _stack_within(n: int) -> bool:
-    """Whether the caller's stack is at most ``n`` frames deep (one C-level walk, not a Python loop)."""
-    if n < 0:
-        return False
-    try:
-        sys._getframe(n + 1)  # counted from deep_recursion's frame, as the stack it measures
-    except ValueError:
-        return True
-    return False
-
-
-_AS_IS = nullcontext()  # reusable: the recursion limit stays as it is
-
-
-def deep_recursion(depth: int | None = None, limit: int = 20_000) -> AbstractContextManager[None]:
-    """Room for expressions nested ``depth`` levels deep (``None``: unknown, assume deep).
-
-    Python's recursion limit is process-wide: raising it changes every other thread's limit too.
-    So it is raised only when the stack now in use plus ``FRAMES_PER_LEVEL`` frames per level does
-    not fit under it (200 nested ``max`` under the default limit of 1,000); the expressions of real
-    programs nest a few levels and leave the limit as it is. When raised, it is counted across
-    threads, so one thread cannot restore the limit while another is deep. (Every question enters
-    this: the common case returns a shared no-op context, and the stack is measured by one C call.)
-    """
-    if depth is not None and _stack_within(sys.getrecursionlimit() - depth * FRAMES_PER_LEVEL - _FRAMES_SPARE):
-        return _AS_IS
-    return _raised_recursion(limit)
-
-
-@contextmanager
-def _raised_recursion(limit: int) -> Iterator[None]:
-    with _RECURSION_LOCK:
-        if _RECURSION["users"] == 0:
-            _RECURSION["saved"] = sys.getrecursionlimit()
-            if _RECURSION["saved"] < limit:
-                sys.setrecursionlimit(limit)
-        _RECURSION["users"] += 1
-    try:
-        yield
-    finally:
-        with _RECURSION_LOCK:
-            _RECURSION["users"] -= 1
-            if _RECURSION["users"] == 0:
-                sys.setrecursionlimit(_RECURSION["saved"])

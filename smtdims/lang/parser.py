@@ -34,7 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import ParseError
-from .expr import FLOORDIV, MAX, MOD, OPERATIONS, PARSE_CACHE_SIZE, ExpansionTooLarge, Expr, SizedMemo, deep_recursion
+from .expr import FLOORDIV, MAX, MOD, OPERATIONS, Expr
+from .memos import PARSE_CACHE_SIZE, SizedMemo
+from .polynomial import ExpansionTooLarge
+from .recursion import deep_recursion
 
 # Deep enough for any real shape, shallow enough for Python's stack.
 MAX_NESTING = 400
@@ -313,7 +316,7 @@ def _parse_expr(text: str) -> Expr:
 
 
 # text -> Expr for parse_expr, bounded in size (a SizedMemo); a name of its own so that what it
-# holds can be read (``held``, ``entries()``: diagnostics, tests/test_bounded_time.py)
+# holds can be read (``held``, ``entries()``: diagnostics, tests/core/test_bounded_time.py)
 EXPR_MEMO = SizedMemo(_parse_expr, 8192, PARSE_CACHE_SIZE, lambda e: e.size())
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import format_valuation
-from .expr import int_text, readable_int, text_int
+from .bigints import int_text, readable_int, text_int
 from .render import left_align
 
 TRUE, FALSE, UNDETERMINED, UNKNOWN = "true", "false", "undetermined", "unknown"
@@ -88,7 +88,7 @@ def _explainer(kind: str) -> Any:
 
 
 def format_bound(v: int | float) -> str:
-    """A bound for people: ``inf``, ``-inf`` or :func:`~smtdims.lang.expr.readable_int` (``10^5000``)."""
+    """A bound for people: ``inf``, ``-inf`` or :func:`~smtdims.lang.bigints.readable_int` (``10^5000``)."""
     if v == math.inf:
         return "inf"
     if v == -math.inf:

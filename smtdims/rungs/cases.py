@@ -2,8 +2,8 @@
 symbolic divisor ``d``, by splitting on the few values the quotient takes.
 
 ``mod(a + 13, a + 4)`` is nonlinear, so neither ISL nor the linear solver takes it, and Z3's
-nonlinear search closed each end with a check per probe (about ten checks, 5-20 ms a question on
-JAX's ``DimExprTest``). Yet its quotient ``floordiv(a + 13, a + 4)`` is 1 or 2 for every ``a >= 1``,
+nonlinear search closes each end with a check per probe (about ten checks a question on JAX's
+``DimExprTest``). Yet its quotient ``floordiv(a + 13, a + 4)`` is 1 or 2 for every ``a >= 1``,
 and for a fixed quotient ``q`` the question is linear: ``mod(x, d) = x - q*d`` and
 ``floordiv(x, d) = q`` exactly where ``0 <= x - q*d <= d - 1`` (``d > 0``; for ``d < 0``,
 ``d + 1 <= x - q*d <= 0``). So: read the quotients the known points have, prove with two linear
@@ -28,7 +28,7 @@ from ..engines import presburger
 from ..errors import UnsatisfiableConstraintsError
 from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import FLOORDIV, MOD, Expr, Op
-from .intervals import is_inf
+from .interval_arith import is_inf
 from .question import BoundsQuestion, End
 from .scope import Scope
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..options import Question
 
 NAME = "cases"
-MAX_QUOTIENTS = 16  # cases at most: each a linear question for ISL (0.3-0.5 ms), where Z3's search took 10-40 ms
+MAX_QUOTIENTS = 16  # cases at most, each a linear question for ISL: together less than Z3's nonlinear search
 
 
 def _split(e: Expr) -> tuple[Expr, Expr, list[tuple[Op, int]]] | None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import Expr
-from .intervals import INF, Interval, is_inf
+from .interval_arith import INF, Interval, is_inf
 from .question import SAT, BoundsQuestion, End, SignQuestion, holds
 from .scope import Scope
 
@@ -35,13 +35,14 @@ _MAX_REMEMBERED = 12
 _FREE_FILLS = (1, 2, 3, 8, 64, 1024)
 _MAX_SINGLE_FILLS = 8  # free variables that get a fill of their own (one large, the rest 1, ...)
 _MAX_FILL_SETS = 64  # lists of fillings a constraint set keeps, by free variables (the questions' other variables)
-# Evaluation work per question (valuations times Expr.size): about 0.1-0.2 s. Points only ever
-# prove things (undetermined, refuted, attained), so evaluating fewer of them is sound; the
-# limit is a count, so the same question evaluates the same points. 1,000 free variables gave
-# 12,000 valuations of a 1,000-term sum before (2.4-14.5 s).
+# Evaluation work per question (valuations times Expr.size): a fraction of a second, a small part of
+# the default deadline. Points only ever prove things (undetermined, refuted, attained), so
+# evaluating fewer of them is sound; the limit is a count, so the same question evaluates the same
+# points. Unlimited, a thousand free variables give thousands of valuations of a thousand-term sum:
+# seconds of evaluation.
 _POINT_WORK = 200_000
-DEADLINE_WORK = 500  # evaluation (about 0.5 ms at most) between two readings of the question's deadline
-_MAX_SHRUNK = 32  # variables of a witness that shrink tries to make smaller (1,000 took 1-2 s)
+DEADLINE_WORK = 500  # evaluation (under a millisecond) between two readings of the question's deadline
+_MAX_SHRUNK = 32  # variables of a witness that shrink tries to make smaller (a thousand take seconds)
 
 
 class Points:
@@ -115,9 +116,9 @@ class Points:
 
 def guesses(names: list[str], ranges: Mapping[str, Interval]) -> Iterator[dict[str, int]]:
     """The valuations tried as known points, in order (``names`` sorted): all ones first. Made one
-    at a time: the first point stops at the first that holds (the second, on most of benchmark 4's
-    sets, where all ones does not). Each is a dict of its own: a caller that changes one changes no
-    later guess."""
+    at a time: the first point stops at the first that holds (the second, on most of
+    ``benchmarks/bench_oracle.py``'s sets, where all ones does not). Each is a dict of its own: a
+    caller that changes one changes no later guess."""
     if not names:
         yield {}
         return
@@ -209,7 +210,9 @@ def shrink(env: Mapping[str, int], ok, constraints: ConstraintSet, clock: Deadli
 
 # -- the rung ------------------------------------------------------------------------------------------------
 NAME = "points"
-_QUICK_RAY_WORK = 2_000  # coefficient products (about 1 ms at most) for a ray tried before ISL's round trip
+# coefficient products for a ray tried before ISL's round trip: a millisecond at most, less than that
+# round trip costs on a busy machine
+_QUICK_RAY_WORK = 2_000
 
 
 def answer(q: SignQuestion | BoundsQuestion, scope: Scope) -> str | None:

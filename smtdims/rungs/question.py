@@ -19,15 +19,14 @@ from typing import TYPE_CHECKING, Any
 import z3
 
 from ..engines.checks import SAT, UNSAT
-from ..lang.expr import FLOORDIV, MOD, Atom, ExpansionTooLarge, Expr, Monomial, Op, Var
+from ..lang.expr import FLOORDIV, MOD, Atom, Expr, Monomial, Op, Var
+from ..lang.polynomial import ExpansionTooLarge
 from ..lang.results import FALSE, TRUE
+from .interval_arith import INF, Interval
 
 if TYPE_CHECKING:
     from ..options import Deadline, Question
 
-# As in smtdims.rungs.intervals (which stands on this module): an end is an int or +-math.inf.
-INF = math.inf
-Interval = tuple[int | float, int | float]
 
 COMPARISON_OPS = (">=", "<=", ">", "<", "==", "!=")
 NEGATED = {">=": "<", "<": ">=", "<=": ">", ">": "<=", "==": "!=", "!=": "=="}  # op -> its negation
@@ -127,7 +126,7 @@ def divide_common(x: Expr, g: int, powers: dict[Atom, int]) -> Expr:
     for m, c in x.terms:
         rest = tuple((a, k - powers.get(a, 0)) for a, k in m if k - powers.get(a, 0) > 0)
         out[rest] = out.get(rest, 0) + c // g
-    return Expr._from_dict(out)
+    return Expr.from_coefficients(out)
 
 
 def _factor_expr(g: int, powers: dict[Atom, int]) -> Expr:
@@ -190,7 +189,7 @@ def _reduced(e: Expr, positive: Positive | None, memo: dict[Op, Expr | None]) ->
     for i, (m, c) in enumerate(e.terms):
         for mm, cc in changed[i].terms if i in changed else ((m, c),):
             acc[mm] = acc.get(mm, 0) + cc
-    return Expr._from_dict(acc)
+    return Expr.from_coefficients(acc)
 
 
 def _reduced_atom(a: Op, positive: Positive | None, memo: dict[Op, Expr | None]) -> Expr | None:

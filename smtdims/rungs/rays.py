@@ -23,8 +23,9 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from ..lang.bigints import text_int
 from ..lang.constraints import Constraint, ConstraintSet
-from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, text_int
+from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
 
 if TYPE_CHECKING:
     from ..options import Deadline, Question
@@ -67,7 +68,7 @@ class _Work:
         return self.left >= 0 and not self.clock.expired
 
 
-RAY_WORK = 1_000_000  # coefficient products per ray search: about 0.5 s of exact arithmetic
+RAY_WORK = 1_000_000  # coefficient products per ray search: a fraction of a second of exact arithmetic
 
 
 def _mul(x: Poly, y: Poly, work: _Work | None = None) -> Poly | None:
@@ -216,8 +217,9 @@ def unbounded_below(e: Expr, constraints: ConstraintSet, p: Mapping[str, int], d
     ``failing``: :func:`failing_at` ``p``, when the caller tries many directions from one point.
     Then only the constraints that mention a variable ``d`` moves are followed along the ray.
     Why that is exact: a constraint none of whose variables move has the same value at every
-    point of the ray, its value at ``p``; it holds along the ray iff it holds at ``p``. (At 500
-    constraints, following every one along each of 17 directions was 40% of a bounds query.)
+    point of the ray, its value at ``p``; it holds along the ray iff it holds at ``p``. (Why it is
+    worth doing: at hundreds of constraints, following every one along each direction tried takes a
+    large part of a bounds query.)
     """
     names = names if names is not None else set(constraints.variables()) | set(e.variables())
     for v in names:
@@ -411,8 +413,8 @@ class Recession:
     """Proposes a direction along which ``f`` decreases and every constraint stays met (an LP).
 
     The cone is built once per constraint set, in the shared Z3 context (a context of its own
-    costs about 5 ms), from one SMT-LIB script (hundreds of constraints through the Python API
-    cost 0.2 s, parsed as text a few ms); a question pushes ``slope(f) <= -1`` and asks for a
+    costs milliseconds), from one SMT-LIB script (hundreds of constraints cost tens of times more
+    through the Python API than parsed as text); a question pushes ``slope(f) <= -1`` and asks for a
     rational model. Its variables are named ``d:v``, apart from the solvers' ``v``.
     """
 

@@ -7,7 +7,7 @@ door for every caller outside the reasoner). A rung reads facts
 (known points, interval bounds), narrows to the cone of influence, asks the engines (a checked
 solver call, ISL, the host's own procedure) and asks sub-questions; it never reaches into the
 scope's caches, locks or statistics. Why a Protocol here rather than the class: the rungs stand
-below the walk that orders them (the floors of ``tests/test_structure.py``), as TVM's
+below the walk that orders them (the floors of ``tests/docs/test_structure.py``), as TVM's
 sub-analyzers stand below its ``Analyzer``.
 """
 
@@ -25,7 +25,8 @@ from ..engines.session import SolverSession
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import Expr
 from ..lang.results import Bounds
-from .question import Interval, Precision
+from .interval_arith import Interval
+from .question import Precision
 
 if TYPE_CHECKING:
     from ..options import Deadline, Question

@@ -39,7 +39,7 @@ TABLE: tuple[Rung, ...] = (
     _rung(points.NAME, points.answer, DECISION, SIGN, BOUNDS),
     # the host's procedure needs the host's expression: decisions carry none
     _rung(stock.NAME, stock.answer, SIGN),
-    # ISL's round trip does not pay off for decisions against the shared linear solver's ~0.2 ms
+    # ISL's round trip does not pay off for decisions: the shared linear solver takes a fraction of a millisecond
     _rung(presburger.NAME, presburger.answer, SIGN, BOUNDS),
     # people's bounds that ISL did not answer: known points at proven bounds (the others: closed above)
     _rung(points.NAME, points.attained, BOUNDS),

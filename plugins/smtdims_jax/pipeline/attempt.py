@@ -16,7 +16,7 @@ import numpy as np
 from jax import export
 
 from smtdims.answers.equations import exact_divisions, normalise_constraint, render_constraint
-from smtdims.answers.explain import SPEC
+from smtdims.answers.fixes import SPEC
 from smtdims.lang.constraints import Constraint, ConstraintSet
 from smtdims.lang.expr import Expr
 from smtdims.lang.parser import parse_expr
@@ -29,6 +29,11 @@ from ..seam import enabled
 from ._common import _raised_by_smtdims
 from .box import Dims
 from .refusals import FixPart, Refusal, message_key, refusals_of
+from .time_limit import TimeLimitExceeded, time_limit
+
+
+class ExportTookTooLong(Exception):  # noqa: N818 - what happened, in the words the fix reports
+    """An export under a candidate specification ran past its limit (JAX's own arithmetic, not a refusal)."""
 
 
 # -- a specification as data: dims (IR) and constraint texts ------------------------------------------
@@ -95,6 +100,11 @@ class Attempt:
     spec: Any = None  # the Spec exported, where it was one (:func:`attempt`)
 
     @property
+    def timed_out(self) -> bool:
+        """The export ran past its limit: no answer about this specification, refused or not."""
+        return isinstance(self.error, ExportTookTooLong)
+
+    @property
     def message(self) -> str:
         if self.error is None:
             return ""
@@ -127,20 +137,22 @@ def error_chain(err: BaseException) -> list[BaseException]:
 
 
 def attempt(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, ...] | None,
-            budget: int | None) -> Attempt:
-    """Export with ``spec``; the inconclusive comparison or the unproven equalities that stopped it."""
+            budget: int | None, limit: float | None = None) -> Attempt:
+    """Export with ``spec``; the inconclusive comparison or the unproven equalities that stopped it.
+    ``limit``: seconds the export may take (a candidate's; :mod:`.time_limit`), else no limit."""
     t0 = time.perf_counter()
     try:
         args, scope = spec.build(in_tree)
     except Exception as err:  # noqa: BLE001 - JAX refused the rewritten specification itself
         return Attempt(False, err, seconds=time.perf_counter() - t0)
-    got = export_attempt(fn, jax.tree_util.tree_leaves(args), in_tree, scope, plats, budget, t0)
+    got = export_attempt(fn, jax.tree_util.tree_leaves(args), in_tree, scope, plats, budget, t0, limit)
     got.spec = spec
     return got
 
 
 def export_attempt(fn: Callable[..., Any], leaves: Sequence[Any], in_tree: Any, scope: Any,
-                   plats: tuple[str, ...] | None, budget: int | None, t0: float | None = None) -> Attempt:
+                   plats: tuple[str, ...] | None, budget: int | None, t0: float | None = None,
+                   limit: float | None = None) -> Attempt:
     """Export ``fn`` at the spec ``leaves`` (in ``scope``) with smtdims installed, listening to what JAX
     asks: the one export of a specification, whose refusal the fix loop reads and whose success the
     verification uses."""
@@ -161,12 +173,16 @@ def export_attempt(fn: Callable[..., Any], leaves: Sequence[Any], in_tree: Any, 
             asked.append((ev["lhs"], ev["rhs"], False))
 
     try:
-        with enabled(budget=budget):
+        with time_limit(limit), enabled(budget=budget):
             add_listener(listener)
             try:
                 exported = export.export(jax.jit(fn), platforms=plats)(*args)
             finally:
                 remove_listener(listener)
+    except TimeLimitExceeded:
+        took = time.perf_counter() - t0
+        return Attempt(False, ExportTookTooLong(f"the export did not finish within {took:.0f} s under this "
+                                                "specification (JAX's own shape arithmetic)"), None, scope, took)
     except Exception as err:  # noqa: BLE001 - a refusal is data
         chain = error_chain(err)
         if _raised_by_smtdims(chain[-1]):

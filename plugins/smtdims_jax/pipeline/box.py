@@ -34,6 +34,7 @@ output of the right shape). Fixes are ranked by the shapes that compute on somet
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import random
 import time
@@ -299,6 +300,7 @@ class NativeBox:
         self.complete = True
         self.traces = 0
         self.trace_seconds = 0.0  # spent tracing (what the native oracle cost)
+        self.slowest_run = 0.0  # the longest trace of a shape where the function runs: a whole trace's cost
         self._limit = traces
         self._deadline = deadline
         self._tick = Ticker(say) if say is not None else None
@@ -414,6 +416,10 @@ class NativeBox:
         filtering = jax.config.jax_traceback_filtering
         # JAX's traceback filtering costs ~10x the trace of a refused shape (measured: 15 ms vs 1.3 ms)
         jax.config.update("jax_traceback_filtering", "off")
+        # a shape chosen to fail is a question, not the user's error: the log records a framework writes
+        # for it (Keras logs a traceback per attention implementation it falls back from) are not shown
+        quiet = logging.root.manager.disable
+        logging.disable(logging.ERROR)
         try:
             for s in shapes:
                 if s in self.ok:
@@ -428,12 +434,16 @@ class NativeBox:
                     self._tick(lambda: f"fix: {self.traces} native traces so far")
                 t0 = time.perf_counter()
                 self.ok[s], err = self.runs(s)
-                self.trace_seconds += time.perf_counter() - t0
+                took = time.perf_counter() - t0
+                self.trace_seconds += took
+                if self.ok[s]:
+                    self.slowest_run = max(self.slowest_run, took)
                 self.traces += 1
                 if err:
                     self.errors[s] = err
         finally:
             jax.config.update("jax_traceback_filtering", filtering)
+            logging.disable(quiet)
 
     def add(self, envs: Sequence[dict[str, int]]) -> None:
         """Trace more valuations of the original variables (a fix's extremes: ``t = 512`` and ``t = 513``
@@ -534,6 +544,22 @@ class NativeBox:
         ok = sum(1 for s, good in self.ok.items() if good and s in got)
         bad = sum(1 for s, good in self.ok.items() if not good and s in got)
         return ok, -bad
+
+    def first_running(self, v: str, base: dict[str, int], lo: int, hi: int, traces: int = 12) -> int:
+        """The least value of ``v`` in ``(lo, hi]`` at which the function runs, the other variables at
+        ``base``, by bisection between a failing ``lo`` and a running ``hi``: a convolution's or a window's
+        least input runs from there up. Each step is traced (the counts see it), so a function that is
+        not monotone there shows in the counts of the bound this gives, which is never taken on trust."""
+        for _ in range(traces):
+            if hi - lo <= 1:
+                break
+            mid = (lo + hi) // 2
+            shapes = self._add_points([{**base, v: mid}])
+            if not shapes:
+                break
+            self.measure(shapes, budgeted=False)
+            lo, hi = (lo, mid) if self.ok.get(shapes[0]) else (mid, hi)
+        return hi
 
     def smallest_running(self, v: str) -> int | None:
         """The least traced value of ``v`` at which the function runs on non-empty arrays, the other

@@ -100,13 +100,21 @@ def _divisibilities(exprs: Sequence[Expr]) -> list[str]:
 
 
 def _lower_bounds(box: NativeBox) -> list[str]:
-    """``v >= k``: k one above the largest ``v`` of a natively failing box shape, and the smallest ``v`` that runs."""
+    """``v >= k``: k one above the largest ``v`` of a natively failing box shape, the smallest ``v`` that
+    runs, and between them the least ``v`` that runs found by bisection from the smallest running shape
+    (an audio front end's convolutions run from one exact length up: ``n >= 720``, not a bound per sample)."""
     out: list[str] = []
     for v in box.variables:
-        bad = [box.env[s][v] for s, ok in box.ok.items() if not ok]
-        good = [box.env[s][v] for s, ok in box.ok.items() if ok]
-        for k in ([max(bad) + 1] if bad else []) + ([min(good)] if good else []):
-            if k >= 2 and good and max(good) >= k and f"{v} >= {k}" not in out:
+        bad = [box.env[s][v] for s, ok in box.ok.items() if not ok and v in box.env[s]]
+        good = [(env[v], env) for s, ok in box.ok.items() if ok and v in (env := box.env[s])]
+        edge = []
+        if good:
+            least, base = min(good, key=lambda g: g[0])
+            below = [x for x in bad if x < least]
+            if below:
+                edge = [box.first_running(v, base, max(below), least)]
+        for k in edge + ([max(bad) + 1] if bad else []) + ([min(g for g, _ in good)] if good else []):
+            if k >= 2 and good and max(g for g, _ in good) >= k and f"{v} >= {k}" not in out:
                 out.append(f"{v} >= {k}")
     return out
 

@@ -10,7 +10,7 @@ from typing import Any
 import jax
 from jax import export
 
-from smtdims.answers.explain import Fix
+from smtdims.answers.fixes import Fix
 from smtdims.lang.constraints import ConstraintSet
 from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session

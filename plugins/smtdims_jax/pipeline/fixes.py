@@ -4,7 +4,7 @@ Each round reads JAX's refusal into its kinds (:mod:`.refusals`: an inconclusive
 whose operands smtdims' hook reports; an equation JAX's shape checks could not prove; a
 reshape's "The remainder ... should be 0"; a broadcast of two different dimensions), asks the
 first kind that offers any for every verified fix of it
-(:func:`smtdims.answers.explain.suggest_fixes`: constraints and spec rewrites, each re-decided
+(:func:`smtdims.answers.fixes.suggest_fixes`: constraints and spec rewrites, each re-decided
 with the fix in place), and keeps the *weakest*: the one whose specification admits the
 most traced shapes where the native function runs (:mod:`.box`: shapes chosen by reasoning,
 those where the candidates disagree), then the fewest where it fails. It re-exports with that
@@ -27,7 +27,7 @@ import collections
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jax
@@ -39,7 +39,7 @@ from smtdims.answers.equations import (
     normalise_constraint,
     render_constraint,
 )
-from smtdims.answers.explain import SPEC, settling_fix, suggest_fixes, weakest_first
+from smtdims.answers.fixes import SPEC, settling_fix, suggest_fixes, weakest_first
 from smtdims.errors import SmtdimsError, format_valuation
 from smtdims.lang.constraints import Constraint, ConstraintSet
 from smtdims.lang.expr import Expr, Var
@@ -74,6 +74,12 @@ from .result import DEADLINE, FIXED, NARROW, NO_FIX, NO_SYMBOLIC, NOT_NEEDED, NO
 
 DEFAULT_ROUNDS = 8
 DEFAULT_DEADLINE = 120.0  # seconds for the rounds and the minimisation (the final verification runs after)
+# An export under a candidate may take ATTEMPT_SCALE times the longer of a whole native trace of the
+# function (the box's slowest where it runs) and the refused export of the specification as given, and
+# never less than ATTEMPT_FLOOR seconds: a symbolic export costs a few native traces, but a candidate
+# that keeps JAX's own arithmetic busy for minutes (a product of floor divisions equal to a constant)
+# is no fix to wait for; the round's next candidate is tried instead.
+ATTEMPT_SCALE, ATTEMPT_FLOOR = 10.0, 5.0
 
 
 @dataclass(frozen=True)
@@ -129,14 +135,17 @@ def candidates(att: Attempt, session: Session) -> list[Candidate]:
 
 
 def specialisations(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, ...] | None,
-                    budget: int | None, att: Attempt, box: NativeBox, name: str = "") -> list[Candidate]:
+                    budget: int | None, att: Attempt, box: NativeBox, name: str = "",
+                    limit: Callable[[], float | None] = lambda: None) -> list[Candidate]:
     """A variable fixed where the program uses it as a number (``s = int(math.sqrt(n))``): no constraint
     or rewrite makes a symbolic dimension a Python number, a constant does. For each variable of the
     specification, the value a person fixes: the user's example's, else the smallest traced size at
     which the function runs on non-empty arrays (the smallest the model is built for; on a grid, the
     value at which the most grid shapes run); kept only when the export then gets past this refusal
-    (tried: one export per variable)."""
-    if not any(isinstance(r, ConstantNeeded) for r in att.refusals):
+    (tried: one export per variable). Also the last resort of any refusal where the user gave examples
+    (a dimension fixed at its example value where nothing weaker verifies: ``dims="auto"``), and of a
+    refusal smtdims reads nothing from (an einsum's sizes, checked by numpy on stand-in values)."""
+    if att.refusals and not box.example_shapes() and not any(isinstance(r, ConstantNeeded) for r in att.refusals):
         return []
     key = refusal_key(att)
     names = sorted(spec.variables())
@@ -160,8 +169,8 @@ def specialisations(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tup
         trial = apply_all(spec, [part])
         if trial is None:
             continue
-        got = attempt(fn, trial, in_tree, plats, budget)
-        if got.ok or refusal_key(got) != key:
+        got = attempt(fn, trial, in_tree, plats, budget, limit())
+        if got.ok or (not got.timed_out and refusal_key(got) != key):
             out.append(((part,), 3))
     return out
 
@@ -204,7 +213,7 @@ def last_resort(att: Attempt, session: Session) -> list[Candidate]:
 
 # -- the first round alone (no function to run: smtdims run, pytest --smtdims) ---------------------------
 def first_round_fix(session: Session, lhs: Expr, rhs: Expr, side: int | None = None) -> Any:
-    """The weakest verified fix of an inconclusive ``lhs >= rhs``: :func:`smtdims.answers.explain.settling_fix`
+    """The weakest verified fix of an inconclusive ``lhs >= rhs``: :func:`smtdims.answers.fixes.settling_fix`
     (kept under this name for callers of the pipeline; ``side`` sets the ranking box)."""
     if side is None:
         return settling_fix(session, lhs, rhs)
@@ -251,17 +260,48 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
     exports = [0, 0.0]  # the exports this fix ran and their seconds (the refused one as given included)
     verify_s = 0.0
 
+    scale = [first.seconds if first is not None else 0.0]  # the refused export of the spec as given
+
+    def limit() -> float:
+        """Seconds an export under a candidate may take (see ATTEMPT_SCALE)."""
+        return max(0.1, min(stop - time.monotonic(), max(ATTEMPT_FLOOR, ATTEMPT_SCALE * max(scale[0], box.slowest_run))))
+
     def exported(att: Attempt) -> Attempt:
         exports[0] += 1
         exports[1] += att.seconds
         return att
+    # the round's other candidates, for when the chosen one's export runs out of time: (the specification
+    # and parts before it, the candidates left, the round's record)
+    fallback: tuple[Spec, int, list[Scored], int, list[Callable[[], list[Scored]]]] | None = None
     for _ in range(rounds + 1):
         if time.monotonic() > stop:
             status, detail = DEADLINE, f"{deadline:.0f}s"
             break
         t0 = time.perf_counter()
-        last = exported(first if first is not None and spec is original else attempt(fn, spec, in_tree, plats, budget))
+        given = spec is original and not parts
+        last = exported(first if first is not None and spec is original else
+                        attempt(fn, spec, in_tree, plats, budget, None if given else limit()))
         first = None
+        if given:
+            scale[0] = max(scale[0], last.seconds)
+        if last.timed_out and fallback is not None:
+            # JAX's own arithmetic under the chosen candidate ran past the limit: the round's next one
+            before, n_parts, rest, at, later = fallback
+            say(f"fix: {group_text(parts[n_parts:])}: {last.message}; trying the next candidate")
+            tried = {x[1] for x in rest}
+            while not rest and later:  # the round's later kinds of candidate (a fixed size), as when none was found
+                rest = sorted((x for x in later.pop(0)() if x[1] not in tried), key=lambda x: x[0])
+            if not rest:
+                status, detail = NO_FIX, f"every candidate of the round ran past its limit: {last.message}"
+                break
+            picked = _simplest_equivalent(rest, before, budget)
+            chosen = tuple(_as_rewrite(p, before) for p in picked)
+            fallback = (before, n_parts, [x for x in rest if x[1] != picked], at, later)
+            parts[n_parts:] = chosen
+            spec = apply_all(before, chosen) or before
+            if done_rounds[at] is not None:
+                done_rounds[at] = replace(done_rounds[at], chosen=group_text(chosen))
+            continue
         if last.ok:
             done = last
             status, detail = (FIXED, "") if parts else (NOT_NEEDED, "the export succeeds as specified")
@@ -286,21 +326,25 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
 
         def pinned(spec: Spec = spec, last: Attempt = last, tick: Ticker = tick, round_no: int = round_no) -> list[Scored]:
             tick(f"fix round {round_no}: trying each variable fixed")
-            return _scored(specialisations(fn, spec, in_tree, plats, budget, last, box, name), spec, box, tick)
+            return _scored(specialisations(fn, spec, in_tree, plats, budget, last, box, name, limit), spec, box, tick)
 
+        def resort(spec: Spec = spec, last: Attempt = last, session: Session = session, tick: Ticker = tick) -> list[Scored]:
+            return _scored(last_resort(last, session), spec, box, tick)
+
+        # the kinds of candidate tried when none of the earlier kinds is found (or each ran past its limit):
+        # a size used as a number is a fixed size before an earlier equation's last resort
         number_needed = bool(last.refusals) and isinstance(last.refusals[0], ConstantNeeded)
-        if not scored and number_needed:  # a size used as a number: a fixed size, before an earlier equation's
-            scored = pinned()
-        if not scored:
-            scored = _scored(last_resort(last, session), spec, box, tick)
-        if not scored and not number_needed:
-            scored = pinned()
+        later: list[Callable[[], list[Scored]]] = [pinned, resort] if number_needed else [resort, pinned]
+        while not scored and later:
+            scored = later.pop(0)()
         scored.sort(key=lambda x: x[0])
         if not scored:
             status, detail = NO_FIX, f"smtdims found no verified fix for: {msg}"
             done_rounds.append(FixRound(last.message, (), "", time.perf_counter() - t0))
             break
-        chosen = tuple(_as_rewrite(p, spec) for p in _simplest_equivalent(scored, spec, budget))
+        picked = _simplest_equivalent(scored, spec, budget)
+        chosen = tuple(_as_rewrite(p, spec) for p in picked)
+        fallback = (spec, len(parts), [x for x in scored if x[1] != picked], len(done_rounds), later)
         parts.extend(chosen)
         spec = apply_all(spec, chosen) or spec
         done_rounds.append(FixRound(last.message, tuple((group_text(g), ok, bad, ne) for _, g, ok, bad, ne in scored),
@@ -320,7 +364,7 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
                 box.prepare([(spec.dims, spec.constraint_set()), (trial.dims, trial.constraint_set())])
                 base_bad = -box.score(spec.dims, spec.constraint_set())[1]
             if trial is not None and -box.score(trial.dims, trial.constraint_set())[1] <= base_bad:
-                got = exported(attempt(fn, trial, in_tree, plats, budget))
+                got = exported(attempt(fn, trial, in_tree, plats, budget, limit()))
                 if got.ok:
                     say(f"fix: minimised: {parts[i]} is not needed")
                     dropped.append(str(parts[i]))
@@ -342,7 +386,7 @@ def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any,
         verify_s += time.perf_counter() - t_verify
         verified = bool(report.ok)
         lines = tuple(report.failures)
-        more = _exclusions(report, spec, fn, in_tree, plats, budget) if not verified else None
+        more = _exclusions(report, spec, fn, in_tree, plats, budget, limit()) if not verified else None
         if more is None:
             break
         group, trial, why = more  # samples failed where the function fails: exclude them and go on
@@ -523,7 +567,7 @@ def as_parts(constraints: Sequence[str], spec: Spec) -> list[FixPart]:
 
 
 def exclusion(d: Any, spec: Spec, fn: Callable[..., Any], in_tree: Any, plats: tuple[str, ...] | None,
-              budget: int | None) -> tuple[list[FixPart], Spec, str] | None:
+              budget: int | None, limit: float | None = None) -> tuple[list[FixPart], Spec, str] | None:
     """The exclusion of the natively failing samples a diagnosis (:class:`.diagnose.SampleDiagnosis`) found,
     applied to ``spec`` and re-exported (the spec rewrite first, the plain constraints if the rewrite does
     not export), with why; or None: no sample failed natively, or nothing found exports."""
@@ -532,15 +576,16 @@ def exclusion(d: Any, spec: Spec, fn: Callable[..., Any], in_tree: Any, plats: t
     why = (f"the samples fail natively at {format_valuation(d.native_fails[0])}: {_first_line(d.native_error, 200)}")
     for group in (as_parts(d.constraints, spec), [FixPart("constraint", normalise_constraint(t)) for t in d.constraints]):
         trial = apply_all(spec, group)
-        if trial is not None and jax_accepts(trial) and attempt(fn, trial, in_tree, plats, budget).ok:
+        if trial is not None and jax_accepts(trial) and attempt(fn, trial, in_tree, plats, budget, limit).ok:
             return group, trial, why
     return None
 
 
 def _exclusions(report: Any, spec: Spec, fn: Callable[..., Any], in_tree: Any, plats: tuple[str, ...] | None,
-                budget: int | None) -> tuple[list[FixPart], Spec, str] | None:
+                budget: int | None, limit: float | None) -> tuple[list[FixPart], Spec, str] | None:
     """:func:`exclusion` of a verification's diagnosis (None when its samples did not run)."""
-    return None if report.not_run else exclusion(getattr(report, "diagnosis", None), spec, fn, in_tree, plats, budget)
+    return None if report.not_run else exclusion(getattr(report, "diagnosis", None), spec, fn, in_tree, plats,
+                                                 budget, limit)
 
 
 def exports_on_stock(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, ...] | None) -> bool:

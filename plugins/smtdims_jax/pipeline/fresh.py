@@ -46,7 +46,9 @@ from .report import FAIL, PASS, SKIP, RejectionCheck
 _WORKER = Path(__file__).with_name("_verify_worker.py")
 _SHAPE_ERRORS = ("Input shapes do not match the", "Shape mismatch for args")
 EXCLUSIVE = frozenset({"tpu"})  # devices one process at a time may hold
-START_TIMEOUT_S = 300.0  # a TPU backend starts in 6-30 s; a machine that waits for a free chip, longer
+# a TPU backend starts in up to half a minute; ten times that leaves room for a machine that waits
+# for a free chip
+START_TIMEOUT_S = 300.0
 
 
 def pack_arrays(arrays: Sequence[np.ndarray], f: Any) -> list[dict[str, Any]]:

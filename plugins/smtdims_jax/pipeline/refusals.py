@@ -32,7 +32,7 @@ from smtdims.answers.equations import (
     normalise_constraint,
     render_constraint,
 )
-from smtdims.answers.explain import SPEC, Fix, proves_with, suggest_fixes
+from smtdims.answers.fixes import SPEC, Fix, proves_with, suggest_fixes
 from smtdims.errors import SmtdimsError
 from smtdims.lang.constraints import Constraint
 from smtdims.lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op

@@ -174,7 +174,7 @@ _JAX_LACKS = ("**", "//", "%")  # smtdims' parser takes these (Python's spelling
 
 
 def jax_constraint(text: str, *, x64: bool = False) -> str:
-    """``text`` as jax.export's parser reads it, after smtdims' parser has read it (issue 29).
+    """``text`` as jax.export's parser reads it, after smtdims' parser has read it.
 
     JAX's parser has no ``**``, ``//``, ``%`` or grouping parentheses (``2*(n + 1)``), and its
     error names "dimension 0" of a "symbolic shape" for a constraint; smtdims reads them all, so
@@ -202,7 +202,7 @@ def _check_dim_constants(text: str, exprs: Sequence[Any], x64: bool, what: str =
     lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
     for c in _constants(exprs):
         if not lo <= c <= hi:
-            from smtdims.lang.expr import readable_int
+            from smtdims.lang.bigints import readable_int
 
             more = ("" if x64 else "; with a 64-bit input dtype (float64, int64) or JAX_ENABLE_X64=1 "
                     f"the limit is {2**63 - 1} (2^63 - 1)")
