@@ -1,13 +1,13 @@
 """Benchmark: the whole fix where users are -- real-library models, one call each, timed as a user times it.
 
-For each model (flax nnx and linen, equinox, plain JAX patterns of real models: position tables,
+For each model (flax nnx and linen, equinox, Keras 3, plain JAX patterns of real models: position tables,
 patch grids, U-Net skips, windows, splits, reshapes with -1, a CLIP-style table, an encoder-decoder),
 one ``export_and_verify(fn, *specs, fix=True, samples=4)`` call, as a user makes it: the export fails,
 the loop finds, minimises and verifies the fix end to end (fresh process, stock JAX). Printed per
 model: the status, the fix as written, the wall time of the call, the native traces the fix spent
 and the exports it ran. The goal (issue 60): median <= 5 s and max <= 20 s on a 2-core machine.
 
-The models are the test suite's (tests/test_library_models.py, tests/test_real_models.py,
+The models are the test suite's (tests/pipeline/test_library_models.py, tests/pipeline/test_real_models.py,
 tests/fixtures_pipeline/loop_models.py): the benchmark builds them once, then times each fix; the
 verification process is started once before the first timing (a user's first call pays ~1 s more).
 The grid of ~400 shapes the fix traced before is printed beside it with ``--grid`` (slow).
@@ -91,22 +91,32 @@ def models() -> list[tuple[str, object, list[str], dict[str, int] | None]]:
     except Exception as err:  # noqa: BLE001 - flax missing
         print(f"(nanoGPT skipped: {type(err).__name__}: {err})")
     try:
-        lib = _load("tests/test_library_models.py", "_bench_library_models")
+        lib = _load("tests/pipeline/test_library_models.py", "_bench_library_models")
         for name, (build, specs, _person, _grid, sizes, *_rest) in lib.CASES.items():
             out.append((name, build(), list(specs), sizes[1]))
     except BaseException as err:  # noqa: BLE001 - flax/equinox missing (pytest's Skipped): the rest still run
         if isinstance(err, (KeyboardInterrupt, SystemExit)):
             raise
         print(f"(library models skipped: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})")
+    try:  # Keras 3 models on the JAX backend, where keras is installed
+        k = _load("tests/pipeline/test_keras_models.py", "_bench_keras_models")
+        built = k.build_models()
+        names = {"gpt": "Keras GPT, position table", "masked": "Keras attention + separate mask",
+                 "cnn": "Keras strided 'same' CNN into Dense", "audio": "Keras Conv1D raw-audio front end"}
+        out += [(names[key], built[key], list(specs), sizes) for key, (specs, sizes) in k.SPECS.items()]
+    except BaseException as err:  # noqa: BLE001 - not installed (pytest's Skipped): the rest still run
+        if isinstance(err, (KeyboardInterrupt, SystemExit)):
+            raise
+        print(f"(Keras models skipped: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})")
     try:  # Hugging Face Flax models from small configs, where transformers (< 5) is installed
-        hf = _load("tests/test_hf_models.py", "_bench_hf_models")
+        hf = _load("tests/pipeline/test_hf_models.py", "_bench_hf_models")
         out += [("HF Flax GPT-2", hf.gpt2(), ["int32[b, t]"], {"b": 2, "t": 7}),
                 ("HF Flax ViT", hf.vit(), ["float32[b, 3, h, w]"], {"b": 2, "h": 32, "w": 32})]
     except BaseException as err:  # noqa: BLE001 - not installed (pytest's Skipped): the rest still run
         if isinstance(err, (KeyboardInterrupt, SystemExit)):
             raise
         print(f"(Hugging Face models skipped: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})")
-    real = _load("tests/test_real_models.py", "_bench_real_models")
+    real = _load("tests/pipeline/test_real_models.py", "_bench_real_models")
     for name, (fn, specs, _person, sizes, *_rest) in real.CASES.items():
         out.append((name, fn, list(specs), sizes[1]))
     m = _load("tests/fixtures_pipeline/loop_models.py", "_bench_loop_models")
