@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import host, options
+from . import clocks, host, options
 from .errors import ScopeMismatchError
 from .lang.constraints import Constraint, ConstraintSet
 from .lang.expr import Expr
@@ -75,7 +75,7 @@ def bounds(expr: Any, constraints: ConstraintsLike = (), scope: Any = None, *,
     variables) an end may be sound but not tight when the budget or deadline runs out.
     """
     # the deadline covers the whole call: parsing an expanded power and setting up the scope too
-    with options.scoped(budget=budget, deadline=deadline), options.question():
+    with options.scoped(budget=budget, deadline=deadline), clocks.question():
         e, s = _as_expr(expr, "bounds(expr)")
         return _session(constraints, scope, [s]).bounds(e, readable=True)
 
@@ -104,7 +104,7 @@ def decide(
     undetermined, with a witness valuation for each side) plus "unknown" when the
     budget or deadline runs out (``Decision.reason`` says which).
     """
-    with options.scoped(budget=budget, deadline=deadline), options.question():
+    with options.scoped(budget=budget, deadline=deadline), clocks.question():
         return _decide(lhs, op, rhs, constraints, scope)
 
 

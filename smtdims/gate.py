@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import z3
 
-from . import options
+from . import clocks
 from .engines import presburger
 from .engines.checks import SAT, UNSAT
 from .engines.encoding import Encoder
@@ -41,7 +41,7 @@ class Gate:
         # ISL's point). Unproven (the gate's check said unknown), the bounds and true/false answers
         # still hold (vacuously if none does), but no valuation is claimed (:meth:`claimed`).
         self.proven_here = False
-        self.reason = ""  # why the gate's check said unknown (options.REASON_*)
+        self.reason = ""  # why the gate's check said unknown (clocks.REASON_*)
         self.model: dict[str, int] | None = None  # the valuation that passed it, where not a known point
 
     @property
@@ -70,33 +70,33 @@ class Gate:
                 self.model, self.checked, self.proven_here = dict(first), True, True
                 return
             guessed = True
-            isl = s.isl_engine(Expr.const(0), options.clock())
-            got = isl.point(clock=options.clock()) if isl is not None else None
+            isl = s.isl_engine(Expr.const(0), clocks.clock())
+            got = isl.point(clock=clocks.clock()) if isl is not None else None
             if got is not None and got[0] is not None:  # re-checked exactly (else: ISL's conflict, Z3)
                 self.model, self.checked, self.proven_here = got[0], True, True
                 return
         if not s.constraints.constraints or (not guessed and s.points.satisfiable()):
             self.checked = self.proven_here = True
             return
-        isl = s.isl_engine(Expr.const(0), options.clock())
-        got = isl.conflict(clock=options.clock()) if isl is not None else None
+        isl = s.isl_engine(Expr.const(0), clocks.clock())
+        got = isl.conflict(clock=clocks.clock()) if isl is not None else None
         if got is not None:
             point, core = got
             if core is not None:
                 raise UnsatisfiableConstraintsError.from_conflict(core)
             self.model, self.checked, self.proven_here = point, True, True
             return
-        res = s.check(lambda enc: [], ask=options.asking())
+        res = s.check(lambda enc: [], ask=clocks.asking())
         if res.status == UNSAT:
-            core = (None if s.internal else s.solver.unsat_core(ask=options.asking())) or [c.text for c in s.constraints]
+            core = (None if s.internal else s.solver.unsat_core(ask=clocks.asking())) or [c.text for c in s.constraints]
             raise UnsatisfiableConstraintsError.from_conflict(core)
         if res.status == SAT:
             self.model, self.proven_here = res.model, True  # check() re-checked the model exactly
         else:
             # Unknown: the answers stay sound (vacuously if no valuation exists), but none may claim a
             # valuation it has not checked against every constraint (claimed)
-            self.reason = res.reason or options.REASON_INCOMPLETE
-        if res.status != "unknown" or options.clocked() is None:  # unknown at the budget: deterministic,
+            self.reason = res.reason or clocks.REASON_INCOMPLETE
+        if res.status != "unknown" or clocks.clocked() is None:  # unknown at the budget: deterministic,
             self.checked = True  # do not ask on every question (a clock's unknown: ask again)
 
     def zero_divisor(self, *exprs: Expr) -> tuple[str, dict[str, int] | None] | None:
@@ -107,10 +107,10 @@ class Gate:
                 lo, hi = s.interval(d)
                 if lo > 0 or hi < 0:
                     continue
-                for value, env in s.points.values(d, options.clock()):
+                for value, env in s.points.values(d, clocks.clock()):
                     if value == 0:
                         return str(d), self.complete(env)
-                res = s.check(lambda enc, d=d: [enc.expr(d) == 0], d, ask=options.asking())
+                res = s.check(lambda enc, d=d: [enc.expr(d) == 0], d, ask=clocks.asking())
                 if res.status == SAT:
                     return str(d), self.complete(res.model)
                 if res.status != UNSAT:
@@ -121,7 +121,7 @@ class Gate:
         """A symbolic divisor that can be 0 is an error, as in JAX."""
         z = self.zero_divisor(*exprs)
         if z is not None:
-            raise PossibleDivisionByZeroError.from_divisor(*z, options.clocked())
+            raise PossibleDivisionByZeroError.from_divisor(*z, clocks.clocked())
 
     # -- claims -------------------------------------------------------------------------------------------
     def claimed(self, *witnesses: dict[str, int] | None) -> tuple[bool, list[dict[str, int] | None]]:
@@ -169,7 +169,7 @@ class Gate:
             return False
 
     def unproven_reason(self) -> str:
-        return f"{options.REASON_SATISFIABILITY}: {self.reason or options.REASON_INCOMPLETE}"
+        return f"{clocks.REASON_SATISFIABILITY}: {self.reason or clocks.REASON_INCOMPLETE}"
 
     def readable(self, env: dict[str, int], ok: Callable[[dict[str, int]], bool]) -> dict[str, int]:
         """A smaller witness (``b = 3`` rather than ``b = 64``), re-checked exactly; small scopes only.
@@ -181,7 +181,7 @@ class Gate:
         cs = self.scope.constraints
         if len(cs.variables()) > SMALL_WITNESS_MAX_VARS:
             return env
-        return shrink(env, ok, cs, options.clock())
+        return shrink(env, ok, cs, clocks.clock())
 
 
 def wants_small(value: int | float, tight: bool, env: dict[str, int] | None) -> bool:
@@ -229,7 +229,7 @@ def small_witness(scope: WalkedScope, e: Expr, value: int | float, tight: bool, 
         # down, shrinking one variable) can only fail on them; the other variables (no
         # constraint links them to these) may still shrink.
         if len(given) < len(env):
-            return shrink(env, attains, cs, options.clock(), keep=frozenset(given))
+            return shrink(env, attains, cs, clocks.clock(), keep=frozenset(given))
         return env
     names = sorted(env)
     ones = dict.fromkeys(names, 1)
@@ -238,14 +238,14 @@ def small_witness(scope: WalkedScope, e: Expr, value: int | float, tight: bool, 
     down = min(env.values(), default=1) - 1  # every variable moved down together: a - b, max(a, b) - min(a, b)
     if down > 0 and valid(shifted := {v: x - down for v, x in env.items()}):
         env = shifted
-    env = shrink(env, attains, cs, options.clock())
-    if max(env.values(), default=1) <= READABLE_VALUE or options.deadline_passed():
+    env = shrink(env, attains, cs, clocks.clock())
+    if max(env.values(), default=1) <= READABLE_VALUE or clocks.deadline_passed():
         return env
     # ISL finds the least sum in one call where it takes the question (the focus's engine: the
     # one that answered the bounds, holding the least-sum witnesses it gave with them); Z3
     # searches for it otherwise. The focus's point covers the cone of influence; the other
     # variables keep their values here (no constraint links them), and the whole is re-checked.
-    least = eng.least_witness(e, value, clock=options.clock()) if eng is not None else None
+    least = eng.least_witness(e, value, clock=clocks.clock()) if eng is not None else None
     if least is not None and least.keys() <= env.keys():
         cand = {**env, **least}
         if valid(cand):
@@ -254,7 +254,7 @@ def small_witness(scope: WalkedScope, e: Expr, value: int | float, tight: bool, 
     floor = sum(max(1, int(low)) if not is_inf(low) else 1 for low in (scope.interval(Expr.var(v))[0] for v in names))
     lo, best, step = max(len(names), floor - 1), sum(env.values()), 1
     for _ in range(_WITNESS_CHECKS):
-        if lo + 1 >= best or options.deadline_passed():
+        if lo + 1 >= best or clocks.deadline_passed():
             break
         m = lo + max(1, min(step, (best - lo) // 2))
 
@@ -262,7 +262,7 @@ def small_witness(scope: WalkedScope, e: Expr, value: int | float, tight: bool, 
             xs = [enc.var(v) for v in names]
             return [enc.expr(e) == enc.const(value), sum(xs[1:], xs[0]) <= enc.const(m)]
 
-        res = scope.check(build, e, ask=options.asking())
+        res = scope.check(build, e, ask=clocks.asking())
         if res.status == UNSAT:
             lo, step = m, step * 2
         elif res.status == SAT and res.model is not None and all(v in res.model for v in names):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, TypeVar
 
-from . import options
+from . import clocks
 from .engines.counters import COUNTS_LOCK
 from .lang.expr import Expr
 from .lang.results import Bounds
@@ -59,7 +59,7 @@ class Stats:
             self.deadline_answers = 0
 
     def answered(self, rung: str) -> None:
-        q = options.this_question()
+        q = clocks.this_question()
         if q is not None:
             q.rung = rung
         # a solver rung counts as a solver answer only if Z3 ran in this question: the search
@@ -89,7 +89,7 @@ def walk(q: _Q, kind: str, scope: WalkedScope) -> _Q:
     return q
 
 
-def holds_everywhere(scope: WalkedScope, diff: Expr, op: str, ask: options.Question) -> tuple[bool, str]:
+def holds_everywhere(scope: WalkedScope, diff: Expr, op: str, ask: clocks.QuestionState) -> tuple[bool, str]:
     """(whether ``diff op 0`` is proven at every valuation, the rung that settled it): a proof for the
     caller's question ``ask``: no lock, no answer counted, no satisfiability or divisor check (the
     caller's)."""
@@ -101,7 +101,7 @@ def holds_everywhere(scope: WalkedScope, diff: Expr, op: str, ask: options.Quest
 def exact_bounds(scope: WalkedScope, e: Expr, proven: Interval | None = None, readable: bool = False) -> Bounds:
     """The bounds ladder (constant, points, ISL, cases, search) in a scope whose gates the caller
     has run (satisfiability, divisors), inside the caller's question."""
-    q = walk(BoundsQuestion(scope, e, proven, readable, options.asking()), BOUNDS, scope)
+    q = walk(BoundsQuestion(scope, e, proven, readable, clocks.asking()), BOUNDS, scope)
     assert q.ends is not None  # the search, last, always answers
     return make_bounds(scope, e, *q.ends, q.by, deterministic=q.deterministic)
 
@@ -112,8 +112,8 @@ def make_bounds(scope: WalkedScope, e: Expr, lo: End, hi: End, by: str, determin
     if not scope.internal:
         STATS.answered(by)
     if by != "presburger" and not (lo.tight and hi.tight) and scope.focus(e).isl_clock_stopped(e):
-        options.mark_clocked(options.CLOCK_ISL)  # ISL, late, would have given the exact ends
-    deterministic = deterministic and options.clocked() is None  # no clock shaped it
+        clocks.mark_clocked(clocks.CLOCK_ISL)  # ISL, late, would have given the exact ends
+    deterministic = deterministic and clocks.clocked() is None  # no clock shaped it
     if not deterministic and not scope.internal:
         STATS.bump("deadline_answers")
     proven, (lo_w, hi_w) = scope.gate.claimed(lo.witness, hi.witness)
@@ -123,10 +123,10 @@ def make_bounds(scope: WalkedScope, e: Expr, lo: End, hi: End, by: str, determin
     hi_tight = hi.tight and proven and (hi_w is not None or hi.witness is None)
     dropped = (lo.tight and not lo_tight) or (hi.tight and not hi_tight)
     reason = scope.gate.unproven_reason() if dropped else None
-    budget, deadline = options.limits_in_force()
+    budget, deadline = clocks.limits_in_force()
     return Bounds(
         lo.value, hi.value, expr=str(e), constraints=tuple(c.text for c in scope.constraints), answered_by=by,
         context=(scope.constraints, scope.budget, e), lo_tight=lo_tight, hi_tight=hi_tight,
         lo_witness=lo_w, hi_witness=hi_w,
-        deterministic=deterministic, reason=reason, budget=budget, deadline=deadline, clocked=options.clocked(),
+        deterministic=deterministic, reason=reason, budget=budget, deadline=deadline, clocked=clocks.clocked(),
     )

@@ -43,7 +43,8 @@ from typing import Any, TypeVar
 
 import z3
 
-from . import ladder, options
+from . import clocks, ladder, options
+from .clocks import REASON_DEADLINE
 from .engines import presburger
 from .engines.checks import SAT, UNSAT, Z3_WORKERS, CheckResult
 from .engines.counters import COUNTERS
@@ -56,7 +57,7 @@ from .lang.constraints import ConstraintSet
 from .lang.expr import Expr
 from .lang.memos import SizedMemo
 from .lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
-from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE, REASON_DEADLINE
+from .options import CONFIG, DEFAULT_BUDGET, DEFAULT_DEADLINE
 from .rungs import stock as stock_rung
 from .rungs.interval_arith import Interval
 from .rungs.presburger import READABLE_VALUE
@@ -189,7 +190,7 @@ class Session:
         """One question: the cached answer, or ``compute()`` stored when nothing clock-shaped it.
 
         The one cache policy of every question (decide, proves, sign_bounds, bounds): an answer is
-        stored only when no deadline or interrupt shaped it (``options.clocked()`` is
+        stored only when no deadline or interrupt shaped it (``clocks.clocked()`` is
         None and the answer says it is deterministic), so a later question in the scope never
         inherits what a clock cut short; very large expressions are not stored (``AnswerCache.put``).
         """
@@ -205,13 +206,13 @@ class Session:
                 STATS.bump("cache_hits")
                 return hit
             result = compute()
-            if options.clocked() is None and deterministic(result):
+            if clocks.clocked() is None and deterministic(result):
                 cache.put(key, result, *exprs)
             return result
 
     def _decision(self, lhs: Expr, op: str, rhs: Expr, status: str, by: str, **kw) -> Decision:
         STATS.answered(by)
-        if options.clocked() is not None:
+        if clocks.clocked() is not None:
             STATS.bump("deadline_answers")
         gate = self.scope.gate
         proven, (kw["witness_true"], kw["witness_false"]) = gate.claimed(kw.get("witness_true"), kw.get("witness_false"))
@@ -219,11 +220,11 @@ class Session:
             # "true somewhere and false somewhere" claims valuations; the witnesses meet only the
             # question's part of the constraints, and the rest may have no valuation at all
             status, kw["reason"] = UNKNOWN, gate.unproven_reason()
-        budget, deadline = options.limits_in_force()
+        budget, deadline = clocks.limits_in_force()
         return Decision(
             str(lhs), op, str(rhs), status,
             constraints=tuple(c.text for c in self.constraints), answered_by=by, budget=budget, deadline=deadline,
-            _context=(self.constraints, self.budget, lhs, op, rhs), _clock=options.clocked(), **kw,
+            _context=(self.constraints, self.budget, lhs, op, rhs), _clock=clocks.clocked(), **kw,
         )
 
     def _decide(self, lhs: Expr, op: str, rhs: Expr) -> Decision:
@@ -232,7 +233,7 @@ class Session:
         scope.gate.check_divisors(lhs, rhs)
         diff = lhs - rhs
         yes, fails = Side(op), Side(NEGATED[op])
-        q = ladder.walk(SignQuestion(diff, [yes, fails], scope.sign_interval(diff), all_settled, options.asking()),
+        q = ladder.walk(SignQuestion(diff, [yes, fails], scope.sign_interval(diff), all_settled, clocks.asking()),
                         DECISION, scope)
 
         def readable(side: Side, want: bool) -> dict[str, int] | None:
@@ -247,7 +248,7 @@ class Session:
         if yes.status == SAT and fails.status == SAT:
             return self._decision(lhs, op, rhs, UNDETERMINED, q.by,
                                   witness_true=readable(yes, True), witness_false=readable(fails, False))
-        reason = yes.reason or fails.reason or options.REASON_INCOMPLETE
+        reason = yes.reason or fails.reason or clocks.REASON_INCOMPLETE
         return self._decision(lhs, op, rhs, UNKNOWN, q.by, reason=reason,
                               witness_true=yes.witness, witness_false=fails.witness)
 
@@ -261,7 +262,7 @@ class Session:
     def _proves(self, lhs: Expr, op: str, rhs: Expr) -> bool:
         self.scope.gate.ensure()
         self.scope.gate.check_divisors(lhs, rhs)
-        proven, by = ladder.holds_everywhere(self.scope, lhs - rhs, op, options.asking())
+        proven, by = ladder.holds_everywhere(self.scope, lhs - rhs, op, clocks.asking())
         STATS.answered(by)
         return proven
 
@@ -306,13 +307,13 @@ class Session:
         z = scope.gate.zero_divisor(e)
         if z is not None:
             if zero_divisors == "raise":
-                raise PossibleDivisionByZeroError.from_divisor(*z, options.clocked())
+                raise PossibleDivisionByZeroError.from_divisor(*z, clocks.clocked())
             if callable(zero_divisors):
                 zero_divisors(origin, z)  # the host's own behaviour (JAX raises for some divisions)
             STATS.answered("interval")
             return (lo, hi), True  # sound over the valuations where e is defined
         if need == Precision.BEST:
-            q = SignQuestion(e, [], (lo, hi), lambda q: sufficient(need, *q.interval), options.asking(), origin, need)
+            q = SignQuestion(e, [], (lo, hi), lambda q: sufficient(need, *q.interval), clocks.asking(), origin, need)
             by = stock_rung.answer(q, scope)
             if by is not None and q.done():
                 STATS.answered(by)
@@ -321,7 +322,7 @@ class Session:
             return (b.lo, b.hi), b.deterministic
         strict = need == Precision.STRICT_SIGN
         below, above = Side("<"), Side(">=" if strict else ">")
-        q = ladder.walk(SignQuestion(e, [below, above], (lo, hi), one_refuted, options.asking(), origin, need), SIGN, scope)
+        q = ladder.walk(SignQuestion(e, [below, above], (lo, hi), one_refuted, clocks.asking(), origin, need), SIGN, scope)
         STATS.answered(q.by)
         lo, hi = q.interval
         if below.status == UNSAT:
@@ -329,7 +330,7 @@ class Session:
         if above.status == UNSAT:
             return (lo, min(hi, -1 if strict else 0)), True
         if q.reasons and (f := scope.focus(e)).isl_clock_stopped(f.sign_reduced(e)):
-            options.mark_clocked(options.CLOCK_ISL)  # an unknown where ISL, late, would have decided
+            clocks.mark_clocked(clocks.CLOCK_ISL)  # an unknown where ISL, late, would have decided
         return (lo, hi), REASON_DEADLINE not in q.reasons
 
     # -- exact bounds ----------------------------------------------------------------------------------------------
@@ -357,12 +358,12 @@ class Session:
             STATS.bump("cache_hits")
         else:
             b = self._exact_bounds(e, True)
-            if options.clocked() is None and b.deterministic:
+            if clocks.clocked() is None and b.deterministic:
                 self._bounds_cache.put(e, b, e)
         ends = ((b.lo, b.lo_tight, b.lo_witness), (b.hi, b.hi_tight, b.hi_witness))
         # the focus's ISL engine, looked up once for both ends
         scope = self.scope
-        eng = scope.focus(e).isl_engine(e, options.clock()) if any(wants_small(*end) for end in ends) else None
+        eng = scope.focus(e).isl_engine(e, clocks.clock()) if any(wants_small(*end) for end in ends) else None
         lo_w, hi_w = (small_witness(scope, e, *end, eng) for end in ends)
         if lo_w == b.lo_witness and hi_w == b.hi_witness:
             return b
@@ -370,7 +371,7 @@ class Session:
             b.lo, b.hi, expr=b.expr, constraints=b.constraints, answered_by=b.answered_by,
             context=(self.constraints, self.budget, e),
             lo_tight=b.lo_tight, hi_tight=b.hi_tight, lo_witness=lo_w, hi_witness=hi_w,
-            deterministic=b.deterministic and options.clocked() is None, reason=b.reason, budget=b.budget,
+            deterministic=b.deterministic and clocks.clocked() is None, reason=b.reason, budget=b.budget,
             deadline=b.deadline,
         )
 
@@ -389,20 +390,20 @@ class Session:
         scope = self.scope
         want = frozenset(names).union(*(e.variables() for e in exprs))
         with scope.question(*exprs):
-            return scope.solve(build, linear=scope.linear(*exprs), names=want, ask=options.asking())
+            return scope.solve(build, linear=scope.linear(*exprs), names=want, ask=clocks.asking())
 
     def unsat_core(self, build: Build | None = None, *exprs: Expr) -> list[str] | None:
         """A small subset of the constraints (by text; implicit ``v >= 1`` facts as
         ``'v >= 1 (dimension variable)'``) unsatisfiable with ``build``'s facts; None if satisfiable or
         unknown. In a Z3 context of its own: the question's facts never reach the shared solver."""
         with self.scope.question(*exprs):
-            return self.scope.solver.unsat_core(build, ask=options.asking())
+            return self.scope.solver.unsat_core(build, ask=clocks.asking())
 
     def implications(self) -> Implications:
         """Which of the constraints the others imply, for a report over the whole set: an incremental
         solver of its own (its own Z3 context: a report's many checks stay out of the scope's), whose
         checks run under the caller's question (its clock, its counts) and this session's budget."""
-        return Implications(self.constraints, self.budget, options.asking())
+        return Implications(self.constraints, self.budget, clocks.asking())
 
     # -- the gate's valuation (the fix pipeline's box reads it) --------------------------------------------------
     def ensure_satisfiable(self) -> None:

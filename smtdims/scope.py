@@ -18,7 +18,7 @@ from typing import Any, Self
 
 import z3
 
-from . import ladder, options
+from . import clocks, forking, ladder, options
 from .engines import presburger
 from .engines.checks import SAT, CheckResult
 from .engines.encoding import Encoder
@@ -42,7 +42,7 @@ _UNKNOWN: Any = object()  # not in a memo
 
 
 # -- a question's block -------------------------------------------------------------------------------
-class _SessionQuestion:
+class _QuestionBlock:
     """:meth:`ConstraintScope.question`'s block: its blocks entered in order, left in reverse.
 
     A class, not a generator around a ``with`` of three blocks: every question enters it. None of
@@ -144,17 +144,17 @@ class AnswerCache(dict):
 
 
 # -- the scope: one constraint set ------------------------------------------------------------------------
-def frozen_ranges(constraints: ConstraintSet, clock: options.Deadline) -> tuple[Mapping[str, Interval], bool]:
+def frozen_ranges(constraints: ConstraintSet, clock: clocks.Deadline) -> tuple[Mapping[str, Interval], bool]:
     """:func:`propagate_var_ranges`, read-only: the scopes of one constraint set share it."""
     ranges, infeasible = propagate_var_ranges(constraints, clock)
     return MappingProxyType(ranges), infeasible
 
 
-def _first_point(constraints: ConstraintSet, clock: options.Deadline) -> dict[str, int] | None:
+def _first_point(constraints: ConstraintSet, clock: clocks.Deadline) -> dict[str, int] | None:
     return first_point(constraints, constraints.derived("ranges", frozen_ranges, clock)[0])
 
 
-def _points(constraints: ConstraintSet, clock: options.Deadline) -> Points:
+def _points(constraints: ConstraintSet, clock: clocks.Deadline) -> Points:
     return Points(constraints, constraints.derived("ranges", frozen_ranges, clock)[0])
 
 
@@ -166,7 +166,7 @@ class ConstraintScope:
         self.constraints = constraints
         self.budget = budget if budget is not None else options.current().budget
         self.solver = SolverSession(constraints, self.budget, parent.solver.family if parent is not None else None)
-        self.lock = options.fork_safe(threading.RLock())  # a fork while another thread holds it: unheld in the child
+        self.lock = forking.fork_safe(threading.RLock())  # a fork while another thread holds it: unheld in the child
         self.parent = parent  # the scope a focus was taken of
         self._evaluator: IntervalEvaluator | None = None
         self._points: Points | None = None
@@ -193,7 +193,7 @@ class ConstraintScope:
     @property
     def evaluator(self) -> IntervalEvaluator:
         if self._evaluator is None:
-            ranges, infeasible = self.constraints.derived("ranges", frozen_ranges, options.clock())
+            ranges, infeasible = self.constraints.derived("ranges", frozen_ranges, clocks.clock())
             self.infeasible_hint = infeasible
             self._evaluator = IntervalEvaluator(ranges)
         return self._evaluator
@@ -204,14 +204,14 @@ class ConstraintScope:
             # Points depend on the constraints alone (never on earlier questions' models), so one
             # set's are shared by its scopes; the evaluator is the scope's (its memo grows with
             # the scope's questions).
-            self._points = self.constraints.derived("points", _points, options.clock())
+            self._points = self.constraints.derived("points", _points, clocks.clock())
         return self._points
 
     def interval(self, e: Expr) -> Interval:
         """Rung 2: sound (possibly loose) bounds of ``e``; no solver. Memoised per expression."""
         r = self._interval_cache.get(e)
         if r is None:
-            clock = options.clock()
+            clock = clocks.clock()
             r = combined_interval(self.evaluator, e, self.constraints, clock)
             # an interval cut by the deadline (a long sum stops at it) is not kept for later questions
             if not clock.expired:
@@ -231,21 +231,21 @@ class ConstraintScope:
         the atoms' positivity proven by the interval rules: the same sign at every valuation."""
         return sign_reduce(e, proven_positive(self.interval))
 
-    def question(self, *exprs: Expr) -> _SessionQuestion:
+    def question(self, *exprs: Expr) -> _QuestionBlock:
         """One question about ``exprs``: the scope's lock, recursion room for their nesting, the
         deadline, the question's fresh contexts and counters. Every question of a session opens it,
         once; a rung's sub-question in a scope of its own opens its own (:meth:`bounds`)."""
         if self._constraint_nesting is None:
             self._constraint_nesting = nesting(*(c.diff for c in self.constraints.constraints))
         depth = max(self._constraint_nesting, nesting(*exprs))
-        return _SessionQuestion((self.lock, deep_recursion(depth), options.session_question()))
+        return _QuestionBlock((self.lock, deep_recursion(depth), clocks.outer_question()))
 
     # -- solver helpers -----------------------------------------------------------------------------------
     def linear(self, *exprs: Expr) -> bool:
         """Whether the constraints and ``exprs`` are all linear (the shared incremental solver's fragment)."""
         return self.solver.linear and all(e.is_linear() for e in exprs)
 
-    def check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr, ask: options.Question) -> CheckResult:
+    def check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr, ask: clocks.QuestionState) -> CheckResult:
         """A solver check of the constraints and ``build``'s facts for the question ``ask``; a model is
         re-checked exactly. ``exprs``: the first is the one ``build`` encodes (whether the shared linear
         solver takes the check is read from it); every one names variables the model gives."""
@@ -253,7 +253,7 @@ class ConstraintScope:
                           ask=ask)
 
     def solve(self, build: Callable[[Encoder], list[z3.BoolRef]], *, linear: bool, names: frozenset[str],
-              ask: options.Question) -> CheckResult:
+              ask: clocks.QuestionState) -> CheckResult:
         """:meth:`check` with the shared linear solver's choice (``linear``) and the model's variables
         (``names``, beside the constraints') given: the one place every model is re-checked exactly."""
         res = self.solver.check(build, linear=linear, ask=ask, model_vars=names)
@@ -280,7 +280,7 @@ class ConstraintScope:
         ones = dict.fromkeys(self.constraints.variables(), 1)
         if self.constraints.holds(ones):
             return ones
-        return self.constraints.derived("first point", _first_point, options.clock())
+        return self.constraints.derived("first point", _first_point, clocks.clock())
 
     def any_point(self) -> dict[str, int] | None:
         """A valuation known to meet every constraint, if one is: the first known point before the
@@ -323,7 +323,7 @@ class ConstraintScope:
         root = self.root()
         ranges: Mapping[str, Interval] = {}
         if root.constraints.has_derived("ranges"):
-            ranges = root.constraints.derived("ranges", frozen_ranges, options.clock())[0]
+            ranges = root.constraints.derived("ranges", frozen_ranges, clocks.clock())[0]
         for p in points:
             if all(x == 1 or (n in ranges and x == ranges[n][0]) for n, x in p.items()):
                 return p
@@ -419,7 +419,7 @@ class ConstraintScope:
             STATS.bump("stock_errors")
             return None
 
-    def isl_engine(self, e: Expr, clock: options.Deadline) -> presburger.Engine | None:
+    def isl_engine(self, e: Expr, clock: clocks.Deadline) -> presburger.Engine | None:
         """This scope's ISL engine when the rung is on, islpy is installed, ``e`` is linear and the
         question's deadline (``clock``) has not passed."""
         if not options.current().presburger or not self.linear(e) or clock.expired:
@@ -436,7 +436,7 @@ class ConstraintScope:
             presburger.clock_stopped(self._presburger, self.constraints, e)
 
     # -- the rungs' sub-questions of the whole ladder ------------------------------------------------------
-    def holds_everywhere(self, diff: Expr, op: str, ask: options.Question) -> tuple[bool, str]:
+    def holds_everywhere(self, diff: Expr, op: str, ask: clocks.QuestionState) -> tuple[bool, str]:
         """See :func:`smtdims.ladder.holds_everywhere`: a rung's proof inside the caller's question."""
         return ladder.holds_everywhere(self, diff, op, ask)
 

@@ -47,12 +47,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from smtdims import options
+from smtdims import forking
 from smtdims.errors import format_valuation
 from smtdims.lang.expr import Expr
-from smtdims.lang.render import html_table
 from smtdims.lang.results import FALSE, TRUE, UNDETERMINED, format_bound, json_answer
 from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, Session, sufficient
+from smtdims.show.html import html_table
 
 from . import frames
 from .conversion import session_for_scope, to_ir
@@ -121,7 +121,7 @@ class AuditReport:
     """
 
     def __init__(self, *, show_internal: bool = False) -> None:
-        self._lock = options.fork_safe(threading.RLock())
+        self._lock = forking.fork_safe(threading.RLock())
         self._local = threading.local()  # per thread: who answered the last bounds question; analysing?
         self._raw: dict[tuple, _Raw] = {}
         self._records: list[AuditRecord] | None = None

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from smtdims import options
+from smtdims import clocks
 
 # Rewritten division sites in jax 0.7.x-0.11.x: add_to_state (1 ceil + 1 floor),
 # _bounds_for_sorted_terms (2 floor + 2 ceil), math_floor_with_inf (1 floor).
@@ -68,7 +68,7 @@ def _tick() -> None:
     if _STEPS[0] > STEP_BUDGET:
         raise StockBudgetExceeded(f"stock JAX's procedure took more than {STEP_BUDGET} steps")
     if _STEPS[0] % 64 == 0:
-        d = options.active_deadline()
+        d = clocks.active_deadline()
         if d is not None and d.expired:
             raise StockBudgetExceeded("the question's deadline passed inside stock JAX's procedure")
 

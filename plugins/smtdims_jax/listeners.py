@@ -11,13 +11,13 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from smtdims import options
+from smtdims import forking
 
 Listener = Callable[[dict[str, Any]], None]
 
 # The listeners called for every decision; changed in place only (the hot paths test it for emptiness).
 CALLED: list[Listener] = []
-_LOCK = options.fork_safe(threading.Lock())
+_LOCK = forking.fork_safe(threading.Lock())
 
 
 def add_listener(fn: Listener) -> None:

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from smtdims import options
+from smtdims import clocks, forking, options
 from smtdims.errors import SmtdimsError, UnsatisfiableConstraintsError, format_valuation
 from smtdims.lang.constraints import ConstraintSet
 from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, REGISTRY, register_stock_rung
@@ -167,13 +167,13 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
     listening, rung = bool(listeners.CALLED), None
     try:
         # who answered is the question's to tell: a listener's question is opened here, read before it ends
-        with options.question() if listening else _NOTHING:
+        with clocks.question() if listening else _NOTHING:
             lo, hi = session.sign_bounds(to_ir(e), need, origin=None if reading else e,
                                          zero_divisors=_as_stock_on_zero_divisor)
             if reading and not sufficient(need, lo, hi):
                 lo, hi = _and_stock_while_reading(e, need, lo, hi)
             if listening:
-                rung = options.this_question().rung
+                rung = clocks.this_question().rung
     except UnsatisfiableConstraintsError as err:
         # A ValueError, as stock JAX raises for the conflicts it finds, with its message prefix
         # (handlers match "Unsatisfiable constraint"), and smtdims' minimal conflict.
@@ -211,7 +211,7 @@ def _smt_geq_decision(e1: Any, e2: Any, cmp_str: Callable[[], str]) -> bool:
 # -- installation ------------------------------------------------------------------------------------------
 _jax_export = importlib.import_module("jax.export")
 _STOCK_EXPORT = _jax_export.export
-_INSTALL_LOCK = options.fork_safe(threading.RLock())
+_INSTALL_LOCK = forking.fork_safe(threading.RLock())
 _installed: dict[str, Any] = {}
 
 

@@ -13,18 +13,18 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from .. import host, options
+from .. import clocks, host, options
+from ..clocks import REASON_DEADLINE
 from ..engines.checks import SAT, UNSAT
 from ..engines.implications import Implications
 from ..errors import UnsatisfiableConstraintsError, format_valuation
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import Expr, Var, symbolic_divisors
-from ..lang.render import left_align
 from ..lang.results import _json_bound, format_bound, unknown_advice
-from ..options import REASON_DEADLINE
 from ..reasoner import Session
 from ..rungs.interval_arith import INF, is_inf
 from ..rungs.intervals import IntervalEvaluator
+from ..show.html import left_align
 from .explain import minimal_support
 
 
@@ -150,12 +150,12 @@ def check_constraints(constraints: Any, *, budget: int | None = None, deadline: 
     bound the whole check; when the deadline stops it, the report says so (``reason``) and what it
     lists still holds.
     """
-    with options.scoped(budget=budget, deadline=deadline), options.question():
+    with options.scoped(budget=budget, deadline=deadline), clocks.question():
         return _check_constraints(_as_constraint_set(constraints))
 
 
 def _check_constraints(cs: ConstraintSet) -> ConstraintReport:
-    budget, deadline = options.limits_in_force()
+    budget, deadline = clocks.limits_in_force()
     session = Session(cs, budget)
     imp = session.implications() if cs.constraints else None
     res = session.model(lambda enc: [])  # a model is re-checked exactly against every constraint
@@ -171,7 +171,7 @@ def _check_constraints(cs: ConstraintSet) -> ConstraintReport:
     ranges = _ranges(session, imp, res.model or {})
     fixed = {v: int(lo) for v, (lo, hi) in ranges.items() if lo == hi and not is_inf(lo)}
     return ConstraintReport(texts, True, dict(res.model or {}), redundant, fixed, ranges,
-                            reason="" if complete and not options.deadline_passed() else REASON_DEADLINE,
+                            reason="" if complete and not clocks.deadline_passed() else REASON_DEADLINE,
                             budget=budget, deadline=deadline, self_guarded=self_guarded)
 
 
@@ -190,7 +190,7 @@ def _self_guarded_divisors(imp: Implications) -> tuple[str, ...]:
     for c in imp.items:
         divisors.update(dict.fromkeys(symbolic_divisors(c.diff)))
     for d in divisors:
-        lo, hi = IntervalEvaluator({v: (1, INF) for v in d.variables()}).expr(d, options.clock())
+        lo, hi = IntervalEvaluator({v: (1, INF) for v in d.variables()}).expr(d, clocks.clock())
         if lo > 0 or hi < 0:
             continue  # nonzero for every v >= 1
         if imp.may_be_zero(d):
@@ -215,11 +215,11 @@ def _ranges(session: Session, imp: Implications | None,
     for v in sorted(cs.variables()):
         lo, hi = propagated.get(v, (1, INF))
         seen = [p[v] for p in points if v in p]
-        if imp is None or is_inf(lo) or options.deadline_passed():
+        if imp is None or is_inf(lo) or clocks.deadline_passed():
             new_lo: int | float | None = None
         else:
             new_lo = lo if lo in seen else imp.exact_end(v, int(lo), min(seen, default=hi), True)
-        if new_lo is None or options.deadline_passed():
+        if new_lo is None or clocks.deadline_passed():
             new_hi: int | float | None = None
         elif is_inf(hi):
             new_hi = hi if v in unbounded else None
@@ -227,7 +227,7 @@ def _ranges(session: Session, imp: Implications | None,
             new_hi = hi if hi in seen else imp.exact_end(v, int(hi), max(seen, default=new_lo), False)
         if new_lo is not None and new_hi is not None:
             out[v] = (new_lo, new_hi)
-        elif options.deadline_passed():
+        elif clocks.deadline_passed():
             out[v] = (lo, hi)  # sound; maybe not exact (the report says the deadline passed)
         else:
             b = session.bounds(Expr.var(v))
@@ -299,7 +299,7 @@ def _redundant(imp: Implications, points: list[dict[str, int]]) -> tuple[tuple[R
     kept = list(range(len(items)))
     found: dict[int, Redundant] = {}
     for i in reversed(range(len(items))):  # last first: of two duplicates, the later one is reported
-        if imp.stopped or options.deadline_passed():
+        if imp.stopped or clocks.deadline_passed():
             return tuple(found[k] for k in sorted(found)), False
         if imp.refuted_at_a_point(i, set(kept)):
             continue

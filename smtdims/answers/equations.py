@@ -122,6 +122,38 @@ def fix_rank(f: Any) -> int:
     return 0 if f.variable is None else 1
 
 
+def interval_form(text: str, others: ConstraintSet, budget: int | None = None) -> tuple[str, ...] | None:
+    """The bounds a person writes for a constraint on one variable, where they say exactly the same:
+    ``floordiv(floordiv(-w, 2), 2) == -7`` is ``w >= 25, w <= 28`` (two stride-2 'same' convolutions
+    give 7 rows from 25 to 28 rows). None where the constraint is plain already, names several
+    variables, or no interval is equivalent (``mod(t, 8) == 0``).
+
+    Why it is sound: the bounds are the exact (tight) bounds of the variable under ``others`` and the
+    constraint, so the constraint implies them; the converse is proven under ``others`` and the bounds
+    (:func:`proves_with`). Equivalent under ``others``, the rewrite admits exactly the same shapes.
+    """
+    try:
+        c = Constraint.parse(text)
+    except SmtdimsError:
+        return None
+    names = c.diff.variables()
+    if len(names) != 1 or plain_constraint(text):
+        return None
+    v = Expr.var(next(iter(names)))
+    try:
+        b = Session(ConstraintSet(others.constraints + (c,)), budget).bounds(v)
+    except SmtdimsError:
+        return None
+    if not (b.lo_tight and b.hi_tight):
+        return None
+    out = tuple(t for t, end in ((f"{v} >= {b.lo}", b.lo), (f"{v} <= {b.hi}", b.hi))
+                if isinstance(end, int) and not (t.endswith(">= 1") and end == 1))
+    if not out:
+        return None
+    session = Session(ConstraintSet(others.constraints + tuple(Constraint.parse(t) for t in out)), budget)
+    return out if proves_with(session, c.diff, "==" if c.kind == "==" else ">=", Expr.const(0)) else None
+
+
 def plain_constraint(text: str) -> bool:
     """A constraint over variables only (no max/min/floordiv/mod atoms)."""
     try:

@@ -17,18 +17,18 @@ from typing import Any
 
 import z3
 
-from .. import options
+from .. import clocks, options
 from ..engines.checks import UNSAT
 from ..engines.encoding import Encoder
 from ..errors import SmtdimsError, format_valuation
 from ..lang import results as _results
 from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import Expr
-from ..lang.render import left_align
 from ..lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, _json_bound, format_bound, unknown_advice
 from ..reasoner import NEGATED, REGISTRY, Session
 from ..rungs.interval_arith import is_inf
 from ..rungs.question import relation
+from ..show.html import left_align
 from .fixes import Fix, best_fixes
 
 
@@ -178,13 +178,13 @@ def explain(lhs: Any, op: str | None = None, rhs: Any = None, constraints: Any =
     """Decide ``lhs op rhs`` (as :func:`smtdims.decide` does) and explain the answer, within one deadline."""
     from ..api import decide
 
-    with options.scoped(budget=budget, deadline=deadline), options.question():
+    with options.scoped(budget=budget, deadline=deadline), clocks.question():
         return explain_decision(decide(lhs, op, rhs, constraints, scope))
 
 
 def explain_decision(decision: Decision) -> Explanation:
     """The explanation of ``decision``; re-derived from its text if it carries no session."""
-    with options.question():
+    with clocks.question():
         return _explain_decision(decision)
 
 
@@ -210,7 +210,7 @@ def _explain_decision(decision: Decision) -> Explanation:
 
 def explain_bounds(bounds: Bounds) -> Explanation:
     """The witness of each end and a minimal set of constraints that proves it."""
-    with options.question():
+    with clocks.question():
         return _explain_bounds(bounds)
 
 

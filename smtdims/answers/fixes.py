@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import options
+from .. import clocks
 from ..engines.checks import SAT, UNSAT
 from ..errors import SmtdimsError, UnsatisfiableConstraintsError
 from ..lang.bigints import readable_int
@@ -112,7 +112,7 @@ def _var_range_where_false(session: Session, v: str, negs: list[Constraint]) -> 
     """
     lo, hi = math.inf, -math.inf
     for neg in negs:
-        if options.deadline_passed():  # one session per variable: a wide scope stops at the deadline
+        if clocks.deadline_passed():  # one session per variable: a wide scope stops at the deadline
             return None
         cs = ConstraintSet(session.constraints.constraints + (neg,))
         try:
@@ -222,7 +222,7 @@ def suggest_fixes(session: Session, lhs: Expr, op: str, rhs: Expr, *, limit: int
             if offer(Fix(CONSTRAINT, c.text, v, f"the {side} bound on {v} that settles it")):
                 return out
     text = comparison_as_constraint(lhs, op, rhs) if d.status == UNDETERMINED else None
-    if text is not None and not options.deadline_passed():
+    if text is not None and not clocks.deadline_passed():
         # built from the IR, not re-parsed from its text (a large expansion takes long to parse)
         rel = {">": (">=", rhs + 1), "<": ("<=", rhs - 1)}.get(op, (op, rhs))
         c = Constraint.make(lhs, rel[0], rel[1], text)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import z3
 
-from .. import options
+from .. import clocks, watchdog
+from ..clocks import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED
 from ..lang.bigints import text_int
-from ..options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED
 from . import _z3_strategy as _strategy
 from . import workers
 from .context import gate_enter, gate_leave, z3_work
@@ -135,7 +135,7 @@ class KillableSolver:
         if self._local is not None:
             self._local.set(*args, **kwargs)
 
-    def check(self, *assumptions: z3.BoolRef, deadline: options.Deadline | None = None) -> z3.CheckSatResult:
+    def check(self, *assumptions: z3.BoolRef, deadline: clocks.Deadline | None = None) -> z3.CheckSatResult:
         """Z3's ``check``; under a ``deadline`` (:func:`run_check` gives the question's) in a worker."""
         self._assumptions = list(assumptions)
         d = deadline
@@ -150,7 +150,7 @@ class KillableSolver:
             self._local_n = len(self._added)
         return self.local.check(*assumptions)
 
-    def _remote(self, d: options.Deadline, assumptions: tuple[z3.BoolRef, ...]) -> dict | None:
+    def _remote(self, d: clocks.Deadline, assumptions: tuple[z3.BoolRef, ...]) -> dict | None:
         """The worker's answer; None where no worker can start (the check then runs here)."""
         late = {"r": "unknown", "reason": DEADLINE_IN_WORKER}
         with Z3_WORKERS.worker(max(0.0, d.remaining())) as w:
@@ -289,7 +289,7 @@ def _ctrl_c_ends_the_wait() -> Iterator[None]:
 
 
 def run_check(s: z3.Solver | z3.Optimize, ctx: z3.Context, assumptions: list | None = None, *,
-              ask: options.Question) -> tuple[object, str]:
+              ask: clocks.QuestionState) -> tuple[object, str]:
     """``s.check(*assumptions)`` under the question's deadline (``ask``'s; none where it is not
     ``bounded``): ``(z3 result, unknown reason or "")``.
 
@@ -302,13 +302,13 @@ def run_check(s: z3.Solver | z3.Optimize, ctx: z3.Context, assumptions: list | N
         COUNTERS.bump("deadline_hits")
         return z3.unknown, REASON_DEADLINE
     _arm_ctrl_c(s)
-    token = options.WATCHDOG.arm(ctx, d.end) if d is not None else None
+    token = watchdog.WATCHDOG.arm(ctx, d.end) if d is not None else None
     gate_enter()
     try:
         r = s.check(*(assumptions or ()), deadline=d) if isinstance(s, KillableSolver) else s.check(*(assumptions or ()))
     finally:
         gate_leave()
-        interrupted = options.WATCHDOG.disarm(token) if token is not None else False
+        interrupted = watchdog.WATCHDOG.disarm(token) if token is not None else False
         if interrupted:
             retire_shared(ctx)
     if interrupted and r != z3.unknown:
@@ -321,14 +321,14 @@ def run_check(s: z3.Solver | z3.Optimize, ctx: z3.Context, assumptions: list | N
         if not interrupted and _cut_by_sigint(s, z3_reason):
             COUNTERS.bump("interrupts")
             if d is not None:
-                d.fire(options.CLOCK_INTERRUPTED)
+                d.fire(clocks.CLOCK_INTERRUPTED)
             signal.raise_signal(_SIGINT)  # Python's handler runs now (KeyboardInterrupt by default)
             return r, REASON_INTERRUPTED
         reason = unknown_reason(z3_reason, interrupted)
         if reason == REASON_DEADLINE:
             COUNTERS.bump("deadline_hits")
             if d is not None:
-                d.fire(options.CLOCK_DEADLINE)
+                d.fire(clocks.CLOCK_DEADLINE)
         return r, reason
     return r, ""
 

@@ -15,12 +15,12 @@ from contextlib import contextmanager
 
 import z3
 
-from .. import options
+from .. import forking
 
 # One shared Z3 context for the linear solvers of every scope: a context costs memory and
 # time to build, and a scope needs only a solver. Z3 contexts are not thread-safe, so all
 # work in it holds Z3_LOCK.
-Z3_LOCK = options.fork_safe(threading.RLock())
+Z3_LOCK = forking.fork_safe(threading.RLock())
 _CONTEXT: list[z3.Context] = []
 
 

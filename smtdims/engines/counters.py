@@ -7,12 +7,12 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from .. import options
+from .. import clocks, forking
 
 # The one lock of every counter :func:`smtdims.stats` reports: the solver counters here and the rungs'
 # answer counts (``smtdims.scope.STATS``). ``+=`` alone loses counts between threads; the counters are
 # one resource (one report), so one lock, held for a single addition.
-COUNTS_LOCK = options.fork_safe(threading.Lock())
+COUNTS_LOCK = forking.fork_safe(threading.Lock())
 
 
 @dataclass
@@ -33,7 +33,7 @@ class SolverCounters:
         with COUNTS_LOCK:
             setattr(self, name, getattr(self, name) + by)
 
-    def checked(self, ask: options.Question) -> None:
+    def checked(self, ask: clocks.QuestionState) -> None:
         """One more Z3 check, in the process's counters and in the question's own (``ask.checks``:
         whether a rung's answer came from Z3, :meth:`smtdims.scope._Stats.answered`)."""
         self.bump("solver_checks")

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import z3
 
-from .. import options
+from .. import clocks
 from ..lang.bigints import int_text, text_int
 from ..lang.constraints import Constraint
 from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var, symbolic_divisors
@@ -152,7 +152,7 @@ class Encoder:
         self._powers: dict[tuple[Atom, int], z3.ArithRef] = {}  # a^k for k >= _SHARED_POWER
         self._squares = 0  # squares defined so far (their names)
         self._touched: set[Atom] | None = None
-        self._watch: options.Deadline | None = None  # the clock of the collect running (see collect)
+        self._watch: clocks.Deadline | None = None  # the clock of the collect running (see collect)
 
     def var(self, name: str) -> z3.ArithRef:
         v = self.vars.get(name)
@@ -325,7 +325,7 @@ class Encoder:
         return z3.And(rel, *nonzero) if nonzero else rel
 
     def collect(self, build: Callable[[Encoder], list[z3.BoolRef]], names: Iterable[str] = (), *,
-                watch: options.Deadline | None = None) -> tuple[list, set[Atom]]:
+                watch: clocks.Deadline | None = None) -> tuple[list, set[Atom]]:
         """``build``'s formulas and every atom they (and the variables ``names``) mention.
 
         ``watch``: the question's clock; building raises :class:`DeadlinePassed` once it has passed

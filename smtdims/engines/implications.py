@@ -15,10 +15,10 @@ from typing import Any
 
 import z3
 
-from .. import options
+from .. import clocks
+from ..clocks import REASON_DEADLINE
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import Expr, Var, symbolic_divisors
-from ..options import REASON_DEADLINE
 from .checks import KillableSolver, make_solver, minimise_by_deletion, run_check
 from .counters import COUNTERS
 from .encoding import Encoder, symbol
@@ -57,7 +57,7 @@ class _Solvers:
     unknown. Either one's sat/unsat is the same fact, so the answer does not depend on
     which one finished (nor on the timeout): only the time does."""
 
-    def __init__(self, ctx: z3.Context, build: Any, ask: options.Question):
+    def __init__(self, ctx: z3.Context, build: Any, ask: clocks.QuestionState):
         self.ctx, self.ask = ctx, ask
         self._build = build  # fast: bool -> a solver holding the formulas
         self._extra: list[z3.BoolRef] = []
@@ -99,7 +99,7 @@ class Implications:
     definition of "rest implies c_i"; unknown counts as "not implied".
     """
 
-    def __init__(self, cs: ConstraintSet, budget: int, ask: options.Question):
+    def __init__(self, cs: ConstraintSet, budget: int, ask: clocks.QuestionState):
         self.cs = cs
         self.ask = ask  # the caller's question: its clock and counts
         self.points: list[dict[str, int]] = []

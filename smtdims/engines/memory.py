@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import z3
 
-from .. import options
+from .. import clocks
 from .context import Z3_LOCK, replace_shared
 from .counters import COUNTERS
 
@@ -113,4 +113,4 @@ def _trim_after_question() -> None:
     _MALLOC_TRIM(0)
 
 
-options.AFTER_QUESTION.append(_trim_after_question)
+clocks.AFTER_QUESTION.append(_trim_after_question)

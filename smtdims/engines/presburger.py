@@ -52,7 +52,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from .. import options
+from .. import clocks, forking
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
 from . import workers
@@ -89,7 +89,7 @@ class LocalISL:
     and a program that asks nothing eligible never pays it."""
 
     def __init__(self) -> None:
-        self.lock = options.fork_safe(threading.Lock())
+        self.lock = forking.fork_safe(threading.Lock())
         self.engine: tuple[Any, Any, Any] | None = None  # (islpy, the worker's module, a context)
         self.broken = False
         self.domains: OrderedDict = OrderedDict()
@@ -162,7 +162,7 @@ def available() -> bool:
     return _INSTALLED[0] and not _WORKER.down
 
 
-def _time_left(clock: options.Deadline) -> tuple[float, float]:
+def _time_left(clock: clocks.Deadline) -> tuple[float, float]:
     """Seconds for one call and for starting a worker: never past the question's deadline (``clock``)."""
     left = max(clock.remaining(), 0.0)
     return min(CALL_LIMIT, left), min(START_LIMIT, left)
@@ -226,7 +226,7 @@ class Engine:
         return (self._constraint_ops[0] + cases <= MAX_CASES
                 and self._constraint_ops[1] + divisions <= MAX_DIVISIONS)
 
-    def _ask(self, e: Expr, request: dict, clock: options.Deadline) -> tuple[dict, tuple[str, ...]] | None:
+    def _ask(self, e: Expr, request: dict, clock: clocks.Deadline) -> tuple[dict, tuple[str, ...]] | None:
         """The worker's answer about ``e`` and the variable order of its points, or None."""
         names = tuple(sorted(self.constraints.variables() | e.variables()))
         alias = {n: f"v{i}" for i, n in enumerate(names)}  # ISL-safe names for any user name
@@ -265,7 +265,7 @@ class Engine:
             self._sent.pop(names, None)
         return None
 
-    def bounds(self, e: Expr, known: dict[int, dict[str, int]] | None = None, *, clock: options.Deadline,
+    def bounds(self, e: Expr, known: dict[int, dict[str, int]] | None = None, *, clock: clocks.Deadline,
                least: bool = False
                ) -> tuple[int | float, int | float, dict[str, int] | None, dict[str, int] | None] | None:
         """``(lo, hi, lo_witness, hi_witness)``, exact; None when ISL could not answer (in time).
@@ -303,7 +303,7 @@ class Engine:
         """The least-sum witness of ``e == value`` that ISL gave with the bounds of ``e``, if it did."""
         return self._least.get((e, value))
 
-    def least_witness(self, e: Expr, value: int, *, clock: options.Deadline) -> dict[str, int] | None:
+    def least_witness(self, e: Expr, value: int, *, clock: clocks.Deadline) -> dict[str, int] | None:
         """A valuation meeting the constraints where ``e == value``, with the least sum of the
         variables (readable witnesses, one ISL call); None when ISL could not answer. Re-checked
         exactly, like every point ISL gives."""
@@ -318,7 +318,7 @@ class Engine:
         w = dict(zip(got[1], got[0]["point"], strict=True))
         return w if self.constraints.holds(w) and e.evaluate(w) == value else None
 
-    def conflict(self, *, clock: options.Deadline) -> tuple[dict[str, int] | None, list[str] | None] | None:
+    def conflict(self, *, clock: clocks.Deadline) -> tuple[dict[str, int] | None, list[str] | None] | None:
         """``(point, None)`` with a valuation meeting every constraint, or ``(None, core)`` with a
         minimal conflicting subset, labelled as :meth:`smtdims.engines.session.SolverSession.unsat_core`
         labels it (texts as written, ``'v >= 1 (dimension variable)'``); None when ISL could not
@@ -350,7 +350,7 @@ class Engine:
         w = dict(zip(names, pt, strict=True))
         return (w, None) if cs.holds(w) else None
 
-    def point(self, *, clock: options.Deadline) -> tuple[dict[str, int] | None] | None:
+    def point(self, *, clock: clocks.Deadline) -> tuple[dict[str, int] | None] | None:
         """``(valuation,)`` meeting every constraint, ``(None,)`` where ISL proved there is none, or
         None when ISL could not answer. The domain is built as the bounds' is (through ISL's API, kept
         for the questions after: a bounds question on the same variables does not build it again),
@@ -369,7 +369,7 @@ class Engine:
         w = dict(zip(names, pt, strict=True))
         return (w,) if self.constraints.holds(w) else None
 
-    def satisfiable(self, e: Expr, rel: str, *, clock: options.Deadline) -> bool | None:
+    def satisfiable(self, e: Expr, rel: str, *, clock: clocks.Deadline) -> bool | None:
         """Whether some valuation meets the constraints and ``e rel 0`` (``rel`` in ``<``, ``>``, ``>=``).
 
         None when ISL could not answer. "No" is ISL's proof (as "unsat" is Z3's); "yes" only

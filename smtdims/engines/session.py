@@ -13,7 +13,7 @@ Two solvers answer checks:
   process's memory and the clock.
 
 Every check carries the question's deadline: the watchdog interrupts it when the deadline passes
-(see :mod:`smtdims.options`).
+(see :mod:`smtdims.watchdog`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from collections.abc import Callable
 
 import z3
 
-from .. import options
+from .. import clocks
+from ..clocks import REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import Atom, Expr, Var
-from ..options import REASON_DEADLINE, REASON_INCOMPLETE, REASON_INTERRUPTED
 from .checks import SAT, UNKNOWN, UNSAT, Z3_WORKERS, CheckResult, make_solver, minimise_by_deletion, run_check
 from .context import Z3_LOCK, shared_context, z3_locked, z3_work
 from .counters import COUNTERS
@@ -36,7 +36,7 @@ from .memory import mark_trim_due, new_family, touch
 class Fresh:
     """A context of its own for the nonlinear checks of one question (dropped with it)."""
 
-    def __init__(self, constraints: ConstraintSet, ask: options.Question):
+    def __init__(self, constraints: ConstraintSet, ask: clocks.QuestionState):
         COUNTERS.bump("fresh_contexts")
         mark_trim_due()  # freed with its question: its pages too are worth giving back
         if ask.bounded:
@@ -75,7 +75,7 @@ class SolverSession:
         return self._enc is not None
 
     @z3_locked
-    def _start(self, watch: options.Deadline | None = None) -> None:
+    def _start(self, watch: clocks.Deadline | None = None) -> None:
         """The shared context's side of this session (the constraints encoded once), built on first
         use and again after a retirement; ``watch``: the clock of the question that builds it."""
         if self._enc is not None and self._enc.ctx is not shared_context():  # retired: start over
@@ -105,12 +105,12 @@ class SolverSession:
         self._enc, self._solvers, self._shared_atoms = None, {}, set()
         self._constraint_terms, self._constraint_atoms = [], frozenset()
 
-    def _encoder(self, watch: options.Deadline) -> Encoder:
+    def _encoder(self, watch: clocks.Deadline) -> Encoder:
         self._start(watch)
         assert self._enc is not None
         return self._enc
 
-    def _shared_solver(self, fast: bool, watch: options.Deadline) -> z3.Solver:
+    def _shared_solver(self, fast: bool, watch: clocks.Deadline) -> z3.Solver:
         self._start(watch)
         s = self._solvers.get(fast)
         if s is None:
@@ -121,14 +121,14 @@ class SolverSession:
         return s
 
     # -- the nonlinear context of the current question ------------------------------------------
-    def fresh(self, ask: options.Question) -> Fresh:
+    def fresh(self, ask: clocks.QuestionState) -> Fresh:
         """The fresh context of this constraint set for the question ``ask``.
 
-        Inside a session question (:func:`smtdims.options.session_question`) one per session until the
+        Inside an outer question (:func:`smtdims.clocks.outer_question`) one per session until the
         outermost one ends; outside, one per check.
         """
         q = ask
-        if not q.starts:  # no session question open
+        if not q.starts:  # no outer question open
             return Fresh(self.constraints, ask)
         f = q.contexts.get(id(self))
         if f is None:
@@ -143,7 +143,7 @@ class SolverSession:
         build: Callable[[Encoder], list[z3.BoolRef]],
         *,
         linear: bool,
-        ask: options.Question,
+        ask: clocks.QuestionState,
         want_model: bool = True,
         model_vars: frozenset[str] = frozenset(),
     ) -> CheckResult:
@@ -162,7 +162,7 @@ class SolverSession:
             return CheckResult(UNKNOWN, reason=REASON_DEADLINE)
 
     def _check(self, build: Callable[[Encoder], list[z3.BoolRef]], linear: bool, want_model: bool,
-               model_vars: frozenset[str], ask: options.Question) -> CheckResult:
+               model_vars: frozenset[str], ask: clocks.QuestionState) -> CheckResult:
         if linear and self.linear:
             with Z3_LOCK:
                 enc = self._encoder(ask.deadline)
@@ -185,7 +185,7 @@ class SolverSession:
                         if r == z3.unknown and not fast and self._fast_timeouts:
                             # sat/unsat is the same fact from either solver; an unknown here is one
                             # the fast solver, given time, might have settled: clock-shaped
-                            ask.deadline.mark(options.CLOCK_FAST_SOLVER)
+                            ask.deadline.mark(clocks.CLOCK_FAST_SOLVER)
                         return self._result(s, enc, want_model, model_vars, ask, r, reason)
                     finally:
                         s.pop()
@@ -199,7 +199,7 @@ class SolverSession:
         return self._result(s, f.enc, want_model, model_vars, ask)
 
     def _result(self, s: z3.Solver | z3.Optimize, enc: Encoder, want_model: bool, model_vars: frozenset[str],
-                ask: options.Question, r: object = None, reason: str = "") -> CheckResult:
+                ask: clocks.QuestionState, r: object = None, reason: str = "") -> CheckResult:
         if r is None:
             r, reason = run_check(s, enc.ctx, ask=ask)
         if r == z3.sat:
@@ -215,7 +215,7 @@ class SolverSession:
         return CheckResult(UNKNOWN, reason=reason or REASON_INCOMPLETE)
 
     def unsat_core(self, extra: Callable[[Encoder], list[z3.BoolRef]] | None = None, *,
-                   ask: options.Question) -> list[str] | None:
+                   ask: clocks.QuestionState) -> list[str] | None:
         """A small subset of user constraints (by text) that is unsatisfiable with ``extra``.
 
         Implicit ``v >= 1`` facts appear as ``'v >= 1 (dimension variable)'``. Returns None if
@@ -269,7 +269,7 @@ class SolverSession:
         return search()
 
     def _optimizer(self, enc: Encoder, terms: list, goals: list[z3.BoolRef], atoms: set[Atom],
-                   ask: options.Question) -> z3.Optimize:
+                   ask: clocks.QuestionState) -> z3.Optimize:
         COUNTERS.bump("solvers_created")
         COUNTERS.checked(ask)
         o = z3.Optimize(ctx=enc.ctx)
@@ -280,7 +280,7 @@ class SolverSession:
 
     def optimize(
         self, e: Expr, model_vars: frozenset[str], senses: tuple[str, ...] = ("min", "max"), *,
-        ask: options.Question,
+        ask: clocks.QuestionState,
     ) -> dict[str, tuple[CheckResult, object]]:
         """Exact minimum and/or maximum of a linear ``e`` (Z3's optimiser; +-oo when unbounded).
 

@@ -11,7 +11,7 @@ from .memos import PARSE_CACHE_SIZE, SizedMemo, sized_memo
 from .parser import parse_constraint
 
 if TYPE_CHECKING:
-    from ..options import Deadline
+    from ..clocks import Deadline
 
 _MISSING = object()
 

@@ -35,7 +35,7 @@ class SizedMemo:
 
     def __init__(self, fn: Callable[[Any], Any] | None, entries: int, total: int, size: Callable[[Any], int]):
         """``fn`` None: a store whose values the caller computes (:meth:`peek`, then :meth:`keep`)."""
-        from ..options import fork_safe
+        from ..forking import fork_safe
 
         self._fn, self._entries, self._total, self._size = fn, entries, total, size
         self._data: OrderedDict[Any, tuple[Any, int]] = OrderedDict()

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import format_valuation
+from ..show.html import left_align
 from .bigints import int_text, readable_int, text_int
-from .render import left_align
 
 TRUE, FALSE, UNDETERMINED, UNKNOWN = "true", "false", "undetermined", "unknown"
 
@@ -17,13 +17,13 @@ TRUE, FALSE, UNDETERMINED, UNKNOWN = "true", "false", "undetermined", "unknown"
 def _configured() -> tuple[int, float]:
     """``(budget, deadline)`` as configured (:func:`smtdims.options.current`): what an answer quotes
     when whoever built it gave no limits. The session gives the limits of the question it answered
-    (:func:`smtdims.options.limits_in_force`); the answers never read a question's state themselves."""
+    (:func:`smtdims.clocks.limits_in_force`); the answers never read a question's state themselves."""
     from ..options import current
 
     return current().budget, current().deadline
 
 
-# Z3's own words for an unknown check. The engines name the cause instead (options.REASON_*); should
+# Z3's own words for an unknown check. The engines name the cause instead (clocks.REASON_*); should
 # these reach an answer all the same, they are read as the cause they name and never shown.
 Z3_WORDING = ("max. resource limit exceeded", "canceled", "timeout", "interrupted from keyboard")
 
@@ -31,8 +31,8 @@ Z3_WORDING = ("max. resource limit exceeded", "canceled", "timeout", "interrupte
 def unknown_cause(reason: str) -> str:
     """The limit behind an "unknown" answer: ``"budget"`` (Z3's rlimit ran out), ``"deadline"`` (the
     wall clock or Ctrl-C stopped the solver) or ``"incomplete"`` (the solver gave up). Reads the
-    reasons smtdims gives (options.REASON_*, a satisfiability gate's included) and Z3's own words alike."""
-    from ..options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE
+    reasons smtdims gives (clocks.REASON_*, a satisfiability gate's included) and Z3's own words alike."""
+    from ..clocks import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE
 
     r = " ".join(reason.lower().split())
     if "resource limit" in r or "rlimit" in r or "budget" in r:
@@ -50,7 +50,7 @@ def unknown_advice(reason: str, budget: int | None = None, deadline: float | Non
     the current ones when not given. A reason that is a sentence of smtdims' own ("solver model
     failed exact re-evaluation", "interrupted") is its own text.
     """
-    from ..options import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_SATISFIABILITY
+    from ..clocks import REASON_BUDGET, REASON_DEADLINE, REASON_INCOMPLETE, REASON_SATISFIABILITY
 
     if reason.startswith(REASON_SATISFIABILITY):
         why = reason[len(REASON_SATISFIABILITY):].lstrip(": ")
@@ -191,7 +191,7 @@ class Bounds(tuple):
         self = super().__new__(cls, (lo, hi))
         if reason is None:  # why an end is not tight: the clock that shaped it (``clocked``, the question's:
             # a check cut by Ctrl-C), else the budget / incompleteness
-            from ..options import CLOCK_INTERRUPTED, REASON_DEADLINE, REASON_INCOMPLETE
+            from ..clocks import CLOCK_INTERRUPTED, REASON_DEADLINE, REASON_INCOMPLETE
 
             reason = ("" if lo_tight and hi_tight else REASON_INCOMPLETE if deterministic
                       else clocked if clocked == CLOCK_INTERRUPTED else REASON_DEADLINE)
@@ -340,7 +340,7 @@ class Decision:
         """False when a clock (the deadline, Ctrl-C, ISL's call limit, the fast solver's timeout) shaped
         the answer: then it is not cached, and may differ. The final reason alone missed a clock that
         shaped the path to it."""
-        from ..options import REASON_DEADLINE, REASON_INTERRUPTED
+        from ..clocks import REASON_DEADLINE, REASON_INTERRUPTED
 
         return self._clock is None and self.reason not in (REASON_DEADLINE, REASON_INTERRUPTED)
 

@@ -33,7 +33,7 @@ from .question import BoundsQuestion, End
 from .scope import Scope
 
 if TYPE_CHECKING:
-    from ..options import Question
+    from ..clocks import QuestionState
 
 NAME = "cases"
 MAX_QUOTIENTS = 16  # cases at most, each a linear question for ISL: together less than Z3's nonlinear search
@@ -67,7 +67,7 @@ def _split(e: Expr) -> tuple[Expr, Expr, list[tuple[Op, int]]] | None:
 
 
 def quotient_cases(s: Scope, e: Expr, vals: list[tuple[int, dict[str, int]]],
-                   ask: Question) -> tuple[End, End] | None:
+                   ask: QuestionState) -> tuple[End, End] | None:
     """Both ends of ``e`` in ``s``'s scope by cases on the quotient (module docstring), or None
     where the rung does not apply. Only with ISL: without it each case would be a linear search by
     Z3, and an empty case a Z3 check, not clearly cheaper than the nonlinear search itself."""
@@ -138,7 +138,7 @@ def _checked(s: Scope, e: Expr, value: int | float, tight: bool, w: dict[str, in
     return End(value, tight and is_inf(value), None)
 
 
-def _quotients(s: Scope, x: Expr, d: Expr, sign: int, p: int, q: int, ask: Question) -> tuple[int, int] | None:
+def _quotients(s: Scope, x: Expr, d: Expr, sign: int, p: int, q: int, ask: QuestionState) -> tuple[int, int] | None:
     """``[P, Q]`` holding ``floordiv(x, d)`` at every valuation, proven, at most ``MAX_QUOTIENTS``
     wide; first the known points' own range, then the widest allowed. None when neither is proven."""
 

@@ -30,7 +30,7 @@ from .question import SAT, UNSAT, SignQuestion, rel_range
 from .scope import Scope
 
 if TYPE_CHECKING:
-    from ..options import Deadline
+    from ..clocks import Deadline
 
 
 _SUM_STRIDE = 512  # terms between deadline checks in a sum's interval (a few milliseconds of work)

@@ -29,7 +29,7 @@ from .question import SAT, BoundsQuestion, End, SignQuestion, holds
 from .scope import Scope
 
 if TYPE_CHECKING:
-    from ..options import Deadline
+    from ..clocks import Deadline
 
 _MAX_REMEMBERED = 12
 _FREE_FILLS = (1, 2, 3, 8, 64, 1024)

@@ -17,7 +17,7 @@ from .interval_arith import INF, Interval, ceil_div, mul_interval, pow_interval,
 from .intervals import IntervalEvaluator
 
 if TYPE_CHECKING:
-    from ..options import Deadline
+    from ..clocks import Deadline
 
 
 _PROPAGATION_ROUNDS = 4

@@ -25,7 +25,7 @@ from ..lang.results import FALSE, TRUE
 from .interval_arith import INF, Interval
 
 if TYPE_CHECKING:
-    from ..options import Deadline, Question
+    from ..clocks import Deadline, QuestionState
 
 
 COMPARISON_OPS = (">=", "<=", ">", "<", "==", "!=")
@@ -283,7 +283,7 @@ class SignQuestion:
     sides: list[Side]
     interval: Interval  # proven bounds of e; the stock rung tightens them
     enough: Callable[[SignQuestion], bool]
-    ask: Question  # the question being answered (its clock, its checks): what the rungs hand down
+    ask: QuestionState  # the question being answered (its clock, its checks): what the rungs hand down
     origin: Any = None  # the host's own expression: the stock rung's question
     need: Precision = Precision.BEST
     by: str = ""  # the rung whose answer settled the question
@@ -319,7 +319,7 @@ class BoundsQuestion:
     ``ends`` (and ``deterministic`` where a clock shaped them).
     """
 
-    def __init__(self, scope: Any, e: Expr, proven: Interval | None, readable: bool, ask: Question) -> None:
+    def __init__(self, scope: Any, e: Expr, proven: Interval | None, readable: bool, ask: QuestionState) -> None:
         self.scope, self.e, self.proven, self.readable, self.ask = scope, e, proven, readable, ask
         self.ends: tuple[End, End] | None = None
         self.deterministic = True

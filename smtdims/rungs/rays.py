@@ -28,7 +28,7 @@ from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
 
 if TYPE_CHECKING:
-    from ..options import Deadline, Question
+    from ..clocks import Deadline, QuestionState
 
 _MAX_SINGLE_DIRECTIONS = 16
 _MAX_DEGREE = 2048
@@ -462,7 +462,7 @@ class Recession:
             r = self._reals[name] = z3.Real(_smt_name(name)[1:-1], self._ctx)
         return r
 
-    def direction(self, f: Expr, ask: Question) -> dict[str, int] | None:
+    def direction(self, f: Expr, ask: QuestionState) -> dict[str, int] | None:
         """An integer direction (every component >= 0) with ``slope(f) <= -1``, or None (one LP check,
         under the question ``ask``'s deadline)."""
         import z3

@@ -29,7 +29,7 @@ from .interval_arith import Interval
 from .question import Precision
 
 if TYPE_CHECKING:
-    from ..options import Deadline, Question
+    from ..clocks import Deadline, QuestionState
 
 
 class KnownPoints(Protocol):
@@ -72,7 +72,7 @@ class Scope(Protocol):
     def linear(self, *exprs: Expr) -> bool:
         """Whether the constraints and ``exprs`` are all linear (the shared incremental solver's fragment)."""
 
-    def check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr, ask: Question) -> CheckResult:
+    def check(self, build: Callable[[Encoder], list[z3.BoolRef]], *exprs: Expr, ask: QuestionState) -> CheckResult:
         """A solver check of the constraints and ``build``'s facts for the question ``ask``; a model
         is re-checked exactly. The first of ``exprs`` is the one ``build`` encodes (the shared linear
         solver takes the check where it and the constraints are linear); every one names variables
@@ -103,7 +103,7 @@ class Scope(Protocol):
         """The one of ``points`` (valuations that meet the constraints) with every variable at its
         least value, if one is: the one valuation with the least sum of the variables."""
 
-    def holds_everywhere(self, diff: Expr, op: str, ask: Question) -> tuple[bool, str]:
+    def holds_everywhere(self, diff: Expr, op: str, ask: QuestionState) -> tuple[bool, str]:
         """A rung's own sub-question (of the question ``ask``): whether ``diff op 0`` is proven, and the
         rung that settled it."""
 

@@ -13,18 +13,18 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
-from .. import options
+from .. import clocks
+from ..clocks import REASON_DEADLINE
 from ..engines.checks import SAT, UNSAT, CheckResult
 from ..engines.encoding import z3_int_or_inf
 from ..lang.expr import Expr
-from ..options import REASON_DEADLINE
 from . import rays
 from .interval_arith import INF, is_inf
 from .question import BoundsQuestion, End
 from .scope import Scope
 
 if TYPE_CHECKING:
-    from ..options import Deadline, Question
+    from ..clocks import Deadline, QuestionState
 
 NAME = "search"
 
@@ -46,7 +46,7 @@ class EndSearch:
         """Whether an exact ray certifies ``f`` unbounded below, from the known points (no solver)."""
         return rays.find_ray(f, self.session.constraints, self.session.points.base[:4] or witnesses, (), work, clock=clock)
 
-    def end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], ask: Question, *,
+    def end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], ask: QuestionState, *,
             lower: bool, ray_tried: bool = False) -> End:
         """One end of ``e``: close a proven bound and an attained value in on each other.
 
@@ -71,7 +71,7 @@ class EndSearch:
                 # Z3 reads an integer's decimal text in quadratic time, uninterruptibly (five
                 # times the limit's digits take seconds): such a probe is not asked, and the
                 # end stays the proven (sound, looser) bound.
-                return CheckResult(UNKNOWN, reason=options.REASON_INCOMPLETE)
+                return CheckResult(UNKNOWN, reason=clocks.REASON_INCOMPLETE)
             return self.session.check(lambda enc: [enc.expr(f) < enc.const(m)], e, ask=ask)
 
         if p == a:
@@ -146,7 +146,7 @@ class EndSearch:
                 return opt
         return self._end_result(p, sign, lower)
 
-    def recession_ray(self, f: Expr, bases: list[dict[str, int]], ask: Question) -> bool:
+    def recession_ray(self, f: Expr, bases: list[dict[str, int]], ask: QuestionState) -> bool:
         """A ray proposed by the recession cone's LP, checked exactly from known feasible points."""
         if self._recession is None:
             self._recession = rays.Recession(self.session.constraints, self.session.budget, self.session.solver.family)
@@ -167,7 +167,7 @@ class EndSearch:
             return End(-INF if lower else INF, False, None)
         return End(p * sign, False, None)
 
-    def optimize_end(self, e: Expr, sense: str, ask: Question) -> End | None:
+    def optimize_end(self, e: Expr, sense: str, ask: QuestionState) -> End | None:
         """Z3's optimiser for one linear end; None when it cannot say (budget, deadline)."""
         (res, value), = self.session.solver.optimize(e, e.variables(), (sense,), ask=ask).values()
         if res.status != SAT:

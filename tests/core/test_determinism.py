@@ -15,7 +15,7 @@ import textwrap
 import pytest
 
 import smtdims
-from smtdims import options
+from smtdims import clocks, options
 from smtdims.engines import presburger
 
 L18 = "(min(-3*a, b - 2*c + a + 5) - max(-3*c - 2*b + 2, -2*b - c - 3*a - 1)) * (2*c + 1)"
@@ -138,13 +138,13 @@ def test_a_decision_shaped_by_a_clock_is_not_deterministic():
     from smtdims.reasoner import Session
 
     a = smtdims.parse_expr("a")
-    with options.scoped(deadline=5), options.question():
-        options.mark_clocked(options.CLOCK_FAST_SOLVER)
+    with options.scoped(deadline=5), clocks.question():
+        clocks.mark_clocked(clocks.CLOCK_FAST_SOLVER)
         # the session gives the answer the question's clock (the answer reads no question state)
         shaped = Session(ConstraintSet.of(["a <= 9"])).decide(a, ">=", smtdims.parse_expr("1"))
     assert shaped.status == "true" and not shaped.deterministic and "_clock" not in shaped.to_dict()
     assert Session(ConstraintSet.of(["a <= 9"])).decide(a, ">=", smtdims.parse_expr("1")).deterministic
-    assert not Decision("a", ">=", "1", "unknown", reason="budget", _clock=options.CLOCK_FAST_SOLVER).deterministic
+    assert not Decision("a", ">=", "1", "unknown", reason="budget", _clock=clocks.CLOCK_FAST_SOLVER).deterministic
     assert Decision("a", ">=", "1", "unknown", reason="budget").deterministic
 
 
@@ -159,13 +159,13 @@ def test_facts_of_a_constraint_set_cut_by_the_deadline_are_not_kept():
     cs = ConstraintSet.of(("a >= 3", "b <= 7"))
     made: list[int] = []
 
-    def make(s: ConstraintSet, clock: options.Deadline) -> int:
+    def make(s: ConstraintSet, clock: clocks.Deadline) -> int:
         made.append(1)
         return len(made)
 
-    with options.scoped(deadline=1e-9), options.question() as d:
+    with options.scoped(deadline=1e-9), clocks.question() as d:
         time.sleep(0.001)
-        assert options.deadline_passed()
+        assert clocks.deadline_passed()
         assert cs.derived("probe", make, d) == 1
-    assert cs.derived("probe", make, options.clock()) == 2  # computed again, now kept
-    assert cs.derived("probe", make, options.clock()) == 2 and len(made) == 2
+    assert cs.derived("probe", make, clocks.clock()) == 2  # computed again, now kept
+    assert cs.derived("probe", make, clocks.clock()) == 2 and len(made) == 2

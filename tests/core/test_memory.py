@@ -15,7 +15,7 @@ import weakref
 
 import pytest
 
-from smtdims import ConstraintSet, options, parse_expr
+from smtdims import ConstraintSet, clocks, options, parse_expr
 from smtdims.engines import context, memory
 from smtdims.reasoner import Session
 
@@ -132,7 +132,7 @@ def test_freed_memory_is_given_back_after_a_release_at_most_once_a_second(four_l
 def test_the_trim_waits_for_the_end_of_the_outermost_question(four_live, trims, monkeypatch):
     monkeypatch.setattr(memory, "TRIM_EVERY", 0.0)
     sessions = [Session(_constraints(20 + i)) for i in range(8)]
-    with options.question():
+    with clocks.question():
         for i, s in enumerate(sessions):
             s.decide(*_question(i))
         assert trims.due and trims == [], "a trim inside a question costs that question's time"

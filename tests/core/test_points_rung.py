@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import time
 
-from smtdims import options
+from smtdims import clocks, options
 from smtdims.errors import SmtdimsError
 from smtdims.lang.constraints import ConstraintSet
 from smtdims.lang.parser import parse_expr
@@ -44,9 +44,9 @@ def _plain_by_points(session, q):
 def _question(e, kind):
     if kind == "sign":
         return SignQuestion(e, [Side("<"), Side(">=")], (-float("inf"), float("inf")), one_refuted,
-                            options.asking(), need=Precision.STRICT_SIGN)
+                            clocks.asking(), need=Precision.STRICT_SIGN)
     return SignQuestion(e, [Side(">="), Side(NEGATED[">="])], (-float("inf"), float("inf")), all_settled,
-                        options.asking())
+                        clocks.asking())
 
 
 def test_same_sides_and_witnesses_as_the_plain_loop():
@@ -72,14 +72,14 @@ def test_same_sides_and_witnesses_as_the_plain_loop():
 def test_values_read_the_deadline():
     s = Session(ConstraintSet.of(["b >= t"]))
     e = parse_expr("b - 2*t + h")
-    assert list(s.scope.points.values(e, options.clock()))  # points exist
-    with options.scoped(deadline=0.001), options.question() as d:
+    assert list(s.scope.points.values(e, clocks.clock()))  # points exist
+    with options.scoped(deadline=0.001), clocks.question() as d:
         time.sleep(0.01)
         assert list(s.scope.points.values(e, d)) == []  # read at the first valuation
     # the clock is the one passed, not the thread's question: an expired one stops them outside any
-    late = options.Deadline(0.001)
+    late = clocks.Deadline(0.001)
     time.sleep(0.01)
-    assert list(s.scope.points.values(e, late)) == [] and late.clocked == options.CLOCK_DEADLINE
+    assert list(s.scope.points.values(e, late)) == [] and late.clocked == clocks.CLOCK_DEADLINE
 
 
 def test_values_stop_within_the_deadline_work():
@@ -87,7 +87,7 @@ def test_values_stop_within_the_deadline_work():
     s = Session(ConstraintSet.of(["b >= t"]))
     e = parse_expr("b - 2*t + h")
     cost = e.size() + 1 + 2
-    with options.scoped(deadline=3600), options.question() as d:
+    with options.scoped(deadline=3600), clocks.question() as d:
         got = 0
         for _ in s.scope.points.values(e, d):
             got += 1

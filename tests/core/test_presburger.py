@@ -14,7 +14,7 @@ import signal
 import pytest
 
 import smtdims
-from smtdims import ConstraintSet, options, parse_expr, reasoner
+from smtdims import ConstraintSet, clocks, options, parse_expr, reasoner
 from smtdims.engines import presburger, workers
 from smtdims.reasoner import Session
 
@@ -236,10 +236,10 @@ def test_common_questions_are_answered_in_process_and_the_rest_by_the_worker(mon
     e = parse_expr("floordiv(a + 2*b, 4) - max(a, b)")
     answered, handed_on = tier.answered, tier.handed_on
     generation = presburger.worker().generation
-    here = presburger.Engine(cs).bounds(e, clock=options.clock())
+    here = presburger.Engine(cs).bounds(e, clock=clocks.clock())
     assert here is not None and tier.answered == answered + 1 and presburger.worker().generation == generation
     monkeypatch.setattr(presburger, "LOCAL_OPERATIONS", 5)  # every call over it
-    there = presburger.Engine(cs).bounds(e, clock=options.clock())
+    there = presburger.Engine(cs).bounds(e, clock=clocks.clock())
     assert tier.handed_on == handed_on + 1 and there == here
     points = [{"a": a, "b": b} for a in range(1, 6) for b in range(1, 8) if cs.holds({"a": a, "b": b})]
     assert here[:2] == (min(e.evaluate(p) for p in points), max(e.evaluate(p) for p in points))
@@ -255,10 +255,10 @@ def test_an_empty_set_gives_no_bounds_in_either_tier(cons, least, monkeypatch):
     assert not any(cs.holds({"a": a, "b": b}) for a in range(1, 20) for b in range(1, 20))
     for text in ("a", "2*a - b + 3", "max(a, b) - floordiv(a, 3)"):
         e = parse_expr(text)
-        assert presburger.Engine(cs).bounds(e, least=least, clock=options.clock()) is None
+        assert presburger.Engine(cs).bounds(e, least=least, clock=clocks.clock()) is None
         with monkeypatch.context() as m:
             m.setattr(presburger, "LOCAL", False)
-            assert presburger.Engine(cs).bounds(e, least=least, clock=options.clock()) is None
+            assert presburger.Engine(cs).bounds(e, least=least, clock=clocks.clock()) is None
 
 
 def test_a_set_with_more_local_variables_than_the_tier_takes_is_handed_on(monkeypatch):
@@ -268,10 +268,10 @@ def test_a_set_with_more_local_variables_than_the_tier_takes_is_handed_on(monkey
     cs = ConstraintSet.of(["a <= 9", "b <= 9", "mod(a + 2*b, 5) == 1"])
     e = parse_expr("floordiv(3*a + b, 4) - mod(b, 3)")
     handed_on = tier.handed_on
-    here = presburger.Engine(cs).bounds(e, least=True, clock=options.clock())
+    here = presburger.Engine(cs).bounds(e, least=True, clock=clocks.clock())
     assert here is not None and tier.handed_on == handed_on
     monkeypatch.setattr(presburger, "LOCAL_DIVS", 0)  # every set here has a local variable (the mod)
-    there = presburger.Engine(cs).bounds(e, least=True, clock=options.clock())
+    there = presburger.Engine(cs).bounds(e, least=True, clock=clocks.clock())
     assert tier.handed_on > handed_on and there == here
     points = [{"a": a, "b": b} for a in range(1, 10) for b in range(1, 10) if cs.holds({"a": a, "b": b})]
     assert here[:2] == (min(e.evaluate(p) for p in points), max(e.evaluate(p) for p in points))
@@ -288,7 +288,7 @@ def test_a_call_under_the_local_quota_stays_far_from_any_deadline():
     import time
 
     tier = presburger.local_tier()
-    presburger.Engine(ConstraintSet.of(["a <= 3"])).bounds(parse_expr("a"), clock=options.clock())  # islpy imported: not timed
+    presburger.Engine(ConstraintSet.of(["a <= 3"])).bounds(parse_expr("a"), clock=clocks.clock())  # islpy imported: not timed
     rng = random.Random(1)
     names = [f"x{i}" for i in range(8)]
 
@@ -313,7 +313,7 @@ def test_a_call_under_the_local_quota_stays_far_from_any_deadline():
                     else f"floordiv({lin()}, {rng.randint(2, 7)}) >= {lin(2)}" for _ in range(7)]
             cons += [f"{lin()} >= 0" for _ in range(3)]
             try:
-                presburger.Engine(ConstraintSet.of(cons)).bounds(parse_expr(f"max({lin()}, {lin()})"), clock=options.clock())
+                presburger.Engine(ConstraintSet.of(cons)).bounds(parse_expr(f"max({lin()}, {lin()})"), clock=clocks.clock())
             except smtdims.SmtdimsError:
                 continue
     finally:
@@ -326,16 +326,16 @@ def test_a_witness_from_the_worker_that_fails_is_refused(monkeypatch, worker_onl
     e = parse_expr("a + b")
     fake = {"lo": 2, "hi": 12, "wlo": [3, 3], "whi": [5, 7]}  # (3, 3) gives 6, not 2
     monkeypatch.setattr(presburger.worker(), "call", lambda request, *limits: (fake, presburger.worker().generation))
-    assert eng.bounds(e, clock=options.clock()) is None
-    assert eng.bounds(e, {2: {"a": 1, "b": 1}}, clock=options.clock()) is None  # the worker's own point is the one checked
+    assert eng.bounds(e, clock=clocks.clock()) is None
+    assert eng.bounds(e, {2: {"a": 1, "b": 1}}, clock=clocks.clock()) is None  # the worker's own point is the one checked
     fake = {"lo": 2, "hi": 12, "whi": [5, 7]}  # no point for lo: a known one attains it
-    assert eng.bounds(e, {2: {"a": 1, "b": 1}}, clock=options.clock()) == (2, 12, {"a": 1, "b": 1}, {"a": 5, "b": 7})
+    assert eng.bounds(e, {2: {"a": 1, "b": 1}}, clock=clocks.clock()) == (2, 12, {"a": 1, "b": 1}, {"a": 5, "b": 7})
 
 
 def test_a_late_worker_is_killed_and_z3_answers(monkeypatch, worker_only, tmp_path):
     e = parse_expr("floordiv(a + 3, 4) - mod(b, 3)")
     cs = ConstraintSet.of(["a <= 20", "b >= 2*a - 30"])
-    assert presburger.Engine(cs).bounds(e, clock=options.clock()) is not None  # a worker is up
+    assert presburger.Engine(cs).bounds(e, clock=clocks.clock()) is not None  # a worker is up
     kills = presburger.worker().kills
     # every answer is late: a stopped worker cannot answer, however the machine schedules us (a
     # limit of 0 s alone was met once on a busy CI machine: the worker answered between our write
@@ -349,21 +349,21 @@ def test_a_late_worker_is_killed_and_z3_answers(monkeypatch, worker_only, tmp_pa
     monkeypatch.setattr(w, "script", str(mute))
     monkeypatch.setattr(presburger, "CALL_LIMIT", 0.05)
     eng = presburger.Engine(cs)
-    assert eng.bounds(e, clock=options.clock()) is None and eng.disabled
+    assert eng.bounds(e, clock=clocks.clock()) is None and eng.disabled
     assert presburger.worker().kills == kills + 1 and presburger.worker().proc is None
     b = Session(cs).bounds(e)
     assert b.answered_by == "search" and (b.lo, b.hi) == (-1, 5) and b.lo_tight and b.hi_tight
     monkeypatch.setattr(w, "script", script)
     monkeypatch.setattr(presburger, "CALL_LIMIT", 1.0)
-    assert presburger.Engine(cs).bounds(e, clock=options.clock())[:2] == (-1, 5)  # a new worker on the next call
+    assert presburger.Engine(cs).bounds(e, clock=clocks.clock())[:2] == (-1, 5)  # a new worker on the next call
 
 
 def test_a_worker_that_died_is_replaced(worker_only):
     cs = ConstraintSet.of(["a <= 5"])
-    assert presburger.Engine(cs).bounds(parse_expr("3*a - 1"), clock=options.clock())[:2] == (2, 14)
+    assert presburger.Engine(cs).bounds(parse_expr("3*a - 1"), clock=clocks.clock())[:2] == (2, 14)
     presburger.worker().proc.kill()
     presburger.worker().proc.wait()
-    assert presburger.Engine(cs).bounds(parse_expr("3*a + 1"), clock=options.clock())[:2] == (4, 16)
+    assert presburger.Engine(cs).bounds(parse_expr("3*a + 1"), clock=clocks.clock())[:2] == (4, 16)
 
 
 def test_without_islpy_the_ladder_uses_z3(monkeypatch):
@@ -409,7 +409,7 @@ def test_a_worker_that_lost_the_domain_gets_it_again(monkeypatch, worker_only):
     monkeypatch.setattr(presburger, "LOCAL", False)
     eng = presburger.Engine(ConstraintSet.of(["a <= 5"]))
     # the domain is sent, and the engine records it
-    assert eng.satisfiable(parse_expr("a - 7"), "<", clock=options.clock()) is True
+    assert eng.satisfiable(parse_expr("a - 7"), "<", clock=clocks.clock()) is True
     sent = []
     real = presburger.worker().call
 
@@ -420,17 +420,17 @@ def test_a_worker_that_lost_the_domain_gets_it_again(monkeypatch, worker_only):
         return real(request, *limits)
 
     monkeypatch.setattr(presburger.worker(), "call", forgetful)  # as if the worker had dropped the domain since
-    assert eng.satisfiable(parse_expr("a - 6"), "<", clock=options.clock()) is True
+    assert eng.satisfiable(parse_expr("a - 6"), "<", clock=clocks.clock()) is True
     assert sent == [False, True]  # asked without the domain, then again with it
 
 
 FORK_SCRIPT = """
 import os
-from smtdims import ConstraintSet, options, parse_expr
+from smtdims import ConstraintSet, clocks, options, parse_expr
 from smtdims.engines import presburger
 presburger.LOCAL = False  # the worker's tier: each process its own
 cs = ConstraintSet.of(["a <= 5"])
-clock = options.clock()  # outside a question: one that never passes
+clock = clocks.clock()  # outside a question: one that never passes
 assert presburger.Engine(cs).bounds(parse_expr("a"), clock=clock)[:2] == (1, 5)
 parent_proc = presburger.worker().proc
 r, w = os.pipe()
@@ -517,7 +517,7 @@ def test_the_worker_builds_expressions_exactly(monkeypatch):
         tried += 1
         ops += any(isinstance(a, Op) for a in e.atoms())
         values = [(e.evaluate(w), w) for w in grid]
-        got = engine.bounds(e, least=True, clock=options.clock())
+        got = engine.bounds(e, least=True, clock=clocks.clock())
         if got is None:  # past the worker's operation limit, or a witness that failed its exact re-check
             unanswered += 1
             continue
@@ -529,7 +529,7 @@ def test_the_worker_builds_expressions_exactly(monkeypatch):
         # and a non-strict sign part, as in f > 0 against f >= 0)
         for shift in (0, lo, hi):
             for rel, holds in signs.items():
-                sat = engine.satisfiable(e - shift, rel, clock=options.clock())
+                sat = engine.satisfiable(e - shift, rel, clock=clocks.clock())
                 assert sat is None or sat == any(holds(v - shift) for v, _ in values), (str(e), shift, rel)
                 unanswered += sat is None
     assert ops > 50  # most expressions hold floordiv, mod, max or min
@@ -570,7 +570,7 @@ def test_isl_conflicts_are_minimal_and_its_points_hold(cons):
     from smtdims.lang.expr import Var
 
     cs = ConstraintSet.of(cons)
-    got = presburger.Engine(cs).conflict(clock=options.clock())
+    got = presburger.Engine(cs).conflict(clock=clocks.clock())
     assert got is not None
     point, core = got
     names = sorted(cs.variables())

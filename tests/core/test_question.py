@@ -1,9 +1,9 @@
-"""The state of a question lives in one object, found in one place (issue 43.1): ``options.Question``.
+"""The state of a question lives in one object, found in one place (issue 43.1): ``clocks.QuestionState``.
 
 What these guard: a sub-question shares its question's clock and state; a thread that inherits
 another thread's context (``contextvars.copy_context().run``, ``asyncio.to_thread``) shares the
 deadline but never the per-thread state (fresh Z3 contexts are not thread-safe); the fresh contexts
-are dropped when the outermost session question ends; the solver-answer count reads the question's
+are dropped when the outermost outer question ends; the solver-answer count reads the question's
 own checks.
 """
 
@@ -13,33 +13,33 @@ import contextvars
 import threading
 
 import smtdims
-from smtdims import options
+from smtdims import clocks, options
 
 
 def test_a_question_is_open_only_inside_its_block_and_nested_blocks_share_it():
-    assert options.this_question() is None and options.active_deadline() is None
-    with options.scoped(deadline=30), options.question() as d:
-        q = options.this_question()
-        assert q is not None and q.deadline is d and options.active_deadline() is d
-        with options.question() as inner, options.session_question():
-            assert inner is d and options.this_question() is q and q.depth == 1
+    assert clocks.this_question() is None and clocks.active_deadline() is None
+    with options.scoped(deadline=30), clocks.question() as d:
+        q = clocks.this_question()
+        assert q is not None and q.deadline is d and clocks.active_deadline() is d
+        with clocks.question() as inner, clocks.outer_question():
+            assert inner is d and clocks.this_question() is q and q.depth == 1
         assert q.depth == 0
-    assert options.this_question() is None and options.active_deadline() is None
+    assert clocks.this_question() is None and clocks.active_deadline() is None
 
 
 def test_a_thread_with_an_inherited_context_shares_the_deadline_not_the_state():
     seen = {}
 
     def in_thread() -> None:
-        seen["inherited"] = options.this_question()  # another thread's: not this one's
-        seen["deadline"] = options.active_deadline()
-        seen["asked"] = options.asking()  # what the layers below are handed here: the clock, no state
-        with options.session_question() as d:
-            q = options.this_question()
+        seen["inherited"] = clocks.this_question()  # another thread's: not this one's
+        seen["deadline"] = clocks.active_deadline()
+        seen["asked"] = clocks.asking()  # what the layers below are handed here: the clock, no state
+        with clocks.outer_question() as d:
+            q = clocks.this_question()
             seen.update(own=q, own_deadline=d, depth=q.depth, thread=q.thread)
 
-    with options.scoped(deadline=30), options.session_question() as d:
-        parent = options.this_question()
+    with options.scoped(deadline=30), clocks.outer_question() as d:
+        parent = clocks.this_question()
         ctx = contextvars.copy_context()
         t = threading.Thread(target=ctx.run, args=(in_thread,))
         t.start()
@@ -48,25 +48,25 @@ def test_a_thread_with_an_inherited_context_shares_the_deadline_not_the_state():
         assert seen["asked"] is not parent and seen["asked"].deadline is d and seen["asked"].bounded
         assert seen["own"] is not parent and seen["own_deadline"] is d  # one clock, two states
         assert seen["thread"] == t.ident and seen["depth"] == 1 and parent.depth == 1
-    assert options.this_question() is None
+    assert clocks.this_question() is None
 
 
-def test_fresh_contexts_live_as_long_as_the_outermost_session_question():
+def test_fresh_contexts_live_as_long_as_the_outermost_outer_question():
     cs = smtdims.ConstraintSet.of(["a >= 2", "b >= 2"])
     from smtdims.engines.session import SolverSession
 
     solver = SolverSession(cs, smtdims.options.current().budget)
-    with options.scoped(deadline=30), options.question():
-        q = options.this_question()
-        assert options.asking() is q
-        assert solver.fresh(q) is not solver.fresh(q)  # outside a session question: one per check
-        with options.session_question():
+    with options.scoped(deadline=30), clocks.question():
+        q = clocks.this_question()
+        assert clocks.asking() is q
+        assert solver.fresh(q) is not solver.fresh(q)  # outside an outer question: one per check
+        with clocks.outer_question():
             f = solver.fresh(q)
-            with options.session_question():
+            with clocks.outer_question():
                 assert solver.fresh(q) is f  # a sub-question shares it
             assert solver.fresh(q) is f and q.contexts
         assert q.contexts == {} and q.keep == []  # dropped: the next question starts from nothing
-        with options.session_question():
+        with clocks.outer_question():
             assert solver.fresh(q) is not f
 
 
@@ -86,12 +86,12 @@ def test_asking_hands_down_the_open_question_or_a_stand_in_without_a_deadline():
     """What the scope hands the engines (issue 43.1): the open question itself; outside any, a stand-in
     that is not ``bounded`` (the Z3 engine checks in process then, as with no question) and whose clock
     never passes."""
-    outside = options.asking()
-    assert not outside.bounded and not outside.deadline.expired and outside is not options.asking()
-    with options.scoped(deadline=30), options.question() as d:
-        q = options.asking()
-        assert q is options.this_question() and q.bounded and q.deadline is d
-        assert options.clock() is d
+    outside = clocks.asking()
+    assert not outside.bounded and not outside.deadline.expired and outside is not clocks.asking()
+    with options.scoped(deadline=30), clocks.question() as d:
+        q = clocks.asking()
+        assert q is clocks.this_question() and q.bounded and q.deadline is d
+        assert clocks.clock() is d
 
 
 def test_the_engine_reads_the_question_it_is_handed():
@@ -99,15 +99,15 @@ def test_the_engine_reads_the_question_it_is_handed():
     open: the engine reads the one it is given (``ask``), nothing ambient."""
     import time
 
+    from smtdims.clocks import REASON_DEADLINE
     from smtdims.engines.session import SolverSession
-    from smtdims.options import REASON_DEADLINE
 
     cs = smtdims.ConstraintSet.of(["a*b >= 4"])
     solver = SolverSession(cs, options.current().budget)
-    late = options.Question(options.Deadline(0.001))
+    late = clocks.QuestionState(clocks.Deadline(0.001))
     time.sleep(0.01)
     res = solver.check(lambda enc: [], linear=False, ask=late)
     assert res.status == "unknown" and res.reason == REASON_DEADLINE and late.checks == 1
-    with options.scoped(deadline=30), options.question():
+    with options.scoped(deadline=30), clocks.question():
         assert solver.check(lambda enc: [], linear=False, ask=late).reason == REASON_DEADLINE
-    assert solver.check(lambda enc: [], linear=False, ask=options.asking()).status == "sat"
+    assert solver.check(lambda enc: [], linear=False, ask=clocks.asking()).status == "sat"

@@ -17,7 +17,7 @@ import pytest
 import z3
 
 import smtdims
-from smtdims import options
+from smtdims import clocks, options
 from smtdims.engines import checks, encoding
 from smtdims.errors import ParseError
 from tests.fuzz_tool import FUZZ
@@ -83,7 +83,7 @@ def test_the_symbol_is_quoted_injective_and_parses_back():
     # with its model by name: every name must be read as the variable it is (one model: x_i = i + 1)
     s = checks.make_solver(ctx, 200_000, killable=True)
     s.add(*[x >= i + 1 for i, x in enumerate(xs)], z3.Sum(xs) <= 66)
-    with options.scoped(deadline=30.0), options.question() as d:
+    with options.scoped(deadline=30.0), clocks.question() as d:
         assert s.check(deadline=d) == z3.sat
     m = s.model()
     assert not isinstance(m, z3.ModelRef)  # the worker's model (a check here would give Z3's own)
@@ -175,7 +175,7 @@ def test_no_deadline_at_all():
     # thread's wait, which ended that thread for the rest of the process)
     d = smtdims.decide("a*b*c", ">=", "a + b", constraints=["c >= 2"], deadline=math.inf)
     assert d.status == "true"
-    assert smtdims.options.WATCHDOG.thread is None or smtdims.options.WATCHDOG.thread.is_alive()
+    assert smtdims.watchdog.WATCHDOG.thread is None or smtdims.watchdog.WATCHDOG.thread.is_alive()
     assert smtdims.decide("a*b", ">=", "a", deadline=5).status == "true"
 
 

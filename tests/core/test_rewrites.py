@@ -17,9 +17,9 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from smtdims import ConstraintSet, bounds, options, parse_expr
+from smtdims import ConstraintSet, bounds, clocks, options, parse_expr
+from smtdims.clocks import REASON_DEADLINE
 from smtdims.lang.constraints import MAX_PARTS, Constraint
-from smtdims.options import REASON_DEADLINE
 from smtdims.rungs import rays
 from tests import strategies as S
 
@@ -84,12 +84,12 @@ def test_recession_cone_finds_the_ray_that_fixed_directions_miss():
     assert cs.holds(base)
     # along every variable at once u grows past 10; along any single variable a - 2*b
     # either grows or a constraint breaks: find_ray's own directions fail
-    assert not rays.find_ray(f, cs, [base], clock=options.clock())
-    d = rays.Recession(cs, 100_000).direction(f, options.asking())
+    assert not rays.find_ray(f, cs, [base], clock=clocks.clock())
+    d = rays.Recession(cs, 100_000).direction(f, clocks.asking())
     assert d is not None and d["u"] == 0 and min(d.values()) >= 0
-    assert rays.unbounded_below(f, cs, base, d, clock=options.clock())
+    assert rays.unbounded_below(f, cs, base, d, clock=clocks.clock())
     # a bounded end gets no direction: the LP is infeasible
-    assert rays.Recession(cs, 100_000).direction(parse_expr("-u"), options.asking()) is None
+    assert rays.Recession(cs, 100_000).direction(parse_expr("-u"), clocks.asking()) is None
 
 
 def test_a_recession_check_the_deadline_interrupts_ends_without_a_direction(monkeypatch):
@@ -111,10 +111,10 @@ def test_a_recession_check_the_deadline_interrupts_ends_without_a_direction(monk
 
     before = context.shared_context()
     monkeypatch.setattr(checks, "run_check", interrupted)
-    assert cone.direction(parse_expr("a - 2*b"), options.asking()) is None
+    assert cone.direction(parse_expr("a - 2*b"), clocks.asking()) is None
     assert context.shared_context() is not before  # retired, and the LP built in it released with it
     monkeypatch.setattr(checks, "run_check", real)
-    d = cone.direction(parse_expr("a - 2*b"), options.asking())  # rebuilt in the new shared context on the next use
+    d = cone.direction(parse_expr("a - 2*b"), clocks.asking())  # rebuilt in the new shared context on the next use
     assert d is not None and d["u"] == 0
 
 
@@ -129,9 +129,9 @@ def test_ray_check_following_only_moved_constraints_is_the_full_check(case: S.Ca
     for _ in range(4):
         p = {v: data.draw(st.integers(1, 6)) for v in names}
         d = {v: data.draw(st.sampled_from((0, 0, 1, 2, 6))) for v in names}
-        full = rays.unbounded_below(e, cs, p, d, names, clock=options.clock())
+        full = rays.unbounded_below(e, cs, p, d, names, clock=clocks.clock())
         failing = rays.failing_at(cs, p)
-        assert rays.unbounded_below(e, cs, p, d, names, failing=failing, clock=options.clock()) == full, (case.describe(), p, d)
+        assert rays.unbounded_below(e, cs, p, d, names, failing=failing, clock=clocks.clock()) == full, (case.describe(), p, d)
 
 
 def test_unbounded_end_through_the_api():
@@ -143,7 +143,6 @@ def test_unbounded_end_through_the_api():
 def test_the_fast_linear_solver_hands_over_when_it_stalls():
     # Z3's older arithmetic solver (tried first on linear checks) ran this 2-variable check to
     # the deadline, ignoring rlimit; under its timeout the default solver answers exactly
-    from smtdims import options
     from smtdims.reasoner import Session
 
     with options.scoped(presburger=False, deadline=8):

@@ -105,7 +105,7 @@ def test_a_sign_question_stops_at_the_first_rung_that_has_enough(monkeypatch):
     points_rung = next(r for r in table.TABLE if r.name == "points" and table.SIGN in r.kinds)
     monkeypatch.setitem(table.LADDERS, table.SIGN, (points_rung, table.Rung("never", never, frozenset({table.SIGN}))))
     s = Session(ConstraintSet.of(["a <= 9"]))
-    q = SignQuestion(parse_expr("a - 5"), [Side("<"), Side(">=")], (-4, 4), all_settled, smtdims.options.asking())
+    q = SignQuestion(parse_expr("a - 5"), [Side("<"), Side(">=")], (-4, 4), all_settled, smtdims.clocks.asking())
     q = walk(q, table.SIGN, s.scope)
     assert q.by == "points" and [side.status for side in q.sides] == ["sat", "sat"] and later == []
 

@@ -11,7 +11,7 @@ import time
 import z3
 
 import smtdims
-from smtdims import options
+from smtdims import clocks, options
 from smtdims.engines import checks, counters
 
 
@@ -32,7 +32,7 @@ def _check(fs: list[z3.BoolRef], deadline: float | None) -> tuple[z3.CheckSatRes
     s.add(*fs)
     if deadline is None:
         return s.check(), s
-    with options.scoped(deadline=deadline), options.question() as d:
+    with options.scoped(deadline=deadline), clocks.question() as d:
         return s.check(deadline=d), s
 
 
@@ -64,7 +64,7 @@ def test_an_unsat_core_comes_back_as_the_callers_literals():
     on = [z3.Bool(f"!c{i}", ctx) for i in range(3)]
     s = checks.make_solver(ctx, 200_000, killable=True)
     s.add(z3.Implies(on[0], a * b >= 10), z3.Implies(on[1], a <= 2), z3.Implies(on[2], b <= 3), a >= 1, b >= 1)
-    with options.scoped(deadline=30.0), options.question() as d:
+    with options.scoped(deadline=30.0), clocks.question() as d:
         assert s.check(*on, deadline=d) == z3.unsat
         core = s.unsat_core()
     assert {str(x) for x in core} == {"!c0", "!c1", "!c2"} and all(x.ctx is ctx for x in core)

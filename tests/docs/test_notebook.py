@@ -17,16 +17,9 @@ import nbformat
 import pytest
 
 from smtdims.lang.parser import parse_expr
-from smtdims.lang.render import (
-    classify_region,
-    comparison_latex,
-    html_row,
-    html_table,
-    latex,
-    plot_region,
-    table_style,
-    to_sympy,
-)
+from smtdims.show.forms import comparison_latex, latex, to_sympy
+from smtdims.show.html import html_row, html_table, table_style
+from smtdims.show.plot import classify_region, plot_region
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "constraint_debugging.ipynb"
@@ -319,7 +312,7 @@ def test_html_tables_are_left_aligned():
 def test_render_imports_sympy_lazily():
     import subprocess
 
-    code = "import sys, smtdims.lang.render; assert 'sympy' not in sys.modules; smtdims.lang.render.latex('a'); print('ok')"
+    code = "import sys, smtdims.show.forms; assert 'sympy' not in sys.modules; smtdims.show.forms.latex('a'); print('ok')"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "ok\n"
 
 

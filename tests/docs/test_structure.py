@@ -128,8 +128,11 @@ def test_jax_private_imports_live_in_one_module_of_the_plugin():
 # floor or below: the language knows nothing of the engines, the engines nothing of the rungs, the rungs
 # nothing of the walk that orders them, and only the interfaces see the whole.
 FLOORS = {
-    "smtdims.options": 0, "smtdims.host": 0, "smtdims.plugins": 0,  # the process's settings and registries
+    # the process's settings, the question's clock and state, the watchdog, fork-safe locks, the registries
+    "smtdims.options": 0, "smtdims.clocks": 0, "smtdims.watchdog": 0, "smtdims.forking": 0,
+    "smtdims.host": 0, "smtdims.plugins": 0,
     "smtdims.lang": 1, "smtdims.errors": 1,  # expressions, syntax, constraint sets, answer values, errors
+    "smtdims.show": 1,  # presentation of the language's values: HTML tables (the answers'), LaTeX forms, plots
     "smtdims.engines": 2,  # Z3, ISL, the killable workers
     "smtdims.rungs": 3,  # intervals, points, rays, cases, the bound search
     # the walk of the ladder and its answers; a scope's gates; a scope (facts, engines); the session (the door)
@@ -183,8 +186,10 @@ PLUGIN_FLOORS = {
     **{f"smtdims_jax.pipeline.{m}": 5 for m in ("_common", "platforms", "specs", "box", "report", "refusals",
                                                  "result", "compare", "samples", "sidecar", "time_limit",
                                                  "_verify_worker")},
-    # its steps: one export read, the fresh process, a failure's fix, dims="auto", the diagnosis, the fix loop
-    **{f"smtdims_jax.pipeline.{m}": 6 for m in ("attempt", "fresh", "failure", "auto", "diagnose", "fixes")},
+    # its steps: one export read, the export job, the fresh process, a failure's fix, dims="auto", the
+    # diagnosis, the fix's words and verdict, the fix loop
+    **{f"smtdims_jax.pipeline.{m}": 6 for m in ("attempt", "job", "fresh", "failure", "auto", "diagnose", "verdict",
+                                                 "fixes")},
     "smtdims_jax.pipeline": 7,  # export_and_verify (verify.py) and the package's face
     "smtdims_jax.run": 8,  # `smtdims run`: reads a failed export as the pipeline does
     "smtdims_jax.pipeline_cli": 9, "smtdims_pytest": 9, "smtdims_pytest.plugin": 9,  # the commands; pytest --smtdims
@@ -229,16 +234,16 @@ def test_every_plugin_module_has_a_floor_and_every_import_points_down():
 
 
 # -- where the question's state is read ---------------------------------------------------------------------
-# The state of the question being answered (its deadline and what shaped the answer: options.Question, one
-# context variable) is read only where questions open; the layers below take it as a parameter (a rung
+# The state of the question being answered (its deadline and what shaped the answer: clocks.QuestionState,
+# one context variable) is read only where questions open; the layers below take it as a parameter (a rung
 # question's ``clock``), required, so a call that forgets it fails at once instead of running without a
-# deadline. The functions of smtdims.options that read or open it:
+# deadline. The functions of smtdims.clocks that read or open it:
 AMBIENT = frozenset({"this_question", "active_deadline", "deadline_passed", "mark_clocked", "clocked", "clock",
-                     "asking", "limits_in_force", "question", "session_question"})
+                     "asking", "limits_in_force", "question", "outer_question"})
 # The modules that may, each with its reason. Not the language, the rungs or the engines (never).
 AMBIENT_READERS = {
     "smtdims.api": "the public calls open the question",
-    "smtdims.scope": "a scope's questions open here (the session question, its lock); hands the clock down",
+    "smtdims.scope": "a scope's questions open here (the outer question, its lock); hands the clock down",
     "smtdims.gate": "the gates run inside a session's question: hand its clock to the engines",
     "smtdims.ladder": "the walk: builds the rung questions with the clock, the answers with its limits",
     "smtdims.reasoner": "the session: each call one question; the answers carry its limits",
@@ -251,20 +256,20 @@ AMBIENT_READERS = {
 
 
 def ambient_reads(path: Path) -> set[str]:
-    """The functions of :data:`AMBIENT` a module uses: ``options.X`` or imported from the options module."""
+    """The functions of :data:`AMBIENT` a module uses: ``clocks.X`` or imported from the clocks module."""
     used: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "options":
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "clocks":
             used |= {node.attr} & AMBIENT
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == "options":
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == "clocks":
             used |= {a.name for a in node.names} & AMBIENT
     return used
 
 
 def test_the_ambient_check_sees_both_forms(tmp_path):
     src = tmp_path / "m.py"
-    src.write_text("from .. import options\nfrom ..options import clocked, Deadline\n"
-                   "def f(q):\n    return options.deadline_passed() or q.clock.expired\n", encoding="utf-8")
+    src.write_text("from .. import clocks\nfrom ..clocks import clocked, Deadline\n"
+                   "def f(q):\n    return clocks.deadline_passed() or q.clock.expired\n", encoding="utf-8")
     assert ambient_reads(src) == {"clocked", "deadline_passed"}
 
 

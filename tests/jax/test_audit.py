@@ -387,8 +387,8 @@ def test_audit_lives_on_the_plugin_side():
     if os.path.exists(core_audit):  # at most a lazy re-export of smtdims_jax.audit
         text = open(core_audit).read()
         assert "def _analyse" not in text and "class AuditReport" not in text
-    code = ("import sys, smtdims, smtdims.reasoner, smtdims.answers.explain, smtdims.lang.render, smtdims.lang.results, "
-            "smtdims.answers.diagnostics, smtdims.api\n"
+    code = ("import sys, smtdims, smtdims.reasoner, smtdims.answers.explain, smtdims.lang.results, "
+            "smtdims.show.html, smtdims.show.forms, smtdims.show.plot, smtdims.answers.diagnostics, smtdims.api\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'smtdims_jax'))\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True)

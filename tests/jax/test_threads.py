@@ -185,7 +185,7 @@ def test_a_question_block_leaves_every_part_when_one_fails_to_leave(monkeypatch)
     the error reaches the caller."""
     import sys
 
-    from smtdims import ConstraintSet, options, parse_expr
+    from smtdims import ConstraintSet, clocks, parse_expr
     from smtdims.reasoner import Session
 
     s = Session(ConstraintSet.of(["a >= 2"]))
@@ -197,10 +197,10 @@ def test_a_question_block_leaves_every_part_when_one_fails_to_leave(monkeypatch)
         raise RuntimeError("hook failed")
 
     deep = parse_expr("max(" * 150 + "a" + ", 1)" * 150)  # nested past the limit: the block raises it
-    monkeypatch.setattr(options, "AFTER_QUESTION", [boom])
+    monkeypatch.setattr(clocks, "AFTER_QUESTION", [boom])
     with pytest.raises(RuntimeError, match="hook failed"):
         s.bounds(deep)
-    monkeypatch.setattr(options, "AFTER_QUESTION", [])
+    monkeypatch.setattr(clocks, "AFTER_QUESTION", [])
     assert inside and inside[0] > limit
     assert sys.getrecursionlimit() == limit
     free = []

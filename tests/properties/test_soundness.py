@@ -177,7 +177,7 @@ def test_propagated_ranges_hold_every_valuation(kind):
     the grid)."""
     import random
 
-    from smtdims import ConstraintSet, options
+    from smtdims import ConstraintSet, clocks
     from smtdims.rungs.propagation import propagate_var_ranges
 
     checked = 0
@@ -186,7 +186,7 @@ def test_propagated_ranges_hold_every_valuation(kind):
         if not case.constraints:
             continue
         try:
-            ranges, infeasible = propagate_var_ranges(ConstraintSet.of(case.constraint_texts), options.clock())
+            ranges, infeasible = propagate_var_ranges(ConstraintSet.of(case.constraint_texts), clocks.clock())
         except ValueError:  # a constraint the parser refuses (as the public calls do)
             continue
         grid = O.Grid.of(case)
@@ -208,7 +208,7 @@ def test_propagation_skips_only_visits_that_change_nothing(kind, monkeypatch):
     every round, on random sets and on chains long enough to reach the round limit."""
     import random
 
-    from smtdims import ConstraintSet, options
+    from smtdims import ConstraintSet, clocks
     from smtdims.rungs import propagation
 
     sets = []
@@ -220,9 +220,9 @@ def test_propagation_skips_only_visits_that_change_nothing(kind, monkeypatch):
             continue
     chain = [f"v{i} >= v{i + 1} + {i % 3}" for i in range(9)] + ["v9 >= 7", "v0 + v5 <= 400", "v3 == 2*v8 + 1"]
     sets += [ConstraintSet.of(chain), ConstraintSet.of(chain[::-1])]
-    skipping = [propagation.propagate_var_ranges(cs, options.clock()) for cs in sets]
+    skipping = [propagation.propagate_var_ranges(cs, clocks.clock()) for cs in sets]
     monkeypatch.setattr(propagation, "settled", lambda *_: False)
-    every = [propagation.propagate_var_ranges(cs, options.clock()) for cs in sets]
+    every = [propagation.propagate_var_ranges(cs, clocks.clock()) for cs in sets]
     assert skipping == every
     assert sum(bool(cs.constraints) for cs in sets) > 100
 
@@ -272,7 +272,7 @@ def test_linear_ranges_are_those_of_the_definition(kind):
     coefficients, equalities, unbounded highs) and on chains that narrow a range many times."""
     import random
 
-    from smtdims import ConstraintSet, options
+    from smtdims import ConstraintSet, clocks
     from smtdims.rungs.propagation import propagate_var_ranges
 
     def linear(cs):
@@ -292,7 +292,7 @@ def test_linear_ranges_are_those_of_the_definition(kind):
     sets += [ConstraintSet.of(chain), ConstraintSet.of(chain[::-1]),
              ConstraintSet.of(["-3*a + 2*b - c == -5", "a <= 9", "c >= 2", "b - 4*c <= 12"])]
     for cs in sets:
-        assert propagate_var_ranges(cs, options.clock()) == _linear_ranges_by_definition(cs), cs
+        assert propagate_var_ranges(cs, clocks.clock()) == _linear_ranges_by_definition(cs), cs
     assert len(sets) > 50
 
 

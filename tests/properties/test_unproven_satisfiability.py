@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import smtdims
+from smtdims.clocks import REASON_SATISFIABILITY
 from smtdims.errors import PossibleDivisionByZeroError, UnsatisfiableConstraintsError
 from smtdims.lang.constraints import ConstraintSet
 from smtdims.lang.parser import parse_expr
-from smtdims.options import REASON_SATISFIABILITY
 from smtdims.reasoner import Session
 from tests import strategies as S
 from tests.properties import oracle as O

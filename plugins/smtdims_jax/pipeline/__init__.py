@@ -33,9 +33,10 @@ smtdims first), :mod:`.platforms` (platform names, the local backend), :mod:`.ve
 (the pipeline), :mod:`.samples` (solver-chosen shapes), :mod:`.compare` (inputs and
 outputs), :mod:`.fresh` (the fresh process; ``_verify_worker.py`` runs there),
 :mod:`.failure` (a failed export's reading and first fix), :mod:`.attempt` (one export of a
-specification, read), :mod:`.fixes` (the whole fix's loop), :mod:`.result` (its values),
-:mod:`.box` (native traces at chosen shapes), :mod:`.auto` (``dims="auto"``), :mod:`.diagnose`
-(failed samples), :mod:`.report` (the report).
+specification, read), :mod:`.job` (the export job the steps take, and the fix it builds),
+:mod:`.fixes` (the whole fix's loop), :mod:`.verdict` (the fix's words and its verdict),
+:mod:`.result` (its values), :mod:`.box` (native traces at chosen shapes), :mod:`.auto`
+(``dims="auto"``), :mod:`.diagnose` (failed samples), :mod:`.report` (the report).
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ from smtdims.answers.equations import normalise_constraint
 from smtdims.errors import format_valuation
 from smtdims.lang.expr import FLOORDIV, MOD, Expr, Op
 
-from .attempt import attempt, spec_of
 from .box import BoxCount, NativeBox
+from .job import ExportJob
 from .refusals import FixPart
 from .report import _first_line
 
@@ -119,23 +119,24 @@ def _lower_bounds(box: NativeBox) -> list[str]:
     return out
 
 
-def diagnose(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, scope: Any, exp: Any,
-             plats: tuple[str, ...] | None, budget: int | None, native_fails: Sequence[dict[str, int]],
-             native_error: str, artifact_only: Sequence[dict[str, int]], *, box_side: int | None = None,
+def diagnose(job: ExportJob, exp: Any, native_fails: Sequence[dict[str, int]], native_error: str,
+             artifact_only: Sequence[dict[str, int]], *, box_side: int | None = None,
              verify: Callable[[Any, Any], Any] | None = None, deadline: float = 60.0) -> SampleDiagnosis:
-    """See the module docstring; ``verify(specs, scope)`` (optional) runs the whole pipeline on the fix."""
+    """See the module docstring; ``exp``: the job's export whose samples failed; ``verify(specs, scope)``
+    (optional) runs the whole pipeline on the fix."""
+    fn, spec_leaves, in_tree, budget = job.fn, job.leaves, job.in_tree, job.budget
     t0 = time.perf_counter()
     stop = time.monotonic() + deadline
     audit_lines: tuple[str, ...] = ()
     if artifact_only:
-        audit_lines = _audit(fn, spec_leaves, in_tree, plats, budget)
+        audit_lines = _audit(fn, spec_leaves, in_tree, job.plats, budget)
     constraints: tuple[str, ...] = ()
     exported = verified = None
     count = None
     report = None
     tried: list[tuple[str, int, int]] = []
     if native_fails:
-        spec = spec_of(spec_leaves, scope)
+        spec = job.spec()
         box = NativeBox(fn, spec.dims, spec.dtypes, in_tree, spec.constraint_set(), side=box_side, deadline=stop,
                         extra=[*native_fails, *artifact_only], budget=budget)
         box.measure(list(box.env))  # chosen shapes (the failed samples first): what the lower bounds read
@@ -186,7 +187,7 @@ def diagnose(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, s
             current = trial
         if chosen:
             constraints = tuple(chosen)
-            exported = attempt(fn, current, in_tree, plats, budget).ok
+            exported = job.attempt(current, limited=False).ok
             count = box.count(current.dims, current.constraint_set())
             if exported and verify is not None:
                 args, new_scope = current.build(in_tree)

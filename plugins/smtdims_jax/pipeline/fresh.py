@@ -35,13 +35,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from smtdims import options
 from smtdims.engines import tempdirs
+from smtdims.forking import fork_safe
 
 from ..jax_internals import started_backends
 from ..seam import stock_jax
 from ._common import Progress
-from .report import FAIL, PASS, SKIP, RejectionCheck
+from .report import FAIL, PASS, SKIP, Check, RejectionCheck
 
 _WORKER = Path(__file__).with_name("_verify_worker.py")
 _SHAPE_ERRORS = ("Input shapes do not match the", "Shape mismatch for args")
@@ -237,7 +237,7 @@ class _Worker:
 # worker keyed on it was started once per test). A worker keeps the value it started with.
 _VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
 _WORKERS: dict[tuple[tuple[str, str], ...], _Worker] = {}
-_WORKERS_LOCK = options.fork_safe(threading.Lock())
+_WORKERS_LOCK = fork_safe(threading.Lock())
 if hasattr(os, "register_at_fork"):  # a forked child starts with none: the parent's pipes are the parent's
     os.register_at_fork(after_in_child=_WORKERS.clear)
 
@@ -502,7 +502,7 @@ def run_fresh_process(artifact: bytes, samples: Sequence[Sequence[np.ndarray]], 
     return run.result, run.outputs
 
 
-def _rejection(shapes: tuple[tuple[int, ...], ...], why: str, r: dict[str, Any] | None) -> RejectionCheck:
+def rejection_check(shapes: tuple[tuple[int, ...], ...], why: str, r: dict[str, Any] | None) -> RejectionCheck:
     """Classify what the fresh process did with an outside-spec shape."""
     if r is None:
         return RejectionCheck(shapes, why, SKIP, "not run")
@@ -520,3 +520,30 @@ def _rejection(shapes: tuple[tuple[int, ...], ...], why: str, r: dict[str, Any] 
         detail = cause[cause.find("error: ") + 7:] if "error: " in cause else cause
         return RejectionCheck(shapes, why, PASS, "shape refinement", detail)
     return RejectionCheck(shapes, why, FAIL, "other error", text)
+
+
+def not_run_cause(run: DeviceRun) -> str:
+    """Why the samples of a device run that failed did not run: its time limit, or the crash in a line."""
+    text = run.failure.strip()
+    if "timed out" in text.splitlines()[0] if text else False:
+        return text.splitlines()[0].rstrip(":")
+    lines = [x for x in text.splitlines() if x.strip()]
+    return ("the verification process crashed: " + lines[0].rstrip(":")
+            + (f" ... {lines[-1].strip()}" if len(lines) > 1 else "")) if lines else "the verification process crashed"
+
+
+def process_check(dev: Device, run: DeviceRun | None, not_run: str) -> Check:
+    """The "fresh process" check: where the samples ran, and whether smtdims stayed out of that process."""
+    if not_run:
+        return Check("fresh process", SKIP, f"not run: {not_run}")
+    if dev.where == IN_PROCESS:
+        return Check("fresh process", SKIP, f"this process holds the {dev.platform} (one process at a time may): the "
+                     "samples ran here with smtdims uninstalled, so 'runs on stock JAX alone' was not checked; call "
+                     "export_and_verify before the program uses the device, or use `smtdims verify`")
+    stray = run.result.get("smtdims_loaded") if run is not None else None
+    if run is not None and run.result.get("fatal"):
+        lines = [x for x in run.result["fatal"].strip().splitlines() if x.strip()]
+        return Check("fresh process", FAIL, lines[0] + (f" ... {lines[-1].strip()}" if len(lines) > 1 else ""))
+    if stray:
+        return Check("fresh process", FAIL, f"smtdims was imported there: {stray}")
+    return Check("fresh process", PASS, f"stock jax {dev.jax_version} on {dev.platform}, smtdims not imported")

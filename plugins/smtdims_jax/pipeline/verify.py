@@ -1,12 +1,15 @@
 """The pipeline: export with smtdims -> serialize -> the device process -> compare with JAX's own run.
 
-The request is one value (:class:`VerifyOptions`); each step takes values and returns one:
-:func:`_export` (an ``Exported`` or the failure), :func:`plan_samples` (solver-chosen shapes, their
-inputs within the byte budget, the outside-spec probes), :func:`references` (``jax.jit(fn)`` exported
-at each sample's concrete shapes: how ``jit`` would trace it, so that the device process runs JAX's
-own computation without the user's code), :func:`~.fresh.run_on_device` (both, side by side, where
-the device is) and :func:`judge` (the per-sample verdicts). A platform, a reference or a sample
-policy changes in one place.
+The request is one value (:class:`VerifyOptions`), the export one job (:class:`~.job.ExportJob`: the
+function, the specification, the platforms, the budget, the progress); each step takes them and
+returns one value: :meth:`~.job.ExportJob.export` (an ``Exported`` or the refusal),
+:func:`plan_samples` (solver-chosen shapes, their inputs within the byte budget, the outside-spec
+probes), :func:`references` (``jax.jit(fn)`` exported at each sample's concrete shapes: how ``jit``
+would trace it, so that the device process runs JAX's own computation without the user's code),
+:func:`~.fresh.run_on_device` (both, side by side, where the device is) and :func:`judge` (the
+per-sample verdicts). A platform, a reference or a sample policy changes in one place. A refusal,
+or samples that fail where the function fails too, go on to the whole fix (:func:`_whole_fix`: the
+steps of :mod:`.fixes` and :mod:`.verdict`, with this pipeline as its verification).
 """
 
 from __future__ import annotations
@@ -30,30 +33,35 @@ from smtdims.errors import format_valuation
 from ..conversion import scope_constraints, session_for_scope, to_ir
 from ..jax_internals import started_backends
 from ._common import Progress, _fn_name, _local_platform, _normalise_platforms, _progress_fn, _solver_budget
-from .attempt import export_attempt, spec_of
+from .attempt import Attempt
 from .box import valuation_of
 from .compare import INT_RANGE, compare, random_input
 from .diagnose import diagnose, intermediate_dims
 from .failure import describe_export_error, settled_by
-from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, FixOptions, synthesize
+from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, VERIFY_ROUNDS, FixOptions, search
 from .fresh import (
     FRESH,
-    IN_PROCESS,
     Device,
     DeviceRun,
-    _rejection,
     keeps_off_accelerator,
     locate,
+    not_run_cause,
     off_accelerator,
+    process_check,
+    rejection_check,
     release_exclusive,
     run_on_device,
 )
+from .job import ExportJob, FixDraft
 from .platforms import check_backend
+from .refusals import FixPart
 from .report import FAIL, PASS, SKIP, Check, SampleResult, VerificationReport, _first_line
+from .result import FIXED, FixResult, FixRound
 from .samples import SAMPLE_BYTES, SampleChooser
 from .sidecar import _aval_text as _exported_aval_text
 from .sidecar import read_sidecar, write_sidecar
 from .specs import _aval_text, _needs_x64, _x64_on, build_specs
+from .verdict import conclude, exclude, exclusion, group_text
 
 
 @dataclass(frozen=True)
@@ -234,16 +242,18 @@ class SamplePlan:
     skipped_probes: list[str] = field(default_factory=list)
 
 
-def plan_samples(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, exp: Any, scope: Any,
-                 opts: VerifyOptions, say: Progress) -> SamplePlan:
-    session = session_for_scope(scope)
+def plan_samples(job: ExportJob, exp: Any, opts: VerifyOptions) -> SamplePlan:
+    """The samples of ``exp``: shapes chosen by the solver (the user's examples first), their inputs, and the
+    shapes outside the specification to probe."""
+    spec_leaves, say = job.leaves, job.say
+    session = session_for_scope(job.scope)
     dims = [tuple(to_ir(d) for d in s.shape) for s in spec_leaves]
     out_dims = [tuple(to_ir(d) for d in a.shape) for a in exp.out_avals]
     say(f"choosing {opts.samples} sample shapes with the solver")
     chooser = SampleChooser(session, dims, [e for leaf in out_dims for e in leaf],
                             itemsizes=[np.dtype(x.dtype).itemsize for x in spec_leaves], out_dims=out_dims,
                             out_itemsizes=[np.dtype(a.dtype).itemsize for a in exp.out_avals], max_bytes=opts.sample_bytes,
-                            nonempty=[*intermediate_dims(fn, spec_leaves, in_tree, opts.budget),
+                            nonempty=[*intermediate_dims(job.fn, spec_leaves, job.in_tree, opts.budget),
                                       *(e for leaf in out_dims for e in leaf)])
     chosen = chooser.choose(opts.samples, seeds=example_valuations(dims, chooser.constraints, opts.examples))
     dtypes = [np.dtype(s.dtype) for s in spec_leaves]
@@ -280,15 +290,15 @@ def example_valuations(dims: Sequence[Sequence[Any]], constraints: Any,
     return out
 
 
-def references(fn: Callable[..., Any], in_tree: Any, plan: SamplePlan, spec_leaves: Sequence[Any], platform: str,
-               say: Progress) -> tuple[list[bytes | None], list[str]]:
+def references(job: ExportJob, plan: SamplePlan, platform: str) -> tuple[list[bytes | None], list[str]]:
     """``jax.jit(fn)`` exported for ``platform`` at each sample's concrete shapes, and per sample the error
     when ``fn`` itself fails there ("" when it traced): how ``jit`` would run it, without smtdims (no
     symbolic dimension is left to ask about)."""
+    fn, in_tree, spec_leaves = job.fn, job.in_tree, job.leaves
     refs: list[bytes | None] = []
     errors: list[str] = []
     for i, (env, _) in enumerate(plan.chosen, 1):
-        say(f"sample {i}/{len(plan.chosen)}: tracing jax.jit({_fn_name(fn).split(':')[-1]}) at {format_valuation(env)}")
+        job.say(f"sample {i}/{len(plan.chosen)}: tracing jax.jit({_fn_name(fn).split(':')[-1]}) at {format_valuation(env)}")
         args = [jax.ShapeDtypeStruct(shape, s.dtype) for shape, s in zip(plan.chooser.shapes(env), spec_leaves, strict=True)]
         try:
             ref = export.export(jax.jit(fn), platforms=(platform,))(*jax.tree_util.tree_unflatten(in_tree, args))
@@ -348,6 +358,7 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
         say("starting the verification process (it holds the device; stock JAX, no smtdims)")
         dev = locate()
         plats = (dev.platform,) if dev.usable else None
+    job = ExportJob.of(fn, spec_leaves, in_tree, scope, plats, opts.budget, say, name)
     say(f"exporting {name} for {', '.join(plats) if plats else 'the default platform'} with smtdims installed"
         + (" (jax_enable_x64 on for the 64-bit inputs)" if x64 else ""))
     t0 = time.perf_counter()
@@ -355,11 +366,11 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
         exp = exported
     else:
         # listening to what JAX asks: a refusal is round 1 of the fix loop as it is (raises smtdims' own bugs)
-        got = export_attempt(fn, spec_leaves, in_tree, scope, plats, opts.budget)
+        got = job.export()
         if not got.ok:  # JAX refused the function: a failed check, reported like the others
             assert got.error is not None
             say(f"export failed: {type(got.error).__name__}; looking for a fix")
-            return _failed_export(fn, got.error, spec_leaves, in_tree, scope, plats, opts, say, x64, name, got)
+            return _failed_export(job, got, opts, x64)
         exp = got.exported
     export_s = time.perf_counter() - t0
     made = "by the fix loop" if exp is exported else f"{export_s:.2f}s"
@@ -376,18 +387,16 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
         Path(opts.out).write_bytes(artifact)
     checks.append(Check("serialize", PASS, f"{len(artifact)} bytes" + (f" -> {opts.out}" if opts.out else "")))
 
-    plan = plan_samples(fn, spec_leaves, in_tree, exp, scope, opts, say)
+    plan = plan_samples(job, exp, opts)
     if opts.out is not None:
         write_sidecar(opts.out, exp, plan, tuple(c.text for c in scope_constraints(scope)))
-    return _check_artifact(fn, exp, artifact, spec_leaves, in_tree, scope, plats, opts, say, x64, checks, plan, dev)
+    return _check_artifact(job, exp, artifact, opts, x64, checks, plan, dev)
 
 
-def _check_artifact(fn: Callable[..., Any], exp: Any, artifact: bytes, spec_leaves: Sequence[Any], in_tree: Any,
-                    scope: Any, plats: tuple[str, ...] | None, opts: VerifyOptions, say: Progress, x64: bool,
-                    checks: list[Check], plan: SamplePlan, dev: Device | None) -> VerificationReport:
-    """Run ``artifact`` beside JAX's own run of ``fn`` on the device, and report (the half that
+def _check_artifact(job: ExportJob, exp: Any, artifact: bytes, opts: VerifyOptions, x64: bool, checks: list[Check],
+                    plan: SamplePlan, dev: Device | None) -> VerificationReport:
+    """Run ``artifact`` beside JAX's own run of the job's function on the device, and report (the half that
     ``smtdims verify`` shares with the export)."""
-    name = _fn_name(fn)
     dev = dev or locate()
     out_dims = [tuple(to_ir(d) for d in a.shape) for a in exp.out_avals]
     not_run = ""
@@ -399,11 +408,11 @@ def _check_artifact(fn: Callable[..., Any], exp: Any, artifact: bytes, spec_leav
         not_run = (f"the artifact has no code for {dev.platform!r}, the device here; it was exported for "
                    f"{'/'.join(exp.platforms)} (run it there: smtdims verify ARTIFACT --against MODULE:FUNCTION)")
     else:
-        refs, native_errors = references(fn, in_tree, plan, spec_leaves, dev.platform, say)
-        run = run_on_device(artifact, plan.inputs, plan.probes, say, opts.timeout, references=refs)
+        refs, native_errors = references(job, plan, dev.platform)
+        run = run_on_device(artifact, plan.inputs, plan.probes, job.say, opts.timeout, references=refs)
         dev = run.device
-        not_run = (dev.why_not() if not dev.usable else _not_run_cause(run)) if run.failure else ""
-    checks.append(_process_check(dev, run, not_run))
+        not_run = (dev.why_not() if not dev.usable else not_run_cause(run)) if run.failure else ""
+    checks.append(process_check(dev, run, not_run))
     results, tolerances, worst = judge(plan, run, native_errors, out_dims, not_run, opts)
     ran = [r for r in results if r.status != SKIP]
     checks.append(Check("samples", PASS if results and all(r.status == PASS for r in results) else
@@ -420,21 +429,9 @@ def _check_artifact(fn: Callable[..., Any], exp: Any, artifact: bytes, spec_leav
                             "intermediate is empty): nothing was compared; no valuation within the sample budget "
                             "makes them all non-empty" if not any(chooser.is_nonempty(env) for env, _ in plan.chosen)
                             else "no passing sample computes a non-empty array: nothing was compared"))
-    diagnosis = whole = None
-    failed = [(r, native_errors[r.index - 1]) for r in results if r.status == FAIL]
-    if failed:  # only samples that ran: one that did not run says nothing about tracing
-        native_fails = [r.valuation for r, n in failed if n]
-        say("diagnosing the failed samples" + (" (the native function fails there too)" if native_fails else ""))
-        diagnosis = diagnose(
-            fn, spec_leaves, in_tree, scope, exp, plats, opts.budget, native_fails,
-            next((n for _, n in failed if n), ""), [r.valuation for r, n in failed if not n],
-            box_side=opts.fix.box if opts.fix is not None else None,
-        )
-        if opts.fix is not None and diagnosis.native_fails and diagnosis.constraints:
-            whole = _fix_from_samples(fn, spec_leaves, in_tree, scope, plats, opts, say, x64, diagnosis)
-
+    diagnosis, whole = _diagnosed(job, exp, results, native_errors, opts, x64)
     done = (run.result.get("reject") if run is not None else None) or []
-    rejections = tuple(_rejection(shapes, why, done[k] if k < len(done) and not not_run else None)
+    rejections = tuple(rejection_check(shapes, why, done[k] if k < len(done) and not not_run else None)
                        for k, (shapes, why) in enumerate(plan.outside))
     if rejections:
         failing = [r for r in rejections if r.status != PASS]
@@ -444,7 +441,7 @@ def _check_artifact(fn: Callable[..., Any], exp: Any, artifact: bytes, spec_leav
         checks.append(Check("outside spec rejected", SKIP, "no shape outside the specification was found"
                             + (f" that JAX can take ({plan.skipped_probes[0]})" if plan.skipped_probes else "")))
     return VerificationReport(
-        function=name,
+        function=job.name,
         platforms=tuple(exp.platforms),
         constraints=tuple(c.text for c in chooser.session.constraints),
         in_avals=tuple(str(a) for a in exp.in_avals),
@@ -465,82 +462,83 @@ def _check_artifact(fn: Callable[..., Any], exp: Any, artifact: bytes, spec_leav
     )
 
 
-def _fix_from_samples(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, scope: Any,
-                      plats: tuple[str, ...] | None, opts: VerifyOptions, say: Progress, x64: bool,
-                      diagnosis: Any) -> Any:
+def _diagnosed(job: ExportJob, exp: Any, results: Sequence[SampleResult], native_errors: Sequence[str],
+               opts: VerifyOptions, x64: bool) -> tuple[Any, FixResult | None]:
+    """The failed samples' diagnosis (:mod:`.diagnose`) and, with ``fix``, the whole fix from its exclusion
+    where they fail natively too; (None, None) when no sample that ran failed."""
+    failed = [(r, native_errors[r.index - 1]) for r in results if r.status == FAIL]
+    if not failed:  # only samples that ran: one that did not run says nothing about tracing
+        return None, None
+    native_fails = [r.valuation for r, n in failed if n]
+    job.say("diagnosing the failed samples" + (" (the native function fails there too)" if native_fails else ""))
+    diagnosis = diagnose(job, exp, native_fails, next((n for _, n in failed if n), ""),
+                         [r.valuation for r, n in failed if not n], box_side=opts.fix.box if opts.fix is not None else None)
+    if opts.fix is None or not diagnosis.native_fails or not diagnosis.constraints:
+        return diagnosis, None
+    return diagnosis, _fix_from_samples(job, opts, x64, diagnosis)
+
+
+def _fix_from_samples(job: ExportJob, opts: VerifyOptions, x64: bool, diagnosis: Any) -> FixResult | None:
     """The export succeeded but samples fail where the function itself fails: the whole fix starts from
     the diagnosis's exclusion (as a spec rewrite where it is a divisibility of a spec variable) and the
-    same loop as a failed export's verifies it, adding exclusions until it verifies (:func:`.fixes.synthesize`)."""
-    from .fixes import FixRound, exclusion, group_text, spec_of
-
-    found = exclusion(diagnosis, spec_of(spec_leaves, scope), fn, in_tree, plats, opts.budget)
+    same loop as a failed export's verifies it, adding exclusions until it verifies (:func:`_whole_fix`)."""
+    found = exclusion(job, diagnosis, job.spec(), limited=False)
     if found is None:
         return None
     group, _, why = found
+    job.say(f"fix: the export succeeds but samples fail natively; excluding them: {group_text(group)}")
+    # the export as given was written to ``out`` already: the fixed one is verified, not written over it
+    return _whole_fix(job, opts, x64, replace(opts, fix=None, out=None), start=group,
+                      start_round=FixRound(why, ((group_text(group), 0, 0, 0),), group_text(group), 0.0))
+
+
+def _whole_fix(job: ExportJob, opts: VerifyOptions, x64: bool, checked: VerifyOptions, *, first: Attempt | None = None,
+               start: Sequence[FixPart] = (), start_round: FixRound | None = None) -> FixResult:
+    """The whole fix, one path: the rounds and the minimisation (:func:`.fixes.search`), then the fixed
+    specification through this pipeline (``checked``: its options), the exclusion of natively failing
+    samples added while there is one (:func:`.verdict.exclude`), then the verdict (:func:`.verdict.conclude`)."""
     fx = opts.fix
     assert fx is not None
-    say(f"fix: the export succeeds but samples fail natively; excluding them: {group_text(group)}")
-    return synthesize(fn, spec_leaves, in_tree, scope, plats, budget=opts.budget, rounds=fx.rounds,
-                      deadline=fx.deadline, box_side=fx.box, say=say, name=_fn_name(fn), start=group,
-                      examples=_examples_of(spec_leaves, scope, opts),
-                      start_round=FixRound(why, ((group_text(group), 0, 0, 0),), group_text(group), 0.0),
-                      verify=lambda s, sc, e: _verify(fn, s, sc, [], replace(opts, fix=None, out=None), say, x64, e))
+    spec = job.spec()  # the user's examples in its variables: traced first, and a pinned size is pinned there
+    job = replace(job, examples=tuple(example_valuations(spec.dims, spec.constraint_set(), opts.examples)))
+    job, draft = search(job, fx, first=first, start=start, start_round=start_round)
+    for _pass in range(VERIFY_ROUNDS):
+        if draft.status != FIXED:
+            break
+        _verify_fixed(job, draft, checked, x64)
+        if draft.verified or not exclude(job, draft, draft.report):
+            break
+    return conclude(job, draft)
 
 
-def _examples_of(spec_leaves: Sequence[Any], scope: Any, opts: VerifyOptions) -> list[dict[str, int]]:
-    """The user's examples as valuations of the specification's variables (for the fix loop)."""
-    spec = spec_of(spec_leaves, scope)
-    return example_valuations(spec.dims, spec.constraint_set(), opts.examples)
+def _verify_fixed(job: ExportJob, draft: FixDraft, opts: VerifyOptions, x64: bool) -> None:
+    """The verification step: the fixed specification through this whole pipeline, with the export the loop
+    made where it is of this specification (no second export); recorded in the draft."""
+    job.say("fix: verifying the fixed specification end to end")
+    specs, scope = draft.spec.build(job.in_tree)
+    t0 = time.perf_counter()
+    report = _verify(job.fn, specs, scope, [], opts, job.say, x64, draft.exported())
+    draft.verified_by(report, time.perf_counter() - t0)
 
 
-def _not_run_cause(run: DeviceRun) -> str:
-    text = run.failure.strip()
-    if "timed out" in text.splitlines()[0] if text else False:
-        return text.splitlines()[0].rstrip(":")
-    lines = [x for x in text.splitlines() if x.strip()]
-    return ("the verification process crashed: " + lines[0].rstrip(":")
-            + (f" ... {lines[-1].strip()}" if len(lines) > 1 else "")) if lines else "the verification process crashed"
-
-
-def _process_check(dev: Device, run: DeviceRun | None, not_run: str) -> Check:
-    if not_run:
-        return Check("fresh process", SKIP, f"not run: {not_run}")
-    if dev.where == IN_PROCESS:
-        return Check("fresh process", SKIP, f"this process holds the {dev.platform} (one process at a time may): the "
-                     "samples ran here with smtdims uninstalled, so 'runs on stock JAX alone' was not checked; call "
-                     "export_and_verify before the program uses the device, or use `smtdims verify`")
-    stray = run.result.get("smtdims_loaded") if run is not None else None
-    if run is not None and run.result.get("fatal"):
-        lines = [x for x in run.result["fatal"].strip().splitlines() if x.strip()]
-        return Check("fresh process", FAIL, lines[0] + (f" ... {lines[-1].strip()}" if len(lines) > 1 else ""))
-    if stray:
-        return Check("fresh process", FAIL, f"smtdims was imported there: {stray}")
-    return Check("fresh process", PASS, f"stock jax {dev.jax_version} on {dev.platform}, smtdims not imported")
-
-
-def _failed_export(fn: Callable[..., Any], err: BaseException, spec_leaves: Sequence[Any], in_tree: Any, scope: Any,
-                   plats: tuple[str, ...] | None, opts: VerifyOptions, say: Progress, x64: bool,
-                   name: str, first: Any = None) -> VerificationReport:
+def _failed_export(job: ExportJob, first: Attempt, opts: VerifyOptions, x64: bool) -> VerificationReport:
+    """JAX refused the export as given (``first``): the refusal read, and with ``fix`` the whole fix, whose
+    first round is this refusal."""
+    err = first.error
+    assert err is not None
     # with the whole fix to come, its first round re-exports with the first fix: not here a second time
-    failure = describe_export_error(err, fn, plats, spec_leaves, in_tree, scope, opts.budget,
+    failure = describe_export_error(err, job.fn, job.plats, job.leaves, job.in_tree, job.scope, opts.budget,
                                     reexport=opts.fix is None)
     skipped = "not run: the export failed"
     checks = [Check("export", FAIL, f"{failure.type}: {_first_line(failure.message, 300)}")]
     checks += [Check(c, SKIP, skipped) for c in
                ("symbolic dims kept", "serialize", "fresh process", "samples", "outside spec rejected")]
-    whole = None
-    if opts.fix is not None:
-        fx = opts.fix
-        whole = synthesize(
-            fn, spec_leaves, in_tree, scope, plats, budget=opts.budget, rounds=fx.rounds, deadline=fx.deadline,
-            box_side=fx.box, say=say, name=name, first=first, examples=_examples_of(spec_leaves, scope, opts),
-            verify=lambda s, sc, e: _verify(fn, s, sc, [], replace(opts, fix=None), say, x64, e),
-        )
+    whole = _whole_fix(job, opts, x64, replace(opts, fix=None), first=first) if opts.fix is not None else None
     failure = settled_by(failure, whole)
     return VerificationReport(
-        function=name, platforms=plats or (_local_platform(),),
-        constraints=tuple(c.text for c in scope_constraints(scope)),
-        in_avals=tuple(_aval_text(x) for x in spec_leaves), out_avals=(), checks=tuple(checks),
+        function=job.name, platforms=job.plats or (_local_platform(),),
+        constraints=tuple(c.text for c in scope_constraints(job.scope)),
+        in_avals=tuple(_aval_text(x) for x in job.leaves), out_avals=(), checks=tuple(checks),
         samples=(), rejections=(), export_error=failure, exception=err, fix=whole,
     )
 
@@ -578,7 +576,9 @@ def verify_artifact(artifact: str | os.PathLike[str], against: Callable[..., Any
     x64 = not jax.config.jax_enable_x64 and _needs_x64(spec_leaves)
     try:
         with off_accelerator(), _x64_on() if x64 else contextlib.nullcontext():
-            plan = plan_samples(against, spec_leaves, in_tree, exp, scope, opts, say)
+            job = ExportJob.of(against, spec_leaves, in_tree, scope, tuple(exp.platforms), opts.budget, say,
+                               _fn_name(against))
+            plan = plan_samples(job, exp, opts)
             if side and side.get("samples"):
                 chosen = [({k: int(v) for k, v in s["valuation"].items()}, list(s["why"])) for s in side["samples"]]
                 plan.chosen = chosen
@@ -586,7 +586,6 @@ def verify_artifact(artifact: str | os.PathLike[str], against: Callable[..., Any
                 plan.inputs = [[random_input(np.random.default_rng(opts.seed + i), shape, dt, opts.int_range)
                                 for shape, dt in zip(plan.chooser.shapes(env), dtypes, strict=True)]
                                for i, (env, _) in enumerate(chosen, 1)]
-            return _check_artifact(against, exp, blob, spec_leaves, in_tree, scope, tuple(exp.platforms),
-                                   replace(opts, out=os.fspath(path)), say, x64, checks, plan, None)
+            return _check_artifact(job, exp, blob, replace(opts, out=os.fspath(path)), x64, checks, plan, None)
     finally:
         release_exclusive()

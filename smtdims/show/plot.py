@@ -1,105 +1,24 @@
-"""Pictures and pretty printing for notebooks: HTML tables, sympy forms of expressions,
-feasible-region plots.
+"""Feasible-region pictures: the integer points of a two-variable grid, classified exactly.
 
-sympy is imported on first use (the HTML helpers are used by every ``_repr_html_``
-and must stay cheap); matplotlib is imported only by :func:`plot_region`. The plot
-evaluates the comparison exactly (Python integers) on a grid of two variables, so it
-shows the truth the solver reasons about, not an approximation of it.
+The plot evaluates the comparison exactly (Python integers) on a grid of two variables, so it
+shows the truth the solver reasons about, not an approximation of it. matplotlib is imported
+only by :func:`plot_region`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .constraints import ConstraintSet
-from .expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
-from .parser import parse_expr
-
-if TYPE_CHECKING:
-    import sympy
-
-# -- HTML tables -----------------------------------------------------------------------------------------
-# Jupyter's stylesheet right-aligns table cells (``.jp-RenderedHTMLCommon td``); a rule on the
-# <table> would lose to it, so every cell carries its own style.
-_CELL_STYLE = "text-align: left; vertical-align: top"
-
-
-def table_style() -> str:
-    """The inline CSS every ``<td>``/``<th>`` of an smtdims table carries: ``<td style="...">``."""
-    return _CELL_STYLE
-
-
-def html_row(cells: Iterable[str], *, header: bool = False) -> str:
-    """``<tr>`` of left-aligned cells; ``cells`` are HTML already (escape text first)."""
-    tag = "th" if header else "td"
-    return "<tr>" + "".join(f'<{tag} style="{_CELL_STYLE}">{c}</{tag}>' for c in cells) + "</tr>"
-
-
-def left_align(html: str) -> str:
-    """Give every plain ``<td>``/``<th>`` in ``html`` the left-aligned style (Jupyter right-aligns them)."""
-    return html.replace("<td>", f'<td style="{_CELL_STYLE}">').replace("<th>", f'<th style="{_CELL_STYLE}">')
-
-
-def html_table(rows: Iterable[Iterable[str]], header: Iterable[str] | None = None) -> str:
-    """A ``<table>`` of left-aligned cells (HTML strings); ``header`` is the first row, as ``<th>``."""
-    head = html_row(header, header=True) if header is not None else ""
-    return "<table>" + head + "".join(html_row(r) for r in rows) + "</table>"
+from ..lang.constraints import ConstraintSet
+from ..lang.expr import Expr
+from ..lang.parser import parse_expr
 
 _COMPARE = {
     ">=": lambda x: x >= 0, "<=": lambda x: x <= 0, ">": lambda x: x > 0,
     "<": lambda x: x < 0, "==": lambda x: x == 0, "!=": lambda x: x != 0,
 }
-
-
-def to_sympy(e: Expr | str | int) -> sympy.Expr:
-    """The sympy form of a dimension expression (variables are positive integers).
-
-    ``floordiv(x, y)`` becomes ``floor(x / y)`` and ``mod`` sympy's ``Mod``, which has
-    Python's sign convention, so the two agree for every valuation.
-    """
-    import sympy
-
-    if isinstance(e, str):
-        e = parse_expr(e)
-    elif isinstance(e, int):
-        return sympy.Integer(e)
-    total = sympy.Integer(0)
-    for m, c in e.terms:
-        prod: sympy.Expr = sympy.Integer(c)
-        for a, k in m:
-            prod = prod * _atom(a) ** k
-        total = total + prod
-    return total
-
-
-def _atom(a: Var | Op) -> sympy.Expr:
-    import sympy
-
-    if isinstance(a, Var):
-        return sympy.Symbol(a.name, integer=True, positive=True)
-    x, y = to_sympy(a.lhs), to_sympy(a.rhs)
-    if a.op == FLOORDIV:
-        return sympy.floor(x / y)
-    if a.op == MOD:
-        return sympy.Mod(x, y)
-    if a.op == MAX:
-        return sympy.Max(x, y)
-    assert a.op == MIN, a.op
-    return sympy.Min(x, y)
-
-
-def latex(e: Expr | str | int) -> str:
-    """LaTeX of a dimension expression, for ``IPython.display.Math``."""
-    import sympy
-
-    return sympy.latex(to_sympy(e))
-
-
-def comparison_latex(lhs: Expr | str | int, op: str, rhs: Expr | str | int) -> str:
-    rel = {">=": r"\geq", "<=": r"\leq", ">": ">", "<": "<", "==": "=", "!=": r"\neq"}[op]
-    return f"{latex(lhs)} {rel} {latex(rhs)}"
 
 
 @dataclass(frozen=True)
@@ -195,7 +114,4 @@ def plot_region(lhs: Expr | str, op: str, rhs: Expr | str, constraints: Sequence
     return Region(region.x, region.y, region.holds, region.fails, region.infeasible, fig, region.fixed)
 
 
-__all__ = [
-    "Region", "classify_region", "comparison_latex", "html_row", "html_table", "latex", "plot_region", "table_style",
-    "to_sympy",
-]
+__all__ = ["Region", "classify_region", "plot_region"]

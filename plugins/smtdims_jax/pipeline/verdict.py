@@ -1,0 +1,306 @@
+"""The whole fix's words and its verdict: how a fix is written, what the verification's exclusions add,
+and what the fix is called once it is measured.
+
+A fix is written as a person writes it (a constraint ``v == k`` as the rewrite ``k`` for ``v``, a
+divisibility of a spec variable as ``7*h``, implied constraints dropped). After a verification whose
+samples fail where the function itself fails, :func:`exclude` adds the diagnosis's exclusion (re-exported
+first). :func:`conclude` then says what the fix is: "fixed" only when the export succeeds with it, it
+verified end to end, and it admits every traced shape where the function runs on non-empty arrays;
+else "found, not verified", "found, narrower than needed" or "no symbolic family", with why and an
+example. The traces' counts are reported, never trusted as a proof.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+from jax import export
+
+from smtdims.answers.equations import interval_form, normalise_constraint
+from smtdims.answers.fixes import SPEC
+from smtdims.errors import SmtdimsError, format_valuation
+from smtdims.lang.constraints import Constraint, ConstraintSet
+from smtdims.lang.expr import Expr, Var
+from smtdims.reasoner import Session
+
+from ..seam import stock_jax
+from ._common import _local_platform, paste_target
+from .attempt import Spec, apply_all, jax_accepts
+from .box import NativeBox, shapes_at
+from .job import ExportJob, FixDraft
+from .refusals import FixPart, divisibility_rewrite
+from .report import _first_line
+from .result import FIXED, NARROW, NO_SYMBOLIC, NOT_VERIFIED, FixResult, FixRound
+
+
+def group_text(parts: Sequence[FixPart]) -> str:
+    """A group of parts as the rounds' record writes it (the failure's first fix is compared with it)."""
+    return "; ".join(str(p) for p in parts)
+
+
+# -- the fix as a person writes it ---------------------------------------------------------------------------
+def as_rewrite(part: FixPart, spec: Spec) -> FixPart:
+    """A constraint ``v == k`` (a size) or ``v == w`` (another variable) on a variable ``v`` of the
+    specification, as the rewrite a person writes: ``k`` or ``w`` in place of ``v`` (``float32[b, t, 32]``,
+    not ``c == 32``); any other part as it is.
+
+    Sound: ``v`` is then determined by the other side, which is >= 1 (a constant >= 1, or a variable),
+    so the rewritten specification admits exactly the shapes the constraint admits.
+    """
+    if part.kind == SPEC:
+        return part
+    try:
+        c = Constraint.parse(part.text)
+    except SmtdimsError:
+        return part
+    if c.kind != "==":
+        return part
+    names = spec.variables()
+    for v in sorted(c.diff.variables() & names):
+        coeff = sum(k for m, k in c.diff.terms if len(m) == 1 and m[0][1] == 1 and m[0][0] == Var(v))
+        rest = c.diff - Expr.var(v) * coeff
+        if abs(coeff) != 1 or v in rest.variables():
+            continue
+        other = -rest if coeff == 1 else rest  # coeff*v + rest == 0: v == other
+        k = other.as_constant()
+        if (k is not None and k >= 1) or (other.as_var() is not None and other.as_var() != v):
+            if apply_all(spec, [FixPart(SPEC, str(other), v)]) is not None:
+                return FixPart(SPEC, str(other), v, part.note or f"{v} equals {other}")
+    return part
+
+
+def without_implied(spec: Spec, budget: int | None) -> Spec:
+    """Drop each constraint the others prove (``b >= 2`` beside ``b >= 8``): the same valuations, fewer words.
+
+    Sound: a constraint implied by the rest excludes nothing the rest admits, so the set is equivalent.
+    """
+    kept = list(spec.constraints)
+    for text in reversed(spec.constraints):
+        rest = [t for t in kept if t != text]
+        try:
+            c = Constraint.parse(text)
+            if rest and Session(ConstraintSet.of(rest), budget).proves(c.diff, ">=" if c.kind == ">=" else "==",
+                                                                        Expr.const(0)):
+                kept = rest
+        except SmtdimsError:
+            continue
+    return Spec(spec.dims, spec.dtypes, tuple(kept))
+
+
+def in_interval_form(job: ExportJob, spec: Spec) -> tuple[Spec, Any]:
+    """``spec`` with each constraint on one variable written as the bounds a person writes
+    (:func:`smtdims.answers.equations.interval_form`: ``floordiv(floordiv(-w, 2), 2) == -7`` is
+    ``w >= 25, w <= 28``), and its export; ``(spec, None)`` where nothing changes or JAX, with smtdims
+    installed, does not export the rewritten one.
+
+    Sound: each constraint is replaced by bounds equivalent to it under the constraints in force at
+    that step (those replaced before included), so every step, and the whole, admits the same shapes.
+    """
+    texts = list(spec.constraints)
+    changed = False
+    for i, text in enumerate(spec.constraints):
+        others = ConstraintSet.of([t for j, t in enumerate(texts) if j != i and t])
+        form = interval_form(text, others, job.budget)
+        if form is not None:
+            texts[i] = ""
+            texts.extend(form)
+            changed = True
+    if not changed:
+        return spec, None
+    trial = Spec(spec.dims, spec.dtypes, tuple(dict.fromkeys(t for t in texts if t)))
+    got = job.attempt(trial)
+    return (trial, got) if got.ok else (spec, None)
+
+
+def as_parts(constraints: Sequence[str], spec: Spec) -> list[FixPart]:
+    """The diagnosis's exclusions as a person writes them: ``mod(h, 7) == 0`` on a variable of the
+    specification as the rewrite ``7*h`` for ``h`` (the form JAX's documentation teaches, and one JAX
+    accepts where it refuses a ``mod`` constraint); every other one as a constraint.
+
+    Sound: for integers ``h >= 1``, ``mod(h, k) == 0`` holds exactly for ``h = k*h'`` with ``h' >= 1``.
+    """
+    names = spec.variables()
+    out: list[FixPart] = []
+    for text in constraints:
+        part = divisibility_rewrite(text)
+        if part is not None and part.variable in names:
+            out.append(part)
+            continue
+        try:
+            Constraint.parse(text)
+        except SmtdimsError:
+            out.append(FixPart("constraint", text))
+            continue
+        out.append(FixPart("constraint", normalise_constraint(text)))
+    return out
+
+
+# -- the verification's exclusions ---------------------------------------------------------------------------
+def exclusion(job: ExportJob, d: Any, spec: Spec, *, limited: bool = True) -> tuple[list[FixPart], Spec, str] | None:
+    """The exclusion of the natively failing samples a diagnosis (:class:`.diagnose.SampleDiagnosis`) found,
+    applied to ``spec`` and re-exported (the spec rewrite first, the plain constraints if the rewrite does
+    not export; ``limited``: as a candidate's export), with why; or None: no sample failed natively, or
+    nothing found exports."""
+    if d is None or not d.native_fails or not d.constraints:
+        return None
+    why = (f"the samples fail natively at {format_valuation(d.native_fails[0])}: {_first_line(d.native_error, 200)}")
+    for group in (as_parts(d.constraints, spec), [FixPart("constraint", normalise_constraint(t)) for t in d.constraints]):
+        trial = apply_all(spec, group)
+        if trial is not None and jax_accepts(trial) and job.attempt(trial, limited=limited).ok:
+            return group, trial, why
+    return None
+
+
+def exclude(job: ExportJob, draft: FixDraft, report: Any) -> bool:
+    """After a verification that failed: the exclusion of its natively failing samples joins the fix (a
+    divisibility of a spec variable as the spec rewrite a person writes, ``7*h`` for ``h``), so that the
+    fixed specification is verified again. False: nothing to add (the samples did not run, none failed
+    natively, or nothing found exports)."""
+    more = None if report.not_run else exclusion(job, getattr(report, "diagnosis", None), draft.spec)
+    if more is None:
+        return False
+    group, trial, why = more  # samples failed where the function fails: exclude them and go on
+    job.say(f"fix: the fixed export's samples fail natively; excluding them: {group_text(group)}")
+    draft.parts.extend(group)
+    draft.spec, draft.done = without_implied(trial, job.budget), None
+    assert job.box is not None
+    ne, ok, bad = job.box.weakness(draft.spec.dims, draft.spec.constraint_set())
+    draft.rounds.append(FixRound(why, ((group_text(group), ok, -bad, ne),), group_text(group), 0.0))
+    draft.count = job.box.count(draft.spec.dims, draft.spec.constraint_set())
+    return True
+
+
+# -- the verdict ---------------------------------------------------------------------------------------------
+def conclude(job: ExportJob, draft: FixDraft) -> FixResult:
+    """The fix as a person reads it: its status said by what was shown (:func:`_judge`), its edges, whether
+    stock JAX exports with it, and where the time went."""
+    extremes = _judge(job, draft)
+    spec, box = draft.spec, job.box
+    assert box is not None
+    stock = exports_on_stock(job.fn, spec, job.in_tree, job.plats) if draft.status in (FIXED, NARROW, NOT_VERIFIED) else None
+    plats = job.plats
+    return FixResult(
+        status=draft.status, detail=draft.detail, parts=tuple(draft.parts), in_avals=spec.aval_texts(),
+        shapes=spec.shape_texts(), constraints=spec.constraints, rounds=tuple(draft.rounds),
+        dropped=tuple(draft.dropped), box=draft.count, verified=draft.verified, verification=draft.lines,
+        function=job.name, seconds=time.perf_counter() - draft.t_start, report=draft.report,
+        target=paste_target(job.fn), extremes=extremes, stock=stock,
+        platforms=tuple(plats) if plats and tuple(plats) != (_local_platform(),) else None,
+        timing=(("native traces", box.traces, box.trace_seconds), ("exports", draft.exports, draft.export_seconds),
+                *((("verification", 0, draft.verify_seconds),) if draft.verify_seconds else ())),
+    )
+
+
+def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool, bool], ...]:
+    """Settle the draft's status and detail by what the verification and the native traces showed (a
+    "fixed" that failed any of them says so), and return the fix's edges measured natively."""
+    box, spec, original, parts, name = job.box, draft.spec, draft.original, draft.parts, job.name
+    assert box is not None
+    if draft.status == FIXED and draft.report is not None and not draft.verified:
+        # "fixed" means verified end to end: say what was found and what failed
+        draft.status = NOT_VERIFIED
+        draft.detail = (f"the fixed export did not run: {draft.report.not_run}" if draft.report.not_run else
+                        "the fixed export failed its verification: "
+                        + (_first_line(draft.lines[0], 200) if draft.lines else "a check failed"))
+    extremes: tuple[tuple[dict[str, int], bool, bool], ...] = ()
+    if draft.status in (FIXED, NOT_VERIFIED) and spec.dims == original.dims and job.running():
+        extremes = _measure_extremes(box, spec, original, job.budget)
+        if extremes:  # the edges are box points now (t = 513 runs natively or not): count them
+            draft.count = box.count(spec.dims, spec.constraint_set())
+    pinning = [r for r in draft.rounds if r is not None and any(str(p) in r.chosen for p in parts if pins([p]))]
+    if draft.status in (FIXED, NOT_VERIFIED) and original.variables() and not spec.variables() and pinning:
+        # a concrete export is no family: say that no constraint makes it symbolic, where and why
+        first_pin = pinning[0]
+        draft.status = NO_SYMBOLIC
+        draft.detail = ("no constraint can make this export with symbolic sizes: every size had to be fixed, because "
+                        f"{_first_line(first_pin.error, 200)}" + (f" (at {first_pin.location})" if first_pin.location else ""))
+    count = draft.count
+    if draft.status == FIXED and count is not None and count.admitted > count.admitted_ok:
+        # the family admits a traced shape where the function itself fails (a size model code special-cases,
+        # a table's edge): the samples did not look there, the traces did; not verified
+        draft.status = NOT_VERIFIED
+        draft.detail = (f"it admits {count.admitted - count.admitted_ok} traced shape(s) where {name or 'the function'} "
+                        "fails natively, e.g. " + "; ".join(format_valuation(v) for v in count.admitted_failing[:2]))
+    lost = _lost(box, original, spec, draft.sides) if draft.status == FIXED and count is not None and not pins(parts) else []
+    if lost:
+        # verified, but narrower than the function: honest words, not "fixed" (a pinned size excludes the
+        # others by necessity: the program uses it as a number, or only one size settles the equation)
+        draft.status = NARROW
+        draft.detail = (f"it excludes {len(lost)} traced shape(s) where {name or 'the function'} runs on non-empty "
+                        "arrays, e.g. " + "; ".join(format_valuation(v) for v in lost[:2]))
+    return extremes
+
+
+def _lost(box: NativeBox, original: Spec, spec: Spec, sides: Sequence[Expr]) -> list[dict[str, int]]:
+    """The traced shapes where the function runs on non-empty arrays that the original specification admits
+    and the fix excludes, apart from those the refusal itself excludes: where a size a refused equation
+    compared is 1 (the function broadcasts it there; a symbolic dimension never broadcasts, so no
+    specification that keeps it symbolic admits both ``b == 2*a`` and ``b == 1``)."""
+    cs, fixed = original.constraint_set(), spec.constraint_set()
+    out = []
+    for s in sorted(box.nonempty, key=lambda s: sum(x for leaf in s for x in leaf)):
+        env = box.env[s]
+        if not box.admits(original.dims, cs, s) or box.admits(spec.dims, fixed, s):
+            continue
+        try:
+            if any(e.evaluate(env) == 1 for e in sides):
+                continue
+        except (ZeroDivisionError, KeyError):
+            pass
+        out.append(env)
+    return out
+
+
+def pins(parts: Sequence[FixPart]) -> bool:
+    """Whether the fix pins a variable to a size (a spec rewrite to a constant)."""
+    return any(p.kind == SPEC and p.text.strip().isdigit() for p in parts)
+
+
+def _measure_extremes(box: NativeBox, spec: Spec, original: Spec,
+                      budget: int | None) -> tuple[tuple[dict[str, int], bool, bool], ...]:
+    """Each variable the fix bounds, at its bound and one past it (others at their least values), run
+    natively: ``t <= 512`` is checked at ``t = 512`` (must run) and ``t = 513`` (fails, or the fix is too
+    strong). Only valuations the original specification admits count; a box of small shapes never gets there."""
+    fixed = spec.constraint_set()
+    names = sorted(spec.variables())
+    out = []
+    try:
+        session = Session(fixed, budget)
+        least = {v: int(session.bounds(Expr.var(v)).lo) for v in names}
+        for v in sorted(fixed.variables() & set(names)):
+            b = session.bounds(Expr.var(v))
+            for end, step in ((b.hi, 1), (b.lo, -1)):
+                if not math.isfinite(end) or (step < 0 and end <= max(box.side, 1)):
+                    continue
+                for value in (int(end), int(end) + step):
+                    env = {**least, v: value}
+                    if value < 1 or not original.constraint_set().holds(env):
+                        continue
+                    box.add([env])
+                    shapes = shapes_at(spec.dims, env)
+                    if shapes is not None and shapes in box.ok:
+                        out.append((env, box.ok[shapes], bool(fixed.holds(env))))
+    except (SmtdimsError, ZeroDivisionError, KeyError):
+        return tuple(out)
+    return tuple(out)
+
+
+def exports_on_stock(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tuple[str, ...] | None) -> bool:
+    """Whether stock JAX (smtdims uninstalled for the call) exports ``fn`` with ``spec``: the printed code
+    says ``smtdims.install()`` when it does not (a bound on ``floordiv(h, 8)*floordiv(w, 8)`` that only
+    smtdims proves enough)."""
+    try:
+        with stock_jax():
+            args, _ = spec.build(in_tree)
+            export.export(jax.jit(fn), platforms=plats)(*args)
+        return True
+    except Exception:  # noqa: BLE001 - any refusal: the code needs smtdims
+        return False
+
+
+__all__ = ["as_parts", "as_rewrite", "conclude", "exclude", "exclusion", "exports_on_stock", "group_text",
+           "in_interval_form", "pins", "without_implied"]
