@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from smtdims.answers.fixes import Fix, settling_fix
 from smtdims.errors import SmtdimsError, format_valuation
 from smtdims.lang.results import UNDETERMINED, UNKNOWN, unknown_advice
 
@@ -18,13 +19,25 @@ _CMP_RE = re.compile(r"' (>=|<=|>|<) '")
 
 @dataclass(frozen=True)
 class InconclusiveExplanation:
-    """smtdims' reading of an inconclusive comparison (the lines its error message adds)."""
+    """smtdims' reading of an inconclusive comparison: the lines its error message adds (``text``) and
+    the values they were written from, so that a reader (the export pipeline) takes the values, not the words.
+
+    ``question``: JAX's comparison as its message reads it, where witnesses on both sides were found
+    ("" otherwise); ``suggested_fix``: the first fix smtdims verified for it; ``location``: the user's
+    line it arose at ("" where none is known).
+    """
 
     text: str
     false_at: dict[str, int] | None = None
     true_at: dict[str, int] | None = None
-    fix: str = ""
     location: str = ""
+    question: str = ""
+    suggested_fix: Fix | None = None
+
+    @property
+    def fix(self) -> str:
+        """The suggested fix in words ('' if none)."""
+        return str(self.suggested_fix) if self.suggested_fix is not None else ""
 
 
 class InconclusiveWithWitnesses(InconclusiveDimensionOperation):
@@ -35,7 +48,8 @@ class InconclusiveWithWitnesses(InconclusiveDimensionOperation):
     ``args`` are exactly the arguments stock's error had. The explanation (witnesses, a
     suggested fix) costs solver calls, and JAX catches this error as control flow in places
     (``core.definitely_equal``, ``top_k``), so it is computed on first use (``str()``,
-    :attr:`explanation`, :attr:`witnesses`), not when raised. A copy or pickle carries it as text.
+    :attr:`explanation`, :attr:`witnesses`, :attr:`reading`), not when raised. A copy or pickle
+    carries it computed (its values, no JAX objects).
     """
 
     _explain: Callable[[], InconclusiveExplanation] | None = None
@@ -78,6 +92,12 @@ class InconclusiveWithWitnesses(InconclusiveDimensionOperation):
         ex = self._explanation()
         return ex.fix if ex is not None else ""
 
+    @property
+    def reading(self) -> InconclusiveExplanation | None:
+        """smtdims' reading as values (witnesses, the structured fix, the location); None where this
+        error has none (one re-created from a message: ``type(e)(str(e))``)."""
+        return self._explanation()
+
     def __str__(self) -> str:
         text = super().__str__()
         detail = self.explanation
@@ -104,8 +124,6 @@ def _restore_inconclusive(cls: type, args: tuple, state: dict) -> BaseException:
 def explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> InconclusiveExplanation:
     """Witnesses on either side of ``e1 >= e2`` (the comparison JAX asked, as ``question`` reads it) and
     the weakest fix that settles it; ``where``: the user's line it arose at (or "<unknown>")."""
-    from smtdims.answers.fixes import settling_fix
-
     scope = e1.scope if isinstance(e1, DimExpr) else e2.scope
     m = _CMP_RE.search(question)
     # '<' and '>' are computed by JAX as 'not (e1 >= e2)'.
@@ -125,12 +143,12 @@ def explain_inconclusive(e1: Any, e2: Any, question: str, where: str) -> Inconcl
             f"{format_valuation(w_true)} makes it true.")
     # Settling either direction settles the comparison JAX asked; the weakest first (one policy: explain).
     found = settling_fix(session, lhs, rhs, decision=d)
-    fix = str(found) if found is not None else ""
-    if fix:
-        text += f"\nsmtdims: suggested fix: {fix}"
+    if found is not None:
+        text += f"\nsmtdims: suggested fix: {found}"
     else:
         text += " Add a constraint or change the shape specification so that it holds for every valuation."
-    return InconclusiveExplanation(text + at, false_at=w_false, true_at=w_true, fix=fix, location=location)
+    return InconclusiveExplanation(text + at, false_at=w_false, true_at=w_true, location=location, question=question,
+                                   suggested_fix=found)
 
 
 __all__ = ["InconclusiveExplanation", "InconclusiveWithWitnesses", "explain_inconclusive"]

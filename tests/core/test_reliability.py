@@ -314,6 +314,7 @@ def test_fuzz_names_compare_finds_no_difference():
 
 
 @pytest.mark.soak
+@pytest.mark.needs_jax  # the fuzzer's oracle asks JAX's seam too
 def test_fuzz_run_with_every_case_named_with_words():
     """The oracle's run (brute force, ISL, JAX's seam) with every case's names drawn from the words."""
     p = subprocess.run([sys.executable, "tools/fuzz.py", "--queries", "60", "--smt-names", "1", "--seed", "4",

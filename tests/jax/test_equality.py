@@ -305,6 +305,27 @@ def test_inconclusive_error_is_constructed_like_stocks():
         assert dup.witnesses == err.witnesses
 
 
+def test_inconclusive_errors_reading_travels_as_values_through_copy_and_pickle():
+    """The witnesses (dicts), the fix (kind, text, variable) and the location are values on the error,
+    the same that its message shows in words; a copy or pickle keeps them, a re-creation from the
+    message has none (its words are all it has)."""
+    smtdims.install()
+    try:
+        err = _inconclusive()
+    finally:
+        smtdims.uninstall()
+    reading = err.reading
+    assert reading is not None and (reading.false_at, reading.true_at) == err.witnesses
+    fix = reading.suggested_fix
+    assert fix is not None and fix.kind == "constraint" and fix.text and str(fix) == err.fix == reading.fix
+    assert reading.question == "'a' >= 'b'" and f"makes {reading.question} false" in str(err)
+    assert reading.location and f"arose at {reading.location}" in str(err)
+    for dup in (copy.copy(err), copy.deepcopy(err), pickle.loads(pickle.dumps(err))):
+        assert type(dup) is type(err) and dup.args == err.args and str(dup) == str(err)
+        assert dup.reading == reading and dup.reading.suggested_fix == fix and dup.reading.location == reading.location
+    assert type(err)(str(err)).reading is None
+
+
 def test_smtdims_errors_are_constructed_like_pythons():
     """``type(e)(*e.args)``, ``type(e)(message)``, copy and pickle, for every error smtdims raises."""
     from smtdims.errors import ParseError, PossibleDivisionByZeroError, UnsatisfiableConstraintsError

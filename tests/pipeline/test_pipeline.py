@@ -157,11 +157,13 @@ def test_export_error_is_a_failed_check():
     (false_at, true_at) = e.valuations  # any witnesses on either side of b = 16
     assert false_at["b"] < 16 <= true_at["b"] and "makes 'b' >= '16' false" in e.witnesses[0]
     assert e.fix_kind == "constraint" and "'b >= 16'" in e.fix and e.fix_verified is True
+    assert e.suggested_fix is not None and (e.suggested_fix.kind, e.suggested_fix.text) == ("constraint", "b >= 16")
     assert e.fixed_constraints == ("b >= 16",)
     text = str(report)
     assert "export failed: InconclusiveDimensionOperation" in text and "verified: the export succeeds" in text
     d = json.loads(json.dumps(report.to_dict()))
     assert d["ok"] is False and d["export_error"]["valuations"] == [false_at, true_at]
+    assert "suggested_fix" not in d["export_error"]  # the JSON says the fix in words and kind
 
 
 # -- argument specs ----------------------------------------------------------------------------------------

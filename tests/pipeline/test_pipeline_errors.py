@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import jax
 import jax.numpy as jnp
@@ -58,6 +59,34 @@ def test_reshape_remainder_suggests_a_verified_spec_rewrite():
     assert e.fix_kind == "spec" and "write '2*b'" in e.fix and "in place of 'b'" in e.fix
     assert e.fix_verified is True and e.fixed_specs == ("int32[2*b]",)
     assert "in_avals would be int32[2*b]" in report.table()
+
+
+def test_the_first_fix_is_settled_by_the_round_that_chose_it_as_a_value():
+    """A failed export's first fix takes its verdict from the whole fix's first round where that round chose
+    the same fix (kind, text, the variable a rewrite replaces; its note aside), not where the words agree."""
+    from smtdims_jax.pipeline.failure import settled_by
+    from smtdims_jax.pipeline.refusals import FixPart
+    from smtdims_jax.pipeline.report import ExportFailure
+    from smtdims_jax.pipeline.result import FIXED, FixResult, FixRound
+
+    from smtdims.answers.fixes import Fix
+
+    fix = Fix("spec", "2*b", "b", note="so that b is a multiple of 2")
+    failure = ExportFailure("ValueError", "The remainder mod(b, -2) should be 0", fix=str(fix), fix_kind="spec",
+                            suggested_fix=fix)
+
+    def whole(*rounds: tuple[FixPart, ...], status: str = FIXED) -> FixResult:
+        return FixResult(status, "", (), (), (), (), tuple(FixRound(f"refusal {i}", (), parts, 0.0)
+                                                          for i, parts in enumerate(rounds, 1)))
+
+    same = (FixPart("spec", "2*b", "b"),)
+    assert settled_by(failure, whole(same)).fix_verified is True
+    again = settled_by(failure, whole(same, (FixPart("constraint", "b >= 16"),)))
+    assert again.fix_verified is False and again.fix_detail == "refusal 2"
+    for other in ((FixPart("spec", "2*b", "c"),), (FixPart("constraint", "2*b"),),
+                  (*same, FixPart("constraint", "b >= 16")), ()):
+        assert settled_by(failure, whole(other)) is failure
+    assert settled_by(replace(failure, suggested_fix=None), whole(same)).fix_verified is None
 
 
 # -- float64 ------------------------------------------------------------------------------------------

@@ -10,39 +10,36 @@ from typing import Any
 import jax
 from jax import export
 
-from smtdims.answers.fixes import Fix
+from smtdims.answers.fixes import SPEC, Fix
+from smtdims.errors import format_valuation
 from smtdims.lang.constraints import ConstraintSet
 from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
 from ..conversion import session_for_scope, to_ir
+from ..inconclusive import InconclusiveExplanation, InconclusiveWithWitnesses
 from ..jax_internals import AnyInconclusive
 from ..seam import enabled
 from ._common import _raised_by_smtdims
-from .refusals import REMAINDER_RE, Indivisible
+from .attempt import error_chain
+from .refusals import REMAINDER_RE, FixPart, Indivisible
 from .report import ExportFailure, _first_line
 from .result import FIXED, NARROW, NO_SYMBOLIC, NOT_VERIFIED
 from .specs import _aval_text, _is_sym
 
+
 # -- a failed export -----------------------------------------------------------------------------------
-_UNDETERMINED_RE = re.compile(r"undetermined: (.*?) makes (.*) false; (.*?) makes it true\.")
-_VALUATION_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*) = (-?\d+)")
-
-
-def _valuation(text: str) -> dict[str, int]:
-    return {k: int(v) for k, v in _VALUATION_RE.findall(text)}
-
-
 def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tuple[str, ...] | None,
                           spec_leaves: Sequence[Any], in_tree: Any, scope: Any,
                           budget: int | None = None, reexport: bool = True) -> ExportFailure:
     """JAX's message, smtdims' witness lines, and a fix that was re-exported to check it.
 
-    An inconclusive comparison raised with smtdims installed already says (in its
-    ``str()``) where both answers occur and the first fix smtdims verified for that
-    comparison; a reshape's "The remainder mod(b, -2) should be 0" gets the spec rewrite
-    (write ``2*b`` for ``b``) that makes the size divisible for every valuation. ``reexport``: export
-    again with the fix to verify it (the whole fix does that in its first round: :func:`settled_by`).
+    An inconclusive comparison raised with smtdims installed carries smtdims' reading of it as values
+    (:attr:`.InconclusiveWithWitnesses.reading`: where both answers occur, the first fix smtdims verified
+    for that comparison, where it arose); its ``str()`` shows the same in words. A reshape's "The
+    remainder mod(b, -2) should be 0" (JAX's words) gets the spec rewrite (write ``2*b`` for ``b``) that
+    makes the size divisible for every valuation. ``reexport``: export again with the fix to verify it
+    (the whole fix does that in its first round: :func:`settled_by`).
     """
     text = str(err)
     help_msg = getattr(type(err), "_help_msg", None)
@@ -53,29 +50,22 @@ def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tup
     message = "\n".join(ln for ln in lines if not ln.strip().startswith("smtdims:")).strip()
     witnesses: tuple[str, ...] = ()
     valuations: tuple[dict[str, int], ...] = ()
-    location = fix = kind = ""
-    for ln in ours:
-        m = _UNDETERMINED_RE.search(ln)
-        if m:
-            witnesses = (f"{m.group(1)} makes {m.group(2)} false", f"{m.group(3)} makes it true")
-            valuations = (_valuation(m.group(1)), _valuation(m.group(3)))
-        if ln.startswith("smtdims: suggested fix: "):
-            fix = ln[len("smtdims: suggested fix: "):]
-        if ln.startswith("smtdims: the comparison arose at "):
-            location = ln[len("smtdims: the comparison arose at "):]
+    location = ""
+    reading = _reading_shown(err, text) if ours else None
+    found = reading.suggested_fix if reading is not None else None
+    if reading is not None:
+        location = reading.location
+        if reading.question:
+            witnesses = (f"{format_valuation(reading.false_at)} makes {reading.question} false",
+                         f"{format_valuation(reading.true_at)} makes it true")
+            valuations = (dict(reading.false_at or {}), dict(reading.true_at or {}))
     session = session_for_scope(scope)
-    constraint = variable = new = None
-    m = re.match(r"add the constraint '(.+?)'", fix)
-    if m:
-        kind, constraint = "constraint", m.group(1)
-    m = re.match(r"write '(.+?)' in the shape specification in place of '(\w+)'", fix)
-    if m:
-        kind, new, variable = "spec", m.group(1), m.group(2)
     rem = REMAINDER_RE.search(message)
-    if not fix and rem:
+    if found is None and rem:
         found = _remainder_fix(session, rem.group(1))
-        if found is not None:
-            kind, new, variable, fix = "spec", found.text, found.variable, str(found)
+    fix, kind = (str(found), found.kind) if found is not None else ("", "")
+    constraint = found.text if found is not None and found.kind != SPEC else None
+    variable, new = (found.variable, found.text) if found is not None and found.kind == SPEC else (None, None)
     verified: bool | None = None
     detail = ""
     fixed_specs: tuple[str, ...] = ()
@@ -108,8 +98,18 @@ def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tup
         else "InconclusiveDimensionOperation",
         message=message, smtdims=ours, witnesses=witnesses, valuations=valuations, location=location, fix=fix,
         fix_kind=kind, fix_verified=verified, fix_detail=detail, fixed_specs=fixed_specs,
-        fixed_constraints=fixed_constraints,
+        fixed_constraints=fixed_constraints, suggested_fix=found,
     )
+
+
+def _reading_shown(err: BaseException, text: str) -> InconclusiveExplanation | None:
+    """smtdims' reading of the comparison whose explanation ``err``'s message (``text``) shows: ``err``'s
+    own, or that of the error it was re-raised from (Keras re-creates JAX's error from its message,
+    ``e.__class__(message)``, in the handler: the explained one is its ``__context__``)."""
+    for e in error_chain(err):
+        if isinstance(e, InconclusiveWithWitnesses) and e.explanation and e.explanation in text:
+            return e.reading
+    return None
 
 
 class _NotReexported(Exception):
@@ -119,15 +119,24 @@ class _NotReexported(Exception):
 def settled_by(failure: ExportFailure, whole: Any) -> ExportFailure:
     """``failure`` with its fix's verdict read from the whole fix's first round, where that round chose
     the same fix: the export succeeds with it (one round) or still fails (the next round's refusal)."""
-    if not failure.fix or failure.fix_verified is not None or whole is None or not whole.rounds:
+    found = failure.suggested_fix
+    if found is None or failure.fix_verified is not None or whole is None or not whole.rounds:
         return failure
-    first = whole.rounds[0]
-    if not first.chosen or not failure.fix.startswith(first.chosen):  # the fix text may carry its note after
+    if not _is_round_choice(found, whole.rounds[0].parts):
         return failure
     if len(whole.rounds) > 1:
         return replace(failure, fix_verified=False, fix_detail=_first_line(whole.rounds[1].error, 200))
     # one round, and the export succeeded (whatever its verification then found): the first fix was enough
     return replace(failure, fix_verified=whole.status in (FIXED, NARROW, NOT_VERIFIED, NO_SYMBOLIC))
+
+
+def _is_round_choice(fix: Fix, parts: Sequence[FixPart]) -> bool:
+    """Whether a round chose exactly ``fix``: one part of its kind and text (and, for a spec rewrite, of
+    the variable it replaces; a note does not make it another fix)."""
+    if len(parts) != 1:
+        return False
+    (part,) = parts
+    return (part.kind, part.text) == (fix.kind, fix.text) and (fix.kind != SPEC or part.variable == fix.variable)
 
 
 def _remainder_fix(session: Session, remainder: str) -> Fix | None:

@@ -179,14 +179,28 @@ def _scored(offered: Sequence[Candidate], spec: Spec, box: NativeBox,
     box.prepare([(t.dims, t.constraint_set()) for _, _, t in trials])
     # whether the specification so far admits a traced shape that computes on something (after the tracing)
     some_nonempty = bool(box.nonempty & box.admitted_shapes(spec.dims, spec.constraint_set()))
+    order = _first_appearance(spec)
     out: list[Scored] = []
     for group, rank, trial in trials:
         nonempty, ok, bad = box.weakness(trial.dims, trial.constraint_set())
         if some_nonempty and nonempty == 0 and ok - bad > 0:  # weakness gives -(admitted failing)
             # degenerate: every traced shape it admits computes on empty arrays (n <= 15 under a stride of 16)
             continue
-        out.append(((-nonempty, -ok, -bad, rank), group, ok, -bad, nonempty))
+        # between equal renames (t := s or s := t), the later variable gives way: the names read in order
+        late = any(p.kind == SPEC and p.variable is not None and p.text in order and
+                   order.get(p.variable, 0) < order[p.text] for p in group)
+        out.append(((-nonempty, -ok, -bad, 2 * rank + late), group, ok, -bad, nonempty))
     return out
+
+
+def _first_appearance(spec: Spec) -> dict[str, int]:
+    """Each variable of the specification by where it first appears (leaf by leaf, left to right)."""
+    order: dict[str, int] = {}
+    for leaf in spec.dims:
+        for d in leaf:
+            for v in sorted(d.variables()):
+                order.setdefault(v, len(order))
+    return order
 
 
 def last_resort(att: Attempt, session: Session) -> list[Candidate]:
@@ -324,7 +338,7 @@ def fix_round(job: ExportJob, draft: FixDraft, last: Attempt, seen: set[tuple[st
     scored.sort(key=lambda x: x[0])
     if not scored:
         draft.status, draft.detail = NO_FIX, f"smtdims found no verified fix for: {msg}"
-        draft.rounds.append(FixRound(last.message, (), "", time.perf_counter() - t0))
+        draft.rounds.append(FixRound(last.message, (), (), time.perf_counter() - t0))
         return None
     picked = _simplest_equivalent(scored, spec, job.budget)
     chosen = tuple(as_rewrite(p, spec) for p in picked)
@@ -332,7 +346,7 @@ def fix_round(job: ExportJob, draft: FixDraft, last: Attempt, seen: set[tuple[st
     draft.parts.extend(chosen)
     draft.spec = apply_all(spec, chosen) or spec
     draft.rounds.append(FixRound(last.message, tuple((group_text(g), ok, bad, ne) for _, g, ok, bad, ne in scored),
-                                 group_text(chosen), time.perf_counter() - t0,
+                                 chosen, time.perf_counter() - t0,
                                  raise_site(last.error) if last.error is not None else ""))
     return fallback
 
@@ -370,7 +384,7 @@ def next_candidate(job: ExportJob, draft: FixDraft, last: Attempt, fb: Fallback)
     chosen = tuple(as_rewrite(p, fb.before) for p in picked)
     draft.parts[fb.n_parts:] = chosen
     draft.spec = apply_all(fb.before, chosen) or fb.before
-    draft.rounds[fb.at] = replace(draft.rounds[fb.at], chosen=group_text(chosen))
+    draft.rounds[fb.at] = replace(draft.rounds[fb.at], parts=chosen)
     return replace(fb, rest=[x for x in rest if x[1] != picked])
 
 

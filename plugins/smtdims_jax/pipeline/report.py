@@ -7,6 +7,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from smtdims.answers.fixes import Fix
 from smtdims.errors import format_valuation
 
 # -- report ------------------------------------------------------------------------------------------
@@ -66,7 +67,8 @@ class ExportFailure:
     ``witnesses``: smtdims' valuations on either side of an inconclusive comparison (as
     text; ``valuations`` the same as dicts). ``fix``: the first fix smtdims verified for
     that comparison, or for a reshape's "remainder ... should be 0" a spec rewrite such as
-    writing ``2*b`` for ``b``. ``fix_verified``: True when exporting again with the fix
+    writing ``2*b`` for ``b`` (``suggested_fix``: the same as a value, which the whole fix's
+    first round is compared with). ``fix_verified``: True when exporting again with the fix
     succeeded, False when the export still failed (``fix_detail`` says how), None when
     not tried (then the fix is a suggestion only).
     """
@@ -83,6 +85,7 @@ class ExportFailure:
     fix_detail: str = ""
     fixed_specs: tuple[str, ...] = ()  # the in_avals with a spec fix applied
     fixed_constraints: tuple[str, ...] = ()  # the constraints with the fix applied
+    suggested_fix: Fix | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,8 @@ class VerificationReport:
         d.pop("exported", None)
         d.pop("exception", None)
         d["fix"] = self.fix.to_dict() if self.fix is not None else None
+        if d["export_error"] is not None:  # JSON has the fix in words and kind (fix, fix_kind); the value is the loop's
+            d["export_error"].pop("suggested_fix")
         d["ok"] = self.ok
         for s in d["samples"]:
             s["shapes"] = [list(x) for x in s["shapes"]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,17 +18,30 @@ NOT_VERIFIED = "found, not verified"  # the export succeeds with the fix, but it
 NARROW = "found, narrower than needed"
 # the export succeeds only with every size fixed: no specification with a symbolic size exports it
 NO_SYMBOLIC = "no symbolic family"
+
+
+def group_text(parts: Sequence[FixPart]) -> str:
+    """A group of parts as the rounds' record writes it (a candidate's words, the chosen ones')."""
+    return "; ".join(str(p) for p in parts)
+
+
 # -- value objects --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class FixRound:
-    """One round: the error, the verified candidates with their box scores, the one chosen."""
+    """One round: the error, the verified candidates with their box scores, the parts chosen (as values:
+    a failed export's first fix is compared with them, not with their words)."""
 
     error: str
     # (fix, admitted shapes that run natively, admitted that fail, admitted that run with non-empty outputs)
     candidates: tuple[tuple[str, int, int, int], ...]
-    chosen: str
+    parts: tuple[FixPart, ...]
     seconds: float
     location: str = ""  # the line of the user's code the refusal arose at ("" where none is the user's)
+
+    @property
+    def chosen(self) -> str:
+        """The chosen parts as the record writes them ("" where none was found)."""
+        return group_text(self.parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {"error": self.error, "chosen": self.chosen, "seconds": round(self.seconds, 3), "location": self.location,
@@ -161,4 +175,4 @@ class FixResult:
 
 
 __all__ = ["DEADLINE", "FIXED", "NARROW", "NO_FIX", "NO_SYMBOLIC", "NOT_NEEDED", "NOT_VERIFIED", "ROUND_LIMIT",
-           "FixResult", "FixRound"]
+           "FixResult", "FixRound", "group_text"]

@@ -34,12 +34,7 @@ from .box import NativeBox, shapes_at
 from .job import ExportJob, FixDraft
 from .refusals import FixPart, divisibility_rewrite
 from .report import _first_line
-from .result import FIXED, NARROW, NO_SYMBOLIC, NOT_VERIFIED, FixResult, FixRound
-
-
-def group_text(parts: Sequence[FixPart]) -> str:
-    """A group of parts as the rounds' record writes it (the failure's first fix is compared with it)."""
-    return "; ".join(str(p) for p in parts)
+from .result import FIXED, NARROW, NO_SYMBOLIC, NOT_VERIFIED, FixResult, FixRound, group_text
 
 
 # -- the fix as a person writes it ---------------------------------------------------------------------------
@@ -169,7 +164,7 @@ def exclude(job: ExportJob, draft: FixDraft, report: Any) -> bool:
     draft.spec, draft.done = without_implied(trial, job.budget), None
     assert job.box is not None
     ne, ok, bad = job.box.weakness(draft.spec.dims, draft.spec.constraint_set())
-    draft.rounds.append(FixRound(why, ((group_text(group), ok, -bad, ne),), group_text(group), 0.0))
+    draft.rounds.append(FixRound(why, ((group_text(group), ok, -bad, ne),), tuple(group), 0.0))
     draft.count = job.box.count(draft.spec.dims, draft.spec.constraint_set())
     return True
 
@@ -211,7 +206,7 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
         extremes = _measure_extremes(box, spec, original, job.budget)
         if extremes:  # the edges are box points now (t = 513 runs natively or not): count them
             draft.count = box.count(spec.dims, spec.constraint_set())
-    pinning = [r for r in draft.rounds if r is not None and any(str(p) in r.chosen for p in parts if pins([p]))]
+    pinning = [r for r in draft.rounds if r is not None and any(p in r.parts for p in parts if pins([p]))]
     if draft.status in (FIXED, NOT_VERIFIED) and original.variables() and not spec.variables() and pinning:
         # a concrete export is no family: say that no constraint makes it symbolic, where and why
         first_pin = pinning[0]

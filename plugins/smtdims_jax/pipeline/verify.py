@@ -489,7 +489,7 @@ def _fix_from_samples(job: ExportJob, opts: VerifyOptions, x64: bool, diagnosis:
     job.say(f"fix: the export succeeds but samples fail natively; excluding them: {group_text(group)}")
     # the export as given was written to ``out`` already: the fixed one is verified, not written over it
     return _whole_fix(job, opts, x64, replace(opts, fix=None, out=None), start=group,
-                      start_round=FixRound(why, ((group_text(group), 0, 0, 0),), group_text(group), 0.0))
+                      start_round=FixRound(why, ((group_text(group), 0, 0, 0),), tuple(group), 0.0))
 
 
 def _whole_fix(job: ExportJob, opts: VerifyOptions, x64: bool, checked: VerifyOptions, *, first: Attempt | None = None,
