@@ -180,28 +180,28 @@ def load_target(target: str) -> Callable[..., Any]:
 
 
 def _arg_specs(specs: list[str], dtypes: list[str]) -> list[Any]:
-    from .pipeline.specs import _SPEC_RE, _as_dtype, _check_brackets  # the spec grammar lives in one place
+    from .pipeline.specs import SPEC_RE, as_dtype, check_brackets  # the spec grammar lives in one place
 
     if len(dtypes) not in (0, 1, len(specs)):
         raise ValueError(f"give --dtype once, or once per --spec ({len(specs)}); got {len(dtypes)}")
     for d in dtypes:
         try:
-            _as_dtype(d)
+            as_dtype(d)
         except ValueError as err:
             raise ValueError(f"--dtype {d!r}: {err}") from None
     out: list[Any] = []
     for i, s in enumerate(specs):
-        _check_brackets(s, s)
-        m = _SPEC_RE.match(s)
+        check_brackets(s, s)
+        m = SPEC_RE.match(s)
         if m:
             try:
-                named = _as_dtype(m.group(1))
+                named = as_dtype(m.group(1))
             except ValueError as err:
                 raise ValueError(f"--spec {s!r}: {err}") from None
             given = dtypes[i] if len(dtypes) == len(specs) and len(dtypes) > 1 else (dtypes[0] if dtypes else None)
-            if given is not None and _as_dtype(given) != named:
+            if given is not None and as_dtype(given) != named:
                 raise ValueError(f"--spec {s!r} names the dtype {named.name} and --dtype names {given}: give the dtype "
-                                 f"once, in the spec ({_as_dtype(given).name}[{m.group(2)}]) or as --dtype with the "
+                                 f"once, in the spec ({as_dtype(given).name}[{m.group(2)}]) or as --dtype with the "
                                  f"dimensions alone ({m.group(2)})")
             out.append(s)
         else:
@@ -414,10 +414,10 @@ def _overflow(err: BaseException | None) -> str | None:
 def _say_where(err: BaseException, debug: bool) -> None:
     """A failed export that is an ordinary bug (an IndexError, an einsum mismatch: no comparison smtdims
     located) names the innermost frame of the user's code, and how to see the whole traceback."""
-    from .run import _raise_site
+    from .frames import raise_site
 
     try:
-        site = _raise_site(err)
+        site = raise_site(err)
     except Exception:  # the report is out already; this line is a courtesy
         site = ""
     where = f" at {site} (the innermost frame of your code)" if site else ""

@@ -62,12 +62,12 @@ def _remainder_fix_for(lhs: Any, remainder: str) -> str:
     from smtdims.reasoner import REGISTRY
 
     from . import scope_constraints
-    from .pipeline.failure import _remainder_fix
+    from .pipeline.failure import remainder_fix
 
     scope = getattr(lhs, "scope", None)
     if scope is None:
         return ""
-    fix = _remainder_fix(REGISTRY.get(scope_constraints(scope)), remainder)
+    fix = remainder_fix(REGISTRY.get(scope_constraints(scope)), remainder)
     return str(fix) if fix is not None else ""
 
 

@@ -20,7 +20,7 @@ from ..engines.implications import Implications
 from ..errors import UnsatisfiableConstraintsError, format_valuation
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import Expr, Var, symbolic_divisors
-from ..lang.results import _json_bound, format_bound, unknown_advice
+from ..lang.results import format_bound, json_bound, unknown_advice
 from ..reasoner import Session
 from ..rungs.interval_arith import INF, is_inf
 from ..rungs.intervals import IntervalEvaluator
@@ -103,7 +103,7 @@ class ConstraintReport:
             "constraints": list(self.constraints), "satisfiable": self.satisfiable, "example": self.example,
             "redundant": [{"text": r.text, "implied_by": list(r.implied_by)} for r in self.redundant],
             "fixed": dict(self.fixed),
-            "ranges": {v: [_json_bound(lo), _json_bound(hi)] for v, (lo, hi) in self.ranges.items()},
+            "ranges": {v: [json_bound(lo), json_bound(hi)] for v, (lo, hi) in self.ranges.items()},
             "reason": self.reason, "deterministic": self.reason != REASON_DEADLINE, "budget": self.budget,
             "deadline": self.deadline, "clean": self.clean, "self_guarded": list(self.self_guarded),
         }

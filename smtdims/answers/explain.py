@@ -24,7 +24,7 @@ from ..errors import SmtdimsError, format_valuation
 from ..lang import results as _results
 from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import Expr
-from ..lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, _json_bound, format_bound, unknown_advice
+from ..lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, format_bound, json_bound, unknown_advice
 from ..reasoner import NEGATED, REGISTRY, Session
 from ..rungs.interval_arith import is_inf
 from ..rungs.question import relation
@@ -53,7 +53,7 @@ class BoundEnd:
         return f"{self.name} = {format_bound(self.value)}, {where}; bounded {side} by: {support}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "value": _json_bound(self.value), "tight": self.tight, "witness": self.witness,
+        return {"name": self.name, "value": json_bound(self.value), "tight": self.tight, "witness": self.witness,
                 "support": list(self.support), "minimal": self.minimal}
 
 
@@ -194,7 +194,7 @@ def _session_of(constraints: ConstraintSet, budget: int | None) -> Session:
 
 def _explain_decision(decision: Decision) -> Explanation:
     session, lhs, op, rhs = _decision_context(decision)
-    d = decision if decision._context is not None else session.decide(lhs, op, rhs)
+    d = decision if decision.asked is not None else session.decide(lhs, op, rhs)
     base = dict(kind="decision", question=d.question, status=d.status, constraints=d.constraints,
                 answered_by=d.answered_by, reason=d.reason, budget=d.budget, deadline=d.deadline,
                 deterministic=d.deterministic)
@@ -245,7 +245,7 @@ def _explain_bounds(bounds: Bounds) -> Explanation:
 
 
 def _decision_context(d: Decision) -> tuple[Session, Expr, str, Expr]:
-    ctx = d._context
+    ctx = d.asked
     if ctx is not None:
         constraints, budget, lhs, op, rhs = ctx
         return _session_of(constraints, budget), lhs, op, rhs

@@ -96,7 +96,7 @@ def format_bound(v: int | float) -> str:
     return readable_int(v)
 
 
-def _json_bound(v: int | float) -> int | str:
+def json_bound(v: int | float) -> int | str:
     """An int, or "inf"/"-inf"; integers of more than 4,000 digits as exact decimal text
     (``json.dumps`` refuses ints past Python's 4,300-digit limit; text also survives readers
     whose numbers are doubles)."""
@@ -231,8 +231,8 @@ class Bounds(tuple):
         return {
             "expr": self.expr,
             "constraints": list(self.constraints),
-            "lo": _json_bound(self.lo),
-            "hi": _json_bound(self.hi),
+            "lo": json_bound(self.lo),
+            "hi": json_bound(self.hi),
             "lo_tight": self.lo_tight,
             "hi_tight": self.hi_tight,
             "lo_witness": json_safe(self.lo_witness),
@@ -347,6 +347,12 @@ class Decision:
     @property
     def value(self) -> bool | None:
         return True if self.status == TRUE else False if self.status == FALSE else None
+
+    @property
+    def asked(self) -> Any:
+        """What was asked, parsed (constraints, budget, lhs, op, rhs), for :func:`smtdims.explain` to ask
+        again; None for a decision made by hand."""
+        return self._context
 
     @property
     def question(self) -> str:

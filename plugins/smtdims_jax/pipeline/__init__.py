@@ -50,7 +50,7 @@ from .refusals import FixPart
 from .report import FAIL, PASS, SKIP, Check, ExportFailure, RejectionCheck, SampleResult, VerificationReport
 from .result import FixResult, FixRound
 from .samples import MAX_ELEMENTS, SAMPLE_BYTES, SampleChooser
-from .specs import _SPEC_RE, _as_dtype, build_specs, check_specs, parse_arg_spec  # noqa: F401 - the CLI reads the spec grammar here
+from .specs import SPEC_RE, as_dtype, build_specs, check_specs, parse_arg_spec  # noqa: F401 - the CLI reads the spec grammar here
 from .verify import VerifyOptions, export_and_verify, verify_artifact
 
 __all__ = [

@@ -38,7 +38,7 @@ class Ticker:
             self.say(message if isinstance(message, str) else message())
 
 
-def _progress_fn(progress: bool | Progress | None) -> Progress:
+def progress_fn(progress: bool | Progress | None) -> Progress:
     if callable(progress):
         return progress
     if progress:
@@ -46,17 +46,17 @@ def _progress_fn(progress: bool | Progress | None) -> Progress:
     return lambda msg: None
 
 
-def _normalise_platforms(platforms: str | Sequence[str] | None) -> tuple[str, ...] | None:
+def checked_platforms(platforms: str | Sequence[str] | None) -> tuple[str, ...] | None:
     from .platforms import normalise_platforms  # validated: unknown names refused, 'gpu' mapped as JAX maps it
 
     return normalise_platforms(platforms)
 
 
-def _local_platform() -> str:
+def local_platform() -> str:
     return export.default_export_platform()  # "cpu", "cuda", "rocm", "tpu": the names export uses
 
 
-def _fn_name(fn: Callable[..., Any]) -> str:
+def fn_name(fn: Callable[..., Any]) -> str:
     mod = getattr(fn, "__module__", None)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     return f"{mod}:{name}" if mod else name
@@ -66,7 +66,7 @@ _OWN_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
                   for m in (sys.modules["smtdims"], sys.modules["smtdims_jax"]))
 
 
-def _raised_by_smtdims(err: BaseException) -> bool:
+def raised_by_smtdims(err: BaseException) -> bool:
     """Whether ``err`` is a bug in smtdims' code (raised there, not one of JAX's or smtdims' documented errors)."""
     if isinstance(err, (AnyInconclusive, SmtdimsError)):
         return False
@@ -79,6 +79,6 @@ def _raised_by_smtdims(err: BaseException) -> bool:
 
 
 
-def _solver_budget(budget: int | None):
+def solver_budget(budget: int | None):
     return options.scoped(budget=budget)
 

@@ -26,7 +26,7 @@ from ..equality import ASKED_BY_JAX, ASKED_BY_USER
 from ..jax_internals import AnyInconclusive
 from ..listeners import add_listener, remove_listener
 from ..seam import enabled
-from ._common import _raised_by_smtdims
+from ._common import raised_by_smtdims
 from .box import Dims
 from .refusals import FixPart, Refusal, message_key, refusals_of
 from .time_limit import TimeLimitExceeded, time_limit
@@ -185,7 +185,7 @@ def export_attempt(fn: Callable[..., Any], leaves: Sequence[Any], in_tree: Any, 
                                                 "specification (JAX's own shape arithmetic)"), None, scope, took)
     except Exception as err:  # noqa: BLE001 - a refusal is data
         chain = error_chain(err)
-        if _raised_by_smtdims(chain[-1]):
+        if raised_by_smtdims(chain[-1]):
             raise
         ev = next((e for e in reversed(seen) if any(e.get("error") is x for x in chain)), None)
         q = None

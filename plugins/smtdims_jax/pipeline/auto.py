@@ -37,7 +37,7 @@ from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
 from .box import affine_in_one
-from .report import VerificationReport, _first_line
+from .report import VerificationReport, first_line
 from .result import FIXED, NARROW, FixResult
 from .specs import split_dims
 
@@ -278,7 +278,7 @@ def _cause(fix: FixResult | None, e: Expr, k: int | None, example: int) -> str:
             mentioned = (p.variable in names or bool(names & _vars(p.text, expr=True))) if p.kind == "spec" \
                 else bool(names & _vars(p.text))
             if mentioned or (k is not None and p.kind == "spec" and p.text == str(k)):
-                return f"{_first_line(r.error, 160)}" + (f" (at {r.location})" if r.location else "")
+                return f"{first_line(r.error, 160)}" + (f" (at {r.location})" if r.location else "")
     return ""
 
 

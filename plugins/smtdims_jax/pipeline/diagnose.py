@@ -32,7 +32,7 @@ from smtdims.lang.expr import FLOORDIV, MOD, Expr, Op
 from .box import BoxCount, NativeBox
 from .job import ExportJob
 from .refusals import FixPart
-from .report import _first_line
+from .report import first_line
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class SampleDiagnosis:
         out = []
         if self.native_fails:
             out.append(f"{len(self.native_fails)} failed sample(s) fail natively too ({format_valuation(self.native_fails[0])}: "
-                       f"{_first_line(self.native_error, 160)}): the specification admits shapes {name} does not support")
+                       f"{first_line(self.native_error, 160)}): the specification admits shapes {name} does not support")
             if self.constraints:
                 out.append(f"  exclude them: add the constraint(s) {', '.join(repr(c) for c in self.constraints)}"
                            + (" (re-exported: the export succeeds with it)" if self.exported else " (NOT exportable)"))

@@ -20,12 +20,12 @@ from ..conversion import session_for_scope, to_ir
 from ..inconclusive import InconclusiveExplanation, InconclusiveWithWitnesses
 from ..jax_internals import AnyInconclusive
 from ..seam import enabled
-from ._common import _raised_by_smtdims
+from ._common import raised_by_smtdims
 from .attempt import error_chain
 from .refusals import REMAINDER_RE, FixPart, Indivisible
-from .report import ExportFailure, _first_line
+from .report import ExportFailure, first_line
 from .result import FIXED, NARROW, NO_SYMBOLIC, NOT_VERIFIED
-from .specs import _aval_text, _is_sym
+from .specs import aval_text, is_sym
 
 
 # -- a failed export -----------------------------------------------------------------------------------
@@ -62,7 +62,7 @@ def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tup
     session = session_for_scope(scope)
     rem = REMAINDER_RE.search(message)
     if found is None and rem:
-        found = _remainder_fix(session, rem.group(1))
+        found = remainder_fix(session, rem.group(1))
     fix, kind = (str(found), found.kind) if found is not None else ("", "")
     constraint = found.text if found is not None and found.kind != SPEC else None
     variable, new = (found.variable, found.text) if found is not None and found.kind == SPEC else (None, None)
@@ -74,10 +74,10 @@ def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tup
         try:
             rebuilt = _respec(spec_leaves, session.constraints, variable, new, constraint)
         except Exception as e:  # noqa: BLE001 - the rewritten spec is ours; if JAX will not take it, say so
-            rebuilt, detail = None, f"the rewritten specification did not build ({type(e).__name__}: {_first_line(str(e))})"
+            rebuilt, detail = None, f"the rewritten specification did not build ({type(e).__name__}: {first_line(str(e))})"
         if rebuilt is not None:
             leaves, texts = rebuilt
-            fixed_specs = tuple(_aval_text(x) for x in leaves)
+            fixed_specs = tuple(aval_text(x) for x in leaves)
             fixed_constraints = texts
             try:
                 if not reexport:
@@ -88,9 +88,9 @@ def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tup
             except _NotReexported:
                 pass
             except Exception as e:  # noqa: BLE001 - any refusal: the fix is not enough
-                if _raised_by_smtdims(e):
+                if raised_by_smtdims(e):
                     raise
-                verified, detail = False, f"{type(e).__name__}: {_first_line(str(e), 200)}"
+                verified, detail = False, f"{type(e).__name__}: {first_line(str(e), 200)}"
         elif not detail:
             detail = "the constraints could not be rewritten mechanically"
     return ExportFailure(
@@ -125,7 +125,7 @@ def settled_by(failure: ExportFailure, whole: Any) -> ExportFailure:
     if not _is_round_choice(found, whole.rounds[0].parts):
         return failure
     if len(whole.rounds) > 1:
-        return replace(failure, fix_verified=False, fix_detail=_first_line(whole.rounds[1].error, 200))
+        return replace(failure, fix_verified=False, fix_detail=first_line(whole.rounds[1].error, 200))
     # one round, and the export succeeded (whatever its verification then found): the first fix was enough
     return replace(failure, fix_verified=whole.status in (FIXED, NARROW, NOT_VERIFIED, NO_SYMBOLIC))
 
@@ -139,7 +139,7 @@ def _is_round_choice(fix: Fix, parts: Sequence[FixPart]) -> bool:
     return (part.kind, part.text) == (fix.kind, fix.text) and (fix.kind != SPEC or part.variable == fix.variable)
 
 
-def _remainder_fix(session: Session, remainder: str) -> Fix | None:
+def remainder_fix(session: Session, remainder: str) -> Fix | None:
     """``mod(E, k)`` must be 0: the first verified spec rewrite (``v -> m*v``) that makes it so."""
     refusal = Indivisible.parse(remainder)
     return next((f for f in refusal.rewrites(session) if f.kind == "spec"), None) if refusal is not None else None
@@ -164,7 +164,7 @@ def _respec(leaves: Sequence[Any], cs: ConstraintSet, variable: str | None, new:
     scope = export.SymbolicScope(tuple(texts))
     out = []
     for x in leaves:
-        dims = [str(to_ir(d).substitute(env)) if _is_sym(d) else str(int(d)) for d in x.shape]
+        dims = [str(to_ir(d).substitute(env)) if is_sym(d) else str(int(d)) for d in x.shape]
         shape = export.symbolic_shape(", ".join(dims), scope=scope) if dims else ()
         out.append(jax.ShapeDtypeStruct(shape, x.dtype))
     return out, tuple(texts)

@@ -54,7 +54,7 @@ from .attempt import Attempt, Spec, apply_all, error_chain, jax_accepts, refusal
 from .box import NativeBox, valuation_of
 from .job import ExportJob, FixDraft
 from .refusals import Candidate, ConstantNeeded, FixPart, candidates_of, divisibility_fixes, last_resort_of
-from .report import _first_line
+from .report import first_line
 from .result import DEADLINE, FIXED, NARROW, NO_FIX, NO_SYMBOLIC, NOT_NEEDED, NOT_VERIFIED, ROUND_LIMIT, FixResult, FixRound
 from .verdict import as_parts, as_rewrite, conclude, exports_on_stock, group_text, in_interval_form, without_implied
 
@@ -317,7 +317,7 @@ def fix_round(job: ExportJob, draft: FixDraft, last: Attempt, seen: set[tuple[st
     candidate was found)."""
     box, spec = job.box, draft.spec
     assert box is not None
-    msg = _first_line(last.message, 300)
+    msg = first_line(last.message, 300)
     key = refusal_key(last)
     if key in seen:  # the same equation or comparison, not merely the same words of a wrapper
         draft.status, draft.detail = NO_FIX, f"the same refusal came back: {msg}"

@@ -39,7 +39,7 @@ from smtdims.lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op
 from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
-from .report import _first_line
+from .report import first_line
 
 
 @dataclass(frozen=True)
@@ -272,7 +272,7 @@ class ConstantNeeded(Refusal):
 
     @staticmethod
     def read(message: str) -> ConstantNeeded | None:
-        return ConstantNeeded(_first_line(message, 300)) if any(m in message for m in CONSTANT_NEEDED) else None
+        return ConstantNeeded(first_line(message, 300)) if any(m in message for m in CONSTANT_NEEDED) else None
 
     def key(self) -> tuple[str, str]:
         return ("number", self.words)
@@ -390,4 +390,4 @@ def divisibility_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str
 
 
 def message_key(message: str) -> tuple[str, str]:
-    return ("message", _first_line(message, 300))
+    return ("message", first_line(message, 300))

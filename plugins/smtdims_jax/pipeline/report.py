@@ -143,7 +143,7 @@ class VerificationReport:
             + (s.detail[len("not run: "):] if s.detail.startswith("not run: ") else s.detail)
             for s in self.samples if s.status != PASS and not self.not_run
         ]
-        out += [f"outside spec {', '.join(map(str, r.shapes))}: {r.how}: {_first_line(r.error, 300)}"
+        out += [f"outside spec {', '.join(map(str, r.shapes))}: {r.how}: {first_line(r.error, 300)}"
                 for r in self.rejections if r.status == FAIL]
         return out
 
@@ -248,7 +248,7 @@ class VerificationReport:
         for r in self.rejections:
             lines += _wrap(f"{', '.join(str(x) for x in r.shapes)}: {r.why}", "  outside spec  ", " " * 16)
             got = {PASS: f"rejected by {r.how}", SKIP: "not run"}.get(r.status, r.how.upper())
-            lines += _wrap(got + (f": {_first_line(r.error, 300 if verbose else 110)}" if r.error else ""),
+            lines += _wrap(got + (f": {first_line(r.error, 300 if verbose else 110)}" if r.error else ""),
                            " " * 16 + "-> ", " " * 19)
         if verbose and any(r.how == "shape refinement" for r in self.rejections):
             lines += _wrap("(a deserialized artifact keeps its shape assertions in the module but not the scope's "
@@ -261,13 +261,13 @@ class VerificationReport:
         fails = self.failures
         if fails:
             if fixed:
-                lines += _wrap("; ".join(_first_line(f, 160) for f in fails), "  as specified: ", " " * 4)
+                lines += _wrap("; ".join(first_line(f, 160) for f in fails), "  as specified: ", " " * 4)
                 label = "  FIXED: " if self.fix.status == "fixed" else "  FIX FOUND (narrower than needed): "
                 lines += _wrap(f"with {self.fix.cli()} every check passes (the whole fix above)", label, " " * 4)
             else:
                 lines.append("  FAILED:" if not self.not_run else "  NOT VERIFIED:")
                 for f in fails[:8] if not verbose else fails:
-                    lines += _wrap(f if verbose else _first_line(f, 300), "    ", "      ")
+                    lines += _wrap(f if verbose else first_line(f, 300), "    ", "      ")
                 if len(fails) > 8 and not verbose:
                     lines.append(f"    ... and {len(fails) - 8} more (--verbose, or --json)")
             if self.diagnosis is not None:
@@ -347,7 +347,7 @@ def _wrap(text: str, first: str, rest: str | None = None, width: int = WIDTH) ->
                          break_on_hyphens=False) or [first.rstrip()]
 
 
-def _first_line(text: str, limit: int = 160) -> str:
+def first_line(text: str, limit: int = 160) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 3] + "..."
 

@@ -10,7 +10,7 @@ from smtdims.errors import format_valuation
 
 from .box import BoxCount
 from .refusals import FixPart
-from .report import _first_line
+from .report import first_line
 
 NOT_NEEDED, FIXED, NO_FIX, ROUND_LIMIT, DEADLINE = "not needed", "fixed", "no fix found", "round limit", "deadline"
 NOT_VERIFIED = "found, not verified"  # the export succeeds with the fix, but its end-to-end verification did not pass
@@ -127,7 +127,7 @@ class FixResult:
         out = [f"whole fix: {self.status}" + (f" ({self.detail})" if self.detail else "")
                + f", {len(self.rounds)} round(s), {self.seconds:.1f}s" + (f" ({spent})" if spent else "")]
         for i, r in enumerate(self.rounds, 1):
-            out.append(f"  round {i}: {_first_line(r.error, 140)}")
+            out.append(f"  round {i}: {first_line(r.error, 140)}")
             for f, ok, bad, ne in r.candidates[:4]:
                 mark = "->" if f == r.chosen else "  "
                 failing = f", {bad} native-failing" if bad else ""

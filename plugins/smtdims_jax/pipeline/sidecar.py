@@ -23,7 +23,7 @@ def sidecar_path(artifact: str | os.PathLike[str]) -> Path:
     return Path(f"{os.fspath(artifact)}{SUFFIX}")
 
 
-def _aval_text(a: Any) -> str:
+def exported_aval_text(a: Any) -> str:
     return f"{np.dtype(a.dtype).name}[{', '.join(str(d) for d in a.shape)}]"
 
 
@@ -31,7 +31,7 @@ def write_sidecar(artifact: str | os.PathLike[str], exp: Any, plan: Any, constra
     """The specification and the verified shapes beside ``artifact`` (see the module docstring)."""
     data = {
         "smtdims_sidecar": FORMAT,
-        "in_avals": [_aval_text(a) for a in exp.in_avals],
+        "in_avals": [exported_aval_text(a) for a in exp.in_avals],
         "constraints": list(constraints),
         "platforms": list(exp.platforms),
         "samples": [{"valuation": env, "why": list(why)} for env, why in plan.chosen],

@@ -17,10 +17,10 @@ from smtdims.errors import SmtdimsError
 from smtdims.lang.constraints import Constraint
 from smtdims.lang.parser import parse_expr
 
-_SPEC_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[(.*)\]\s*$", re.S)
+SPEC_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[(.*)\]\s*$", re.S)
 
 
-def _as_dtype(x: Any) -> np.dtype:
+def as_dtype(x: Any) -> np.dtype:
     """A dtype from a full name (``"int32"``, ``"bfloat16"``) or a type; shorthands like ``"float"``, ``"i4"`` are refused."""
     try:
         d = jnp.dtype(x)
@@ -39,25 +39,25 @@ def _is_pair_candidate(x: Any) -> bool:
         return False
     second = x[1]
     if isinstance(second, str):
-        return not _SPEC_RE.match(second)  # ("int32[a]", "int32[b]") is a pytree of two specs
+        return not SPEC_RE.match(second)  # ("int32[a]", "int32[b]") is a pytree of two specs
     if isinstance(second, (list, tuple, dict, jax.ShapeDtypeStruct)):
         return False
     return isinstance(second, (type, np.dtype)) or not hasattr(second, "shape")  # arrays are pytree leaves
 
 
-def _check_brackets(text: str, spec: Any) -> None:
+def check_brackets(text: str, spec: Any) -> None:
     """A spec with a bracket that is not ``DTYPE[DIMENSIONS]`` (``"float32[b"``): said so here; JAX's parser
     would report a syntax error in "dimension 0" of a remainder."""
-    if ("[" in text or "]" in text) and not _SPEC_RE.match(text):
+    if ("[" in text or "]" in text) and not SPEC_RE.match(text):
         raise ValueError(f"argument spec {spec!r}: a bracket is missing or extra; write DTYPE[DIMENSIONS] such as "
                          "'float32[b, 4]', or the dimensions alone ('b, 4')")
 
 
 def _pair(x: tuple[Any, Any]) -> _StringSpec:
     shape, dtype = x
-    _check_brackets(shape, x)
+    check_brackets(shape, x)
     try:
-        d = _as_dtype(dtype)
+        d = as_dtype(dtype)
     except ValueError as err:
         if isinstance(dtype, str):
             raise ValueError(
@@ -65,9 +65,9 @@ def _pair(x: tuple[Any, Any]) -> _StringSpec:
                 f"give them as separate arguments or with their dtypes, e.g. ('float32[{shape}]', 'float32[{dtype}]')"
             ) from None
         raise TypeError(f"argument spec {x!r}: the second element of a (shape, dtype) pair must be a dtype; {err}") from None
-    if _SPEC_RE.match(shape):
+    if SPEC_RE.match(shape):
         raise ValueError(f"argument spec {x!r}: {shape!r} already names its dtype; write {shape!r} alone, or "
-                         f"({_SPEC_RE.match(shape).group(2)!r}, {d.name!r})")
+                         f"({SPEC_RE.match(shape).group(2)!r}, {d.name!r})")
     return _StringSpec(shape, d)
 
 
@@ -115,11 +115,11 @@ def parse_arg_spec(spec: Any, default_dtype: Any = "float32") -> Any:
 
     def leaf(x: Any) -> Any:
         if isinstance(x, str):
-            _check_brackets(x, x)
-            m = _SPEC_RE.match(x)
+            check_brackets(x, x)
+            m = SPEC_RE.match(x)
             if m:
-                return _StringSpec(m.group(2), _as_dtype(m.group(1)))
-            return _StringSpec(x, _as_dtype(default_dtype))
+                return _StringSpec(m.group(2), as_dtype(m.group(1)))
+            return _StringSpec(x, as_dtype(default_dtype))
         if _is_pair_candidate(x):
             return _pair(x)
         if isinstance(x, jax.ShapeDtypeStruct):
@@ -136,7 +136,7 @@ def parse_arg_spec(spec: Any, default_dtype: Any = "float32") -> Any:
     )
 
 
-def _is_sym(d: Any) -> bool:
+def is_sym(d: Any) -> bool:
     return export.is_symbolic_dim(d)
 
 
@@ -291,7 +291,7 @@ def build_specs(arg_specs: Sequence[Any], constraints: Sequence[str] = ()) -> tu
                              "specs with jax.export.symbolic_args_specs(args, spec) and pass those")
         shape = export.symbolic_shape(jax_shape(_spec_text(x), x.shape, x64=wide), scope=scope)
         for j, (text, d) in enumerate(zip(texts, shape, strict=True) if len(texts) == len(shape) else ()):
-            if re.search(r"[A-Za-z_]", text) and not _is_sym(d):
+            if re.search(r"[A-Za-z_]", text) and not is_sym(d):
                 specialised.append(f"args{jax.tree_util.keystr(path)}.shape[{j}] written '{text}' came out as the "
                                    f"constant {d} (an equality constraint fixes it)")
         return jax.ShapeDtypeStruct(shape, x.dtype)
@@ -319,7 +319,7 @@ def _read_specs(arg_specs: Sequence[Any], constraints: Sequence[str]) -> tuple[l
     parsed = [parse_arg_spec(a) for a in arg_specs]
     is_leaf = lambda x: isinstance(x, (_StringSpec, jax.ShapeDtypeStruct))
     scopes = {id(d.scope): d.scope for p in parsed for x in jax.tree_util.tree_leaves(p, is_leaf=is_leaf)
-              if isinstance(x, jax.ShapeDtypeStruct) for d in x.shape if _is_sym(d)}
+              if isinstance(x, jax.ShapeDtypeStruct) for d in x.shape if is_sym(d)}
     if len(scopes) > 1:
         raise ValueError("Invalid mixing of symbolic scopes: the ShapeDtypeStructs come from different SymbolicScopes; "
                          "build them with one scope (symbolic_shape(..., scope=...))")
@@ -328,7 +328,7 @@ def _read_specs(arg_specs: Sequence[Any], constraints: Sequence[str]) -> tuple[l
                          "pass them where the scope is made: symbolic_shape(..., constraints=...)")
     leaves = [x for p in parsed for x in jax.tree_util.tree_leaves(p, is_leaf=is_leaf)]
     check_constraints(constraints, [x.shape for x in leaves if isinstance(x, _StringSpec)])
-    wide = bool(jax.config.jax_enable_x64) or _needs_x64(leaves)  # as export_and_verify will run it
+    wide = bool(jax.config.jax_enable_x64) or needs_x64(leaves)  # as export_and_verify will run it
     return parsed, scopes, wide, tuple(jax_constraint(c, x64=wide) for c in constraints)
 
 
@@ -337,17 +337,17 @@ def _spec_text(x: _StringSpec) -> str:
 
 
 
-def _needs_x64(leaves: Sequence[Any]) -> bool:
+def needs_x64(leaves: Sequence[Any]) -> bool:
     """Whether some input dtype (float64, int64, ...) exists only with ``jax_enable_x64``."""
     return any(jax.dtypes.canonicalize_dtype(x.dtype) != np.dtype(x.dtype) for x in leaves
                if not jnp.issubdtype(x.dtype, jax.dtypes.extended))
 
 
-def _aval_text(x: Any) -> str:
+def aval_text(x: Any) -> str:
     return f"{np.dtype(x.dtype).name}[{','.join(str(d) for d in x.shape)}]"  # as JAX prints in_avals
 
 
-def _x64_on():
+def x64_on():
     """``jax_enable_x64`` for a block: ``jax.enable_x64(True)`` (newer JAX) or ``jax.experimental.enable_x64()``."""
     if hasattr(jax, "enable_x64"):
         return jax.enable_x64(True)

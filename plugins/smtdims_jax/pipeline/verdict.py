@@ -28,12 +28,12 @@ from smtdims.lang.expr import Expr, Var
 from smtdims.reasoner import Session
 
 from ..seam import stock_jax
-from ._common import _local_platform, paste_target
+from ._common import local_platform, paste_target
 from .attempt import Spec, apply_all, jax_accepts
 from .box import NativeBox, shapes_at
 from .job import ExportJob, FixDraft
 from .refusals import FixPart, divisibility_rewrite
-from .report import _first_line
+from .report import first_line
 from .result import FIXED, NARROW, NO_SYMBOLIC, NOT_VERIFIED, FixResult, FixRound, group_text
 
 
@@ -142,7 +142,7 @@ def exclusion(job: ExportJob, d: Any, spec: Spec, *, limited: bool = True) -> tu
     nothing found exports."""
     if d is None or not d.native_fails or not d.constraints:
         return None
-    why = (f"the samples fail natively at {format_valuation(d.native_fails[0])}: {_first_line(d.native_error, 200)}")
+    why = (f"the samples fail natively at {format_valuation(d.native_fails[0])}: {first_line(d.native_error, 200)}")
     for group in (as_parts(d.constraints, spec), [FixPart("constraint", normalise_constraint(t)) for t in d.constraints]):
         trial = apply_all(spec, group)
         if trial is not None and jax_accepts(trial) and job.attempt(trial, limited=limited).ok:
@@ -184,7 +184,7 @@ def conclude(job: ExportJob, draft: FixDraft) -> FixResult:
         dropped=tuple(draft.dropped), box=draft.count, verified=draft.verified, verification=draft.lines,
         function=job.name, seconds=time.perf_counter() - draft.t_start, report=draft.report,
         target=paste_target(job.fn), extremes=extremes, stock=stock,
-        platforms=tuple(plats) if plats and tuple(plats) != (_local_platform(),) else None,
+        platforms=tuple(plats) if plats and tuple(plats) != (local_platform(),) else None,
         timing=(("native traces", box.traces, box.trace_seconds), ("exports", draft.exports, draft.export_seconds),
                 *((("verification", 0, draft.verify_seconds),) if draft.verify_seconds else ())),
     )
@@ -200,7 +200,7 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
         draft.status = NOT_VERIFIED
         draft.detail = (f"the fixed export did not run: {draft.report.not_run}" if draft.report.not_run else
                         "the fixed export failed its verification: "
-                        + (_first_line(draft.lines[0], 200) if draft.lines else "a check failed"))
+                        + (first_line(draft.lines[0], 200) if draft.lines else "a check failed"))
     extremes: tuple[tuple[dict[str, int], bool, bool], ...] = ()
     if draft.status in (FIXED, NOT_VERIFIED) and spec.dims == original.dims and job.running():
         extremes = _measure_extremes(box, spec, original, job.budget)
@@ -212,7 +212,7 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
         first_pin = pinning[0]
         draft.status = NO_SYMBOLIC
         draft.detail = ("no constraint can make this export with symbolic sizes: every size had to be fixed, because "
-                        f"{_first_line(first_pin.error, 200)}" + (f" (at {first_pin.location})" if first_pin.location else ""))
+                        f"{first_line(first_pin.error, 200)}" + (f" (at {first_pin.location})" if first_pin.location else ""))
     count = draft.count
     if draft.status == FIXED and count is not None and count.admitted > count.admitted_ok:
         # the family admits a traced shape where the function itself fails (a size model code special-cases,

@@ -32,7 +32,7 @@ from smtdims.errors import format_valuation
 
 from ..conversion import scope_constraints, session_for_scope, to_ir
 from ..jax_internals import started_backends
-from ._common import Progress, _fn_name, _local_platform, _normalise_platforms, _progress_fn, _solver_budget
+from ._common import Progress, checked_platforms, fn_name, local_platform, progress_fn, solver_budget
 from .attempt import Attempt
 from .box import valuation_of
 from .compare import INT_RANGE, compare, random_input
@@ -55,12 +55,11 @@ from .fresh import (
 from .job import ExportJob, FixDraft
 from .platforms import check_backend
 from .refusals import FixPart
-from .report import FAIL, PASS, SKIP, Check, SampleResult, VerificationReport, _first_line
+from .report import FAIL, PASS, SKIP, Check, SampleResult, VerificationReport, first_line
 from .result import FIXED, FixResult, FixRound
 from .samples import SAMPLE_BYTES, SampleChooser
-from .sidecar import _aval_text as _exported_aval_text
-from .sidecar import read_sidecar, write_sidecar
-from .specs import _aval_text, _needs_x64, _x64_on, build_specs
+from .sidecar import exported_aval_text, read_sidecar, write_sidecar
+from .specs import aval_text, build_specs, needs_x64, x64_on
 from .verdict import conclude, exclude, exclusion, group_text
 
 
@@ -106,7 +105,7 @@ class VerifyOptions:
         if (not isinstance(lo_hi, tuple) or len(lo_hi) != 2 or not all(isinstance(x, int) and not isinstance(x, bool)
                                                                        for x in lo_hi) or lo_hi[0] > lo_hi[1]):
             raise ValueError(f"int_range must be a pair of ints (lo, hi) with lo <= hi, got {lo_hi!r}")
-        return replace(self, platforms=_normalise_platforms(self.platforms))
+        return replace(self, platforms=checked_platforms(self.platforms))
 
 
 def export_and_verify(
@@ -187,7 +186,7 @@ def export_and_verify(
             return export_and_verify(fn, *specs, constraints=constraints, progress=progress,
                                      options=replace(base, fix=fx, examples=example_shapes))
 
-        return auto_export(fn, arg_specs, dims, run, budget, _fn_name(fn))
+        return auto_export(fn, arg_specs, dims, run, budget, fn_name(fn))
     if options is None:
         if not isinstance(fix_rounds, int) or isinstance(fix_rounds, bool) or fix_rounds < 1:
             raise ValueError(f"fix_rounds must be a positive int, got {fix_rounds!r}")
@@ -207,10 +206,10 @@ def export_and_verify(
     # itself when it cannot start one (its samples are then "not run", with JAX's reason)
     specs, scope, specialised = build_specs(arg_specs, constraints)
     _check_arity(fn, specs)
-    x64 = not jax.config.jax_enable_x64 and _needs_x64(jax.tree_util.tree_leaves(specs))
+    x64 = not jax.config.jax_enable_x64 and needs_x64(jax.tree_util.tree_leaves(specs))
     try:
-        with off_accelerator(), _x64_on() if x64 else contextlib.nullcontext(), _solver_budget(opts.budget):
-            return _verify(fn, specs, scope, specialised, opts, _progress_fn(progress), x64)
+        with off_accelerator(), x64_on() if x64 else contextlib.nullcontext(), solver_budget(opts.budget):
+            return _verify(fn, specs, scope, specialised, opts, progress_fn(progress), x64)
     finally:
         release_exclusive()  # a TPU held by the verification process goes back to the program
 
@@ -224,7 +223,7 @@ def _check_arity(fn: Callable[..., Any], specs: tuple[Any, ...]) -> None:
     try:
         sig.bind(*specs)
     except TypeError as err:
-        raise TypeError(f"{_fn_name(fn)} cannot take the {len(specs)} spec(s) given ({err}): give one spec per "
+        raise TypeError(f"{fn_name(fn)} cannot take the {len(specs)} spec(s) given ({err}): give one spec per "
                         "positional argument") from None
 
 
@@ -298,7 +297,7 @@ def references(job: ExportJob, plan: SamplePlan, platform: str) -> tuple[list[by
     refs: list[bytes | None] = []
     errors: list[str] = []
     for i, (env, _) in enumerate(plan.chosen, 1):
-        job.say(f"sample {i}/{len(plan.chosen)}: tracing jax.jit({_fn_name(fn).split(':')[-1]}) at {format_valuation(env)}")
+        job.say(f"sample {i}/{len(plan.chosen)}: tracing jax.jit({fn_name(fn).split(':')[-1]}) at {format_valuation(env)}")
         args = [jax.ShapeDtypeStruct(shape, s.dtype) for shape, s in zip(plan.chooser.shapes(env), spec_leaves, strict=True)]
         try:
             ref = export.export(jax.jit(fn), platforms=(platform,))(*jax.tree_util.tree_unflatten(in_tree, args))
@@ -306,7 +305,7 @@ def references(job: ExportJob, plan: SamplePlan, platform: str) -> tuple[list[by
             errors.append("")
         except Exception as err:  # the function itself fails at these shapes: the native verdict
             refs.append(None)
-            errors.append(f"the native function raised {type(err).__name__}: {_first_line(str(err))}")
+            errors.append(f"the native function raised {type(err).__name__}: {first_line(str(err))}")
     return refs, errors
 
 
@@ -327,10 +326,10 @@ def judge(plan: SamplePlan, run: DeviceRun | None, native_errors: Sequence[str],
         elif native:
             status, detail = FAIL, native
         elif w.get("error"):
-            status, detail = FAIL, f"the artifact raised {_first_line(w['error'], 300)}"
+            status, detail = FAIL, f"the artifact raised {first_line(w['error'], 300)}"
         elif w.get("ref_error"):
             status, detail = SKIP, f"not run: the reference (jax.jit of the function) raised on the device: " \
-                                   f"{_first_line(w['ref_error'], 300)}"
+                                   f"{first_line(w['ref_error'], 300)}"
         elif run is None or run.outputs[i - 1] is None or run.references[i - 1] is None:
             status, detail = SKIP, "not run: no result from the device process"
         else:
@@ -350,7 +349,7 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
             say: Progress, x64: bool, exported: Any = None) -> VerificationReport:
     """The pipeline on ``specs``; ``exported``: their export, where the fix loop already made it (each
     export runs once)."""
-    name = _fn_name(fn)
+    name = fn_name(fn)
     spec_leaves, in_tree = jax.tree_util.tree_flatten(specs)
     dev: Device | None = None
     plats = opts.platforms
@@ -530,15 +529,15 @@ def _failed_export(job: ExportJob, first: Attempt, opts: VerifyOptions, x64: boo
     failure = describe_export_error(err, job.fn, job.plats, job.leaves, job.in_tree, job.scope, opts.budget,
                                     reexport=opts.fix is None)
     skipped = "not run: the export failed"
-    checks = [Check("export", FAIL, f"{failure.type}: {_first_line(failure.message, 300)}")]
+    checks = [Check("export", FAIL, f"{failure.type}: {first_line(failure.message, 300)}")]
     checks += [Check(c, SKIP, skipped) for c in
                ("symbolic dims kept", "serialize", "fresh process", "samples", "outside spec rejected")]
     whole = _whole_fix(job, opts, x64, replace(opts, fix=None), first=first) if opts.fix is not None else None
     failure = settled_by(failure, whole)
     return VerificationReport(
-        function=job.name, platforms=job.plats or (_local_platform(),),
+        function=job.name, platforms=job.plats or (local_platform(),),
         constraints=tuple(c.text for c in scope_constraints(job.scope)),
-        in_avals=tuple(_aval_text(x) for x in job.leaves), out_avals=(), checks=tuple(checks),
+        in_avals=tuple(aval_text(x) for x in job.leaves), out_avals=(), checks=tuple(checks),
         samples=(), rejections=(), export_error=failure, exception=err, fix=whole,
     )
 
@@ -550,7 +549,7 @@ def verify_artifact(artifact: str | os.PathLike[str], against: Callable[..., Any
     """Check a serialized artifact (made anywhere, for this host's platform among others) on this host's
     device against ``against``, the function it was exported from: the sidecar's samples and
     outside-spec shapes, or shapes chosen again from its in_avals and ``constraints``."""
-    say = _progress_fn(progress)
+    say = progress_fn(progress)
     opts = (options or VerifyOptions()).checked()
     path = Path(artifact)
     try:
@@ -563,7 +562,7 @@ def verify_artifact(artifact: str | os.PathLike[str], against: Callable[..., Any
     except Exception as err:  # noqa: BLE001 - any decoding failure means the same to the user
         raise ValueError(f"{os.fspath(artifact)!r} is not a serialized jax.export artifact "
                          f"({type(err).__name__}: {str(err)[:200]}); write one with smtdims export --out PATH") from None
-    texts = side["in_avals"] if side else [_exported_aval_text(a) for a in exp.in_avals]
+    texts = side["in_avals"] if side else [exported_aval_text(a) for a in exp.in_avals]
     cons = tuple(constraints) if constraints is not None else tuple(side["constraints"]) if side else ()
     specs, scope, _ = build_specs(texts, cons)
     _check_arity(against, specs)
@@ -573,11 +572,11 @@ def verify_artifact(artifact: str | os.PathLike[str], against: Callable[..., Any
     if not side and constraints is None:
         checks.append(Check("constraints", SKIP, "none given and no sidecar: a serialized artifact does not keep them, "
                             "so the samples may include shapes its constraints exclude (pass them with -c)"))
-    x64 = not jax.config.jax_enable_x64 and _needs_x64(spec_leaves)
+    x64 = not jax.config.jax_enable_x64 and needs_x64(spec_leaves)
     try:
-        with off_accelerator(), _x64_on() if x64 else contextlib.nullcontext():
+        with off_accelerator(), x64_on() if x64 else contextlib.nullcontext():
             job = ExportJob.of(against, spec_leaves, in_tree, scope, tuple(exp.platforms), opts.budget, say,
-                               _fn_name(against))
+                               fn_name(against))
             plan = plan_samples(job, exp, opts)
             if side and side.get("samples"):
                 chosen = [({k: int(v) for k, v in s["valuation"].items()}, list(s["why"])) for s in side["samples"]]
