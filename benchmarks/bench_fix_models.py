@@ -12,6 +12,9 @@ tests/fixtures_pipeline/loop_models.py): the benchmark builds them once, then ti
 verification process is started once before the first timing (a user's first call pays ~1 s more).
 The grid of ~400 shapes the fix traced before is printed beside it with ``--grid`` (slow).
 
+JAX's Pallas TPU flash attention kernel is exported for ``tpu`` from this host (where this JAX lowers
+it): its fix ends "no symbolic family", said with where and why.
+
 With ``--auto`` each model starts from one example batch instead of its specification
 (``export_and_verify(fn, *examples, dims="auto")``, issue 61: median <= 10 s): the family printed is
 the one inferred.
@@ -83,6 +86,9 @@ def nano_gpt():
     return nano_gpt
 
 
+PLATFORMS: dict[str, tuple[str, ...]] = {}  # the platforms a model is exported for, where not this host's
+
+
 def models() -> list[tuple[str, object, list[str], dict[str, int] | None]]:
     """(name, function, specs, an example's sizes or None) for every model the benchmark fixes."""
     out: list[tuple[str, object, list[str], dict[str, int] | None]] = []
@@ -116,6 +122,19 @@ def models() -> list[tuple[str, object, list[str], dict[str, int] | None]]:
         if isinstance(err, (KeyboardInterrupt, SystemExit)):
             raise
         print(f"(Hugging Face models skipped: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})")
+    try:  # JAX's own Pallas TPU kernel, exported for the TPU from this host: no symbolic family exists
+        import jax
+        from jax.experimental.pallas.ops.tpu import flash_attention as fa
+
+        def pallas_flash_attention(q, k, v):
+            return fa.flash_attention(q, k, v)
+
+        concrete = jax.ShapeDtypeStruct((1, 2, 128, 128), jax.numpy.float32)
+        jax.export.export(jax.jit(pallas_flash_attention), platforms=("tpu",))(concrete, concrete, concrete)
+        PLATFORMS["Pallas flash attention (for tpu)"] = ("tpu",)
+        out.append(("Pallas flash attention (for tpu)", pallas_flash_attention, ["float32[b, 2, t, 128]"] * 3, None))
+    except Exception as err:  # noqa: BLE001 - this JAX cannot lower the kernel for the TPU here
+        print(f"(Pallas kernel skipped: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})")
     real = _load("tests/pipeline/test_real_models.py", "_bench_real_models")
     for name, (fn, specs, _person, sizes, *_rest) in real.CASES.items():
         out.append((name, fn, list(specs), sizes[1]))
@@ -185,7 +204,8 @@ def run(quick: bool = False, grid: bool = False, only: str | None = None, auto: 
                 report = got.report
                 report = replace(report, fix=got.fix) if got.fix is not None else report
             else:
-                report = export_and_verify(fn, *specs, fix=True, samples=4, box=box_side(specs) if grid else None)
+                report = export_and_verify(fn, *specs, fix=True, samples=4, box=box_side(specs) if grid else None,
+                                           platforms=PLATFORMS.get(name))
             dt = time.perf_counter() - t0
             fix = report.fix
             status = fix.status if fix is not None else ("fixed" if report.ok else "failed")
