@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -29,7 +28,7 @@ from .common import (
     located,
     version_text,
 )
-from .interrupts import Interrupts, interrupted
+from .interrupts import Interrupts, forget_unhandled_interrupt, interrupted
 
 # The questions, in the order of the help: each module names its subcommand, adds it and answers it.
 QUESTIONS = (bounds, decide, explain, check_constraints)
@@ -108,11 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     guard.done = True  # here, in main's frame, the handler raises nothing any more
     if was_interrupted or guard.seen:
         rc = interrupted(json_out and command != "run")
-    guard.close()
-    if rc == EXIT_INTERRUPTED and argv_given is None and command != "run" and guard.installed:
-        # the program ends with 130 now: a second Ctrl-C (or one delivered late) during the interpreter's
-        # shutdown would otherwise end it by SIGINT instead (status -2), after "interrupted" was said
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the program ends with 130 now: a second Ctrl-C, or one delivered late, must not end it by SIGINT
+    guard.close(ignore_after=rc == EXIT_INTERRUPTED and argv_given is None and command != "run")
+    if rc == EXIT_INTERRUPTED:
+        forget_unhandled_interrupt()  # else CPython may still end the process by SIGINT (status -2)
     return rc
 
 

@@ -219,12 +219,13 @@ class _Worker:
         return self.proc.poll() is None and self.jobs < MAX_JOBS
 
     def close(self) -> None:
-        """End the worker (closing its input ends its loop) and remove its directory."""
+        """End the worker (closing its input ends its loop) and remove its directory. A Ctrl-C while it
+        ends (the program's work done, at exit) kills it instead of leaving a traceback and the worker."""
         try:
             if self.proc.stdin:
                 self.proc.stdin.close()
             self.proc.wait(timeout=2)
-        except (OSError, ValueError, subprocess.TimeoutExpired):
+        except (OSError, ValueError, subprocess.TimeoutExpired, KeyboardInterrupt):
             self.proc.kill()
             self.proc.wait()
         if self.proc.stdout:
