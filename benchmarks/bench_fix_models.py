@@ -148,6 +148,8 @@ def models() -> list[tuple[str, object, list[str], dict[str, int] | None]]:
         ("encoder-decoder, two tables", m.encoder_decoder, ["float32[t, 4]", "float32[u, 4]"], {"t": 10, "u": 7}),
         ("Swin patch merging (assert)", m.patch_merging, ["float32[b, h, w, 3]"], {"b": 2, "h": 8, "w": 12}),
         ("token mixer (linen Dense)", m.make_token_mixer(), ["float32[b, p, q, 4]"], {"b": 2, "p": 8, "q": 8}),
+        ("overlap-add residual (64/16)", m.make_overlap_add(64, 16), ["float32[b, n]"], {"b": 2, "n": 1024}),
+        ("pad to blocks of 16", m.pad_to_blocks, ["float32[b, n]"], {"b": 2, "n": 96}),
     ]
     return out
 

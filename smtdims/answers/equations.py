@@ -16,7 +16,7 @@ from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op
 from ..reasoner import Session
 from ..rungs.question import common_factor, divide_common
-from .fixes import SPEC, proves_with, suggest_fixes
+from .fixes import SPEC, divided_vars, proves_with, spec_rewrite_proves, suggest_fixes
 
 
 def fix_text(kind: str, text: str, variable: str | None = None) -> str:
@@ -207,6 +207,8 @@ def equation_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, st
             if remainder:  # a divisibility: the rewrite v -> m*v first, then the constraint
                 rank = 0 if f.kind == SPEC else 1
             out.append((f.kind, f.text if f.kind == SPEC else normalise_constraint(f.text), f.variable, f.note, rank))
+        for v, new, note in periodic_rewrites(session, glhs, grhs):
+            out.append((SPEC, new, v, note, -1))  # before the equation as a constraint: the person's form
         for x, y in ((glhs, grhs), (grhs, glhs)):
             v = x.as_var()
             if v is not None and y.as_constant() is None and v not in y.variables():
@@ -215,6 +217,79 @@ def equation_fixes(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, st
         if out:
             break
     return out
+
+
+PERIODIC_LIMIT = 1 << 12  # the largest size looked at for the sizes where a one-variable equation holds
+PERIODIC_REPEATS = 3  # a residue class counts as periodic once it holds this many periods in a row up to the limit
+
+
+def periodic_rewrites(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, str, str]]:
+    """Spec rewrites ``v -> m*v + c`` under which a one-variable equation holds: (v, text, note).
+
+    A length computed from itself (an overlap-add's ``16*max(0, floordiv(n - 64, 16) + 1) + 48`` that
+    must equal the signal's ``n``, a padded or framed size compared with the original) holds on a
+    residue class mod ``m`` (a divisor of the equation) from some size up: ``n`` in 48, 64, 80, ....
+    JAX cannot take such an equation as a constraint as written (it rewrites ``n`` by a right side
+    that contains ``n``); a person writes ``16*k + 48``. The sizes up to :data:`PERIODIC_LIMIT` are
+    evaluated to find the class and where it starts; that is only where the candidate comes from:
+    each rewrite is then proven for every ``v >= 1`` (:func:`spec_rewrite_proves`), so nothing
+    rests on the sizes looked at. The first size is one where no ``max`` against a constant is
+    clamped (48 makes ``max(0, 0)``: zero frames, an empty intermediate), so the new variable counts
+    something (``k`` frames).
+    """
+    diff = lhs - rhs
+    names = diff.variables()
+    if len(names) != 1:
+        return []
+    (v,) = names
+    out: list[tuple[str, str, str]] = []
+    consts = [abs(c) for a in diff.atoms() if isinstance(a, Op) for e in (a.lhs, a.rhs) for _, c in e.terms]
+    for w, m in divided_vars(lhs, rhs):
+        if w != v or m > PERIODIC_LIMIT // (2 * PERIODIC_REPEATS):
+            continue
+        top = min(PERIODIC_LIMIT, max(consts, default=0) + 2 * PERIODIC_REPEATS * m)
+
+        def holds(x: int) -> bool:
+            try:
+                return diff.evaluate({v: x}) == 0
+            except ZeroDivisionError:
+                return False
+
+        for r in range(m):
+            x = top - ((top - r) % m)  # the largest size <= top in the class
+            start = None
+            while x >= 1 and holds(x):
+                start, x = x, x - m
+            if start is None or (top - start) // m + 1 < PERIODIC_REPEATS:
+                continue
+            while _clamped(diff, v, start) and (top - start) // m >= PERIODIC_REPEATS:
+                start += m
+            new = Expr.var(v) * m + (start - m)
+            if new.as_var() is not None:
+                continue  # every size: nothing to rewrite
+            try:
+                if spec_rewrite_proves(session, lhs, "==", rhs, v, new):
+                    out.append((v, str(new), f"so that the equation holds: {v} in {start}, {start + m}, ..."))
+            except SmtdimsError:
+                continue
+    return out
+
+
+def _clamped(diff: Expr, v: str, x: int) -> bool:
+    """Whether at ``v = x`` a ``max``/``min`` of ``diff`` against a constant gives that constant while the
+    other side does not exceed it (``max(0, floordiv(x - 64, 16) + 1)`` at 48: zero frames)."""
+    for a in diff.atoms():
+        if isinstance(a, Op) and a.op in (MAX, MIN):
+            for c, other in ((a.lhs, a.rhs), (a.rhs, a.lhs)):
+                k = c.as_constant()
+                if k is not None and other.as_constant() is None:
+                    try:
+                        y = other.evaluate({v: x})
+                    except (ZeroDivisionError, KeyError):
+                        continue
+                    if (y <= k) if a.op == MAX else (y >= k):
+                        return True
+    return False
 
 
 FIXED_SIZE_LIMIT = 1 << 14  # the largest size tried for a fixed-size fix (an image side of 16,384)

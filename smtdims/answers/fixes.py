@@ -234,10 +234,10 @@ def suggest_fixes(session: Session, lhs: Expr, op: str, rhs: Expr, *, limit: int
     rewrites: list[tuple[str, Expr, str]] = [
         (v, Expr.var(v) + (k - 1), f"so that {v} >= {k} by construction") for v, k in lower if k >= 2
     ]
-    for v, m in _divided_vars(lhs, rhs):
+    for v, m in divided_vars(lhs, rhs):
         rewrites.append((v, Expr.var(v) * m, f"so that {v} is a multiple of {m}"))
     for v, new, why in rewrites:
-        if _spec_rewrite_proves(session, lhs, op, rhs, v, new):
+        if spec_rewrite_proves(session, lhs, op, rhs, v, new):
             note = why
             if any(v in c.diff.variables() for c in session.constraints):
                 note += f"; rewrite the constraints that mention {v} accordingly"
@@ -384,7 +384,7 @@ def settling_fix(session: Session, lhs: Expr, rhs: Expr, *, decision: Decision |
     return fixes[0] if fixes else None
 
 
-def _divided_vars(*exprs: Expr) -> list[tuple[str, int]]:
+def divided_vars(*exprs: Expr) -> list[tuple[str, int]]:
     """(variable, m) for each ``mod``/``floordiv`` by a constant m >= 2 whose dividend mentions the variable."""
     found: list[tuple[str, int]] = []
     for e in exprs:
@@ -398,7 +398,7 @@ def _divided_vars(*exprs: Expr) -> list[tuple[str, int]]:
     return found
 
 
-def _spec_rewrite_proves(session: Session, lhs: Expr, op: str, rhs: Expr, v: str, new: Expr) -> bool:
+def spec_rewrite_proves(session: Session, lhs: Expr, op: str, rhs: Expr, v: str, new: Expr) -> bool:
     """Whether writing ``new`` for ``v`` in the spec (constraints rewritten alike) proves the question."""
     env = {v: new}
     cs = ConstraintSet(tuple(

@@ -119,3 +119,34 @@ def inner_pair(x, y):
     """A user's ``assert`` that two input dimensions are equal (the person reuses one name in both specs)."""
     assert x.shape[1] == y.shape[0], "inner dimensions differ"
     return jnp.concatenate([x, y.T], axis=0).sum()
+
+
+def make_overlap_add(win: int, hop: int):
+    """A denoiser's skeleton: frame the signal with a window and a hop, overlap-add the frames back, add
+    to the input (a residual). The overlap-add's length, ``hop*max(0, floordiv(n - win, hop) + 1) + win -
+    hop``, must equal the input's ``n``: an equation with ``n`` on both sides (the fix a person writes:
+    ``b, hop*k + win - hop``, ``k`` frames)."""
+
+    def frame(x):
+        nf = (x.shape[-1] - win) // hop + 1
+        idx = jnp.arange(nf)[:, None] * hop + jnp.arange(win)[None, :]
+        return x[..., idx]
+
+    def overlap_add(fr):
+        b, nf, w = fr.shape
+        idx = (jnp.arange(nf)[:, None] * hop + jnp.arange(w)[None, :]).reshape(-1)
+        return jnp.zeros((b, (nf - 1) * hop + w), fr.dtype).at[:, idx].add(fr.reshape(b, -1))
+
+    def denoise(x):
+        return x + 0.5 * overlap_add(frame(x) * jnp.hanning(win).astype(x.dtype))
+
+    denoise.__name__ = f"overlap_add_{win}_{hop}"
+    return denoise
+
+
+def pad_to_blocks(x):
+    """Pad to a multiple of 16, normalise per block, add back to the input: the padded length meets the
+    input's (``n == 16*floordiv(n + 15, 16)`` in JAX's words; the fix: ``b, 16*k``)."""
+    b, n = x.shape
+    y = jnp.pad(x, ((0, 0), (0, (-n) % 16))).reshape(b, -1, 16)
+    return x + (y - y.mean(-1, keepdims=True)).reshape(b, -1)

@@ -80,12 +80,12 @@ def _fix(fn, specs):
 
 # (function, specs, expected shapes, expected constraints, box side); None: any equivalent fix
 CASES = [
-    (nf.two, ["b"], ("2*b",), ("b >= 8",), 64),
-    (nf.concat, ["a", "b"], ("2*a", "b"), ("2*a + b >= 16",), 20),
-    (nf.conv, ["1, 1, b"], ("1, 1, 3*b",), ("b >= 4",), 64),
+    (nf.two, ["b"], ("2*k",), ("k >= 8",), 64),
+    (nf.concat, ["a", "b"], ("2*k", "b"), ("b + 2*k >= 16",), 20),
+    (nf.conv, ["1, 1, b"], ("1, 1, 3*k",), ("k >= 4",), 64),
     (nf.pool, ["b, c"], ("b, c",), ("b >= 5", "c >= 5"), 20),
     (nf.relate, ["a", "b"], ("a", "b"), ("a >= b", "b >= 4"), 20),
-    (nf.three, ["a", "b"], ("2*a", "b"), ("a >= 8", "2*a >= b"), 20),
+    (nf.three, ["a", "b"], ("2*k", "b"), ("k >= 8", "2*k >= b"), 20),
 ]
 
 
@@ -135,10 +135,10 @@ def test_a_fix_narrower_than_the_function_is_not_called_fixed():
 
 
 def test_a_fix_admitting_a_size_the_model_special_cases_is_not_verified():
-    """``b, 8*t`` exports and its samples pass, but the model's own code refuses t = 1024 (a size model code
+    """``b, 8*k`` exports and its samples pass, but the model's own code refuses t = 1024 (a size model code
     special-cases): the traces at powers of two find it, and the fix is not called fixed."""
     result = _fix(nf.blocky, ["b, t"])
-    assert result.shapes == ("b, 8*t",) and result.status == "found, not verified", "\n".join(result.lines())
+    assert result.shapes == ("b, 8*k",) and result.status == "found, not verified", "\n".join(result.lines())
     assert "fails natively" in result.detail and "t = 1024" in result.detail
     assert not _native_ok(nf.blocky, ["1, 1024"], 1)[((1, 1024),)], "the model itself refuses it"
 
@@ -206,15 +206,16 @@ def test_constraints_are_written_as_the_user_would(text, expected):
 
 # -- end to end -----------------------------------------------------------------------------------
 def test_cli_fix_json_end_to_end(capsys):
-    """The issue's example: `smtdims export --fix --json` ends in one verified fix, 2*b with b >= 8."""
+    """The issue's example: `smtdims export --fix --json` ends in one verified fix, 2*k with k >= 8 (the new
+    variable counts pairs)."""
     rc = cli.main(["export", f"{NEEDS_FIXES}:two", "--spec", "b", "--fix", "--json", "-q", "--samples", "3"])
     d = json.loads(capsys.readouterr().out)
     assert rc == 1, "the specification given still failed"
     fix = d["fix"]
     assert fix["status"] == "fixed" and fix["verified"] is True and fix["ok"] is True, fix
-    assert fix["shapes"] == ["2*b"] and fix["constraints"] == ["b >= 8"]
-    assert "export.symbolic_shape('2*b', constraints=('b >= 8',))" in fix["code"]
-    assert fix["cli"] == '--spec "float32[2*b]" -c "b >= 8"'
+    assert fix["shapes"] == ["2*k"] and fix["constraints"] == ["k >= 8"]
+    assert "export.symbolic_shape('2*k', constraints=('k >= 8',))" in fix["code"]
+    assert fix["cli"] == '--spec "float32[2*k]" -c "k >= 8"'
     box = fix["box"]
     assert box["weakest"] and box["native_ok"] == box["admitted_ok"] >= 1 and box["traces"] <= 48
 
@@ -235,12 +236,12 @@ def test_unsupported_shapes_get_the_excluding_constraint():
 
 
 def test_user_constraints_follow_a_rewrite_and_implied_ones_go():
-    """'b >= 3', 'b <= 200' under b := 2*b become 'b >= 2', 'b <= 100'; 'b >= 2' is implied by 'b >= 8'."""
+    """'b >= 3', 'b <= 200' under b := 2*k become 'k >= 2', 'k <= 100'; 'k >= 2' is implied by 'k >= 8'."""
     built, scope, _ = build_specs(["b"], ["b >= 3", "b <= 200"])
     leaves, tree = jax.tree_util.tree_flatten(built)
     result = synthesize(nf.two, leaves, tree, scope, None, name="two")
-    assert result.status == FIXED and result.shapes == ("2*b",)
-    assert sorted(result.constraints) == ["b <= 100", "b >= 8"]
+    assert result.status == FIXED and result.shapes == ("2*k",)
+    assert sorted(result.constraints) == ["k <= 100", "k >= 8"]
     native = _native_ok(nf.two, ["b"], 64)
     cs = ConstraintSet.of(["b >= 3", "b <= 200"])
     admitted = _admits(result.shapes, result.constraints, 64)

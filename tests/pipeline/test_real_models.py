@@ -74,11 +74,11 @@ CASES = {
     "bias across ranks": (bias_across_ranks, ["float32[b, a, 4]", "float32[c, 4]"], {"a == c", "c := a", "a := c"},
                           [{"b": 1, "a": 1, "c": 1}, {"b": 2, "a": 5, "c": 5}, {"b": 3, "a": 9, "c": 9}],
                           {"b": 1, "a": 2, "c": 3}),
-    "U-Net skip": (unet_skip, ["float32[b, h, 8]"], {"h := 2*h", "mod(h, 2) == 0"},
+    "U-Net skip": (unet_skip, ["float32[b, h, 8]"], {"h := 2*k", "mod(h, 2) == 0"},
                    [{"b": 1, "h": 2}, {"b": 2, "h": 6}, {"b": 1, "h": 40}], {"b": 1, "h": 5}),
     "split": (split_halves, ["float32[b, 4]", "float32[a, 4]"], {"mod(a + b, 2) == 0"},
               [{"b": 1, "a": 1}, {"b": 2, "a": 4}, {"b": 7, "a": 9}], {"b": 1, "a": 2}),
-    "reshape with -1": (reshape_minus_one, ["float32[b, n]"], {"n := 4*n", "mod(n, 4) == 0"},
+    "reshape with -1": (reshape_minus_one, ["float32[b, n]"], {"n := 4*k", "mod(n, 4) == 0"},
                         [{"b": 1, "n": 4}, {"b": 3, "n": 12}, {"b": 2, "n": 64}], {"b": 1, "n": 6}),
 }
 
@@ -172,25 +172,25 @@ def test_verification_on_empty_arrays_is_not_verification():
 def _assert_admits_exactly(report, runs_natively, names, values=range(1, 60)):
     """The verified fix (a failed export's whole fix: JAX 0.7 refuses the reshape while exporting) or the
     diagnosis (an export whose samples fail natively: newer JAX checks the division at call time) admits
-    exactly the valuations where the model runs, on a grid beyond the box. A spec rewrite (``t -> 16*t``)
-    admits exactly the multiples."""
+    exactly the valuations where the model runs, on a grid beyond the box. A spec rewrite (``t -> 16*k``)
+    admits exactly the multiples, the constraints reading on the new variable."""
     import itertools
 
     from smtdims.lang.constraints import ConstraintSet
 
     fix = report.fix  # a failed export's whole fix, or an exported one's whose samples failed natively
     assert fix is not None and fix.ok, report.table() + "\n" + "\n".join(fix.lines() if fix else ())
-    scale = {}
-    for p in fix.parts:  # v -> k*v: v admitted exactly at the multiples of k, the constraints read on v / k
+    scale, named = {}, {}
+    for p in fix.parts:  # v -> m*w: v admitted exactly at the multiples of m, the constraints read on w = v / m
         if p.kind == "spec":
-            k, _, v = p.text.partition("*")
-            assert v == p.variable and k.isdigit(), p
-            scale[v] = scale.get(v, 1) * int(k)
+            m, _, w = p.text.partition("*")
+            assert m.isdigit() and w.isidentifier() and p.variable not in scale, p
+            scale[p.variable], named[p.variable] = int(m), w
     cs = ConstraintSet.of(fix.constraints)
     for vals in itertools.product(values, repeat=len(names)):
         env = dict(zip(names, vals, strict=True))
         admitted = all(env[v] % k == 0 for v, k in scale.items()) and cs.holds(
-            {v: x // scale.get(v, 1) for v, x in env.items()})
+            {named.get(v, v): x // scale.get(v, 1) for v, x in env.items()})
         assert admitted == runs_natively(env), (env, scale, cs)
 
 

@@ -44,18 +44,19 @@ def _check_whole_fix(report, in_avals, constraints):
 
 def test_a_window_partition_gets_the_spec_rewrite_a_person_writes():
     """Exports on stock JAX, fails natively unless 7 divides h and w: the samples' exclusion becomes
-    ``7*h``, ``7*w`` (a ``mod`` constraint JAX would refuse), verified end to end."""
+    ``7*k_h``, ``7*k_w`` (a ``mod`` constraint JAX would refuse; the new variables count windows), verified
+    end to end."""
     report = export_and_verify(m.window_partition, "float32[b, h, w, 3]", fix=True, samples=4)
     assert not report.ok  # as specified: samples fail natively (jax >= 0.8); jax 0.7 refuses the reshape
-    _check_whole_fix(report, ("float32[b, 7*h, 7*w, 3]",), ())
+    _check_whole_fix(report, ("float32[b, 7*k_h, 7*k_w, 3]",), ())
     assert _runs_natively(m.window_partition, (2, 14, 21, 3)) and not _runs_natively(m.window_partition, (2, 15, 21, 3))
 
 
 def test_a_vit_grid_is_bounded_and_rewritten_in_one_loop():
     """The export needs the 16x16 grid bounded; the fixed export's samples then fail natively unless 8
-    divides h and w: the loop goes on, and the bound reads on the new variables (``h <= 16``)."""
+    divides h and w: the loop goes on, and the bound reads on the new variables (``k_h <= 16``)."""
     report = export_and_verify(m.vit_grid, "float32[b, h, w, 3]", fix=True, samples=4)
-    fix = _check_whole_fix(report, ("float32[b, 8*h, 8*w, 3]",), ("h <= 16", "w <= 16"))
+    fix = _check_whole_fix(report, ("float32[b, 8*k_h, 8*k_w, 3]",), ("k_h <= 16", "k_w <= 16"))
     # jax >= 0.8 exports the reshape and the samples fail natively (the loop's verification rounds add the
     # rewrite); jax 0.7 refuses the reshape while exporting (the rewrite comes from its equation)
     assert len(fix.rounds) >= 3
@@ -202,7 +203,7 @@ def test_a_users_assert_on_a_symbolic_shape_is_read_as_its_equation():
     """Swin's patch merging asserts ``h % 2 == 0``: the program's own == (stock's False) before the
     AssertionError is the equation; the fix is the rewrite a person writes."""
     report = export_and_verify(m.patch_merging, "float32[b, h, w, 3]", fix=True, samples=4)
-    _check_whole_fix(report, ("float32[b, 2*h, 2*w, 3]",), ())
+    _check_whole_fix(report, ("float32[b, 2*k_h, 2*k_w, 3]",), ())
     assert _runs_natively(m.patch_merging, (1, 6, 4, 3)) and not _runs_natively(m.patch_merging, (1, 5, 4, 3))
 
 

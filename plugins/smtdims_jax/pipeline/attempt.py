@@ -29,6 +29,7 @@ from ..seam import enabled
 from ._common import raised_by_smtdims
 from .box import Dims
 from .refusals import FixPart, Refusal, message_key, refusals_of
+from .specs import jax_form
 from .time_limit import TimeLimitExceeded, time_limit
 
 
@@ -45,14 +46,14 @@ class Spec:
 
     def apply(self, part: FixPart) -> Spec:
         if part.kind != SPEC:
-            return Spec(self.dims, self.dtypes, (*self.constraints, normalise_constraint(part.text)))
+            return Spec(self.dims, self.dtypes, (*self.constraints, jax_form(normalise_constraint(part.text))))
         assert part.variable is not None
         env = {part.variable: parse_expr(part.text)}
         dims = tuple(tuple(exact_divisions(d.substitute(env)) for d in leaf) for leaf in self.dims)
         texts = []
         for t in self.constraints:
             c = Constraint.parse(t)
-            texts.append(render_constraint(exact_divisions(c.diff.substitute(env)), c.kind)
+            texts.append(jax_form(render_constraint(exact_divisions(c.diff.substitute(env)), c.kind))
                          if part.variable in c.diff.variables() else t)
         return Spec(dims, self.dtypes, tuple(texts))
 

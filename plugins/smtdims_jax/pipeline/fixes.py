@@ -56,7 +56,16 @@ from .job import ExportJob, FixDraft
 from .refusals import Candidate, ConstantNeeded, FixPart, candidates_of, divisibility_fixes, last_resort_of
 from .report import first_line
 from .result import DEADLINE, FIXED, NARROW, NO_FIX, NO_SYMBOLIC, NOT_NEEDED, NOT_VERIFIED, ROUND_LIMIT, FixResult, FixRound
-from .verdict import as_parts, as_rewrite, conclude, exports_on_stock, group_text, in_interval_form, without_implied
+from .verdict import (
+    as_parts,
+    as_rewrite,
+    conclude,
+    exports_on_stock,
+    group_text,
+    in_interval_form,
+    with_counted_names,
+    without_implied,
+)
 
 DEFAULT_ROUNDS = 8
 DEFAULT_DEADLINE = 120.0  # seconds for the rounds and the minimisation (the final verification runs after)
@@ -89,7 +98,7 @@ def _simplest_equivalent(scored: list[Any], spec: Spec, budget: int | None) -> t
     best = scored[0][1]
     if any(p.kind == SPEC for p in best):
         return best
-    peers = [g for key, g, *_ in scored[1:] if key[:3] == scored[0][0][:3] and all(p.kind != SPEC for p in g)
+    peers = [g for _, g, *counts in scored[1:] if counts == scored[0][2:] and all(p.kind != SPEC for p in g)
              and _complexity(g) < _complexity(best)]
     if not peers:
         return best
@@ -189,7 +198,10 @@ def _scored(offered: Sequence[Candidate], spec: Spec, box: NativeBox,
         # between equal renames (t := s or s := t), the later variable gives way: the names read in order
         late = any(p.kind == SPEC and p.variable is not None and p.text in order and
                    order.get(p.variable, 0) < order[p.text] for p in group)
-        out.append(((-nonempty, -ok, -bad, 2 * rank + late), group, ok, -bad, nonempty))
+        # where some traced shape computes on something, the shapes that compute on empty arrays only
+        # count after the rank: 16*k + 48 (k frames) before 16*k + 32, which adds n = 48 (zero frames)
+        key = (-nonempty, -bad, 2 * rank + late, -ok) if some_nonempty else (-nonempty, -ok, -bad, 2 * rank + late)
+        out.append((key, group, ok, -bad, nonempty))
     return out
 
 
@@ -270,6 +282,7 @@ def search(job: ExportJob, fx: FixOptions, *, native: str = "eval_shape", first:
         readable, got = in_interval_form(job, draft.spec)
         if got is not None:
             draft.spec, draft.done = readable, got
+        with_counted_names(job, draft)
     spec = draft.spec
     draft.count = job.box.count(spec.dims, spec.constraint_set()) if draft.parts or draft.status == NOT_NEEDED else None
     return job, draft

@@ -11,6 +11,7 @@ from smtdims.errors import format_valuation
 from .box import BoxCount
 from .refusals import FixPart
 from .report import first_line
+from .specs import jax_form
 
 NOT_NEEDED, FIXED, NO_FIX, ROUND_LIMIT, DEADLINE = "not needed", "fixed", "no fix found", "round limit", "deadline"
 NOT_VERIFIED = "found, not verified"  # the export succeeds with the fix, but its end-to-end verification did not pass
@@ -96,7 +97,7 @@ class FixResult:
         """Ready-to-paste ``jax.export`` code for the fixed specification."""
         name = self.function.split(":")[-1].split(".")[-1]
         name = name if name.isidentifier() else "f"  # a lambda: name it
-        cons = repr(tuple(self.constraints))
+        cons = repr(tuple(jax_form(c) for c in self.constraints))  # JAX's rule form for an equality
         plats = f", platforms={tuple(self.platforms)!r}" if self.platforms else ""
         lines = ["import jax", "import jax.numpy as jnp", "from jax import export"]
         if self.stock is False:

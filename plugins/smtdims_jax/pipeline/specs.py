@@ -15,6 +15,7 @@ from jax import export
 
 from smtdims.errors import SmtdimsError
 from smtdims.lang.constraints import Constraint
+from smtdims.lang.expr import Expr, Monomial, Op
 from smtdims.lang.parser import parse_expr
 
 SPEC_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\[(.*)\]\s*$", re.S)
@@ -188,11 +189,54 @@ def jax_constraint(text: str, *, x64: bool = False) -> str:
 
     lhs, op, rhs = parse_comparison(text)  # ParseError (a ValueError) with the position of the mistake
     _check_dim_constants(text, (lhs, rhs, lhs - rhs), x64)
+    if op == "==":
+        rule = rule_form(lhs, rhs)
+        if rule is not None:
+            return f"{rule[0]} == {rule[1]}"
     toks = tokenize(text)
     grouping = any(t.text == "(" and (i == 0 or toks[i - 1].kind != "name") for i, t in enumerate(toks) if t.kind == "op")
     if grouping or any(t.kind == "op" and t.text in _JAX_LACKS for t in toks):
         return f"{lhs} {op} {rhs}"
     return text
+
+
+def jax_form(text: str) -> str:
+    """A constraint as JAX's parser takes it (smtdims' own syntax and equalities written back); the
+    text as it is where smtdims cannot read it or a constant is out of range (JAX then says why)."""
+    try:
+        return jax_constraint(text, x64=True)
+    except ValueError:
+        return text
+
+
+def rule_form(lhs: Expr, rhs: Expr) -> tuple[Expr, Expr] | None:
+    """``lhs == rhs`` as JAX takes an equality, where it does not as written; None where it does.
+
+    JAX makes an equality a rewrite rule: the left side must be one term times a coefficient, and
+    every later expression has that term replaced by the right side. A sum on the left is refused
+    ("The left-hand-side must be of the form `term * coefficient`"), and a term that occurs on the
+    right, even inside a ``max`` or ``floordiv`` (``n == 16*max(0, floordiv(n - 64, 16) + 1) + 48``, an
+    overlap-add whose length refers to the input's), is rewritten without end: a RecursionError deep
+    in JAX. The same equation with another of its terms on the left (``16*max(...) == n - 48``) has
+    exactly the same solutions (both are ``lhs - rhs == 0``), so it is written so where one exists.
+    """
+    def occurs(mono: Monomial, e: Expr) -> bool:
+        inside = e.atoms()
+        return any(a in inside for a, _ in mono)
+
+    if len(lhs.terms) == 1 and lhs.terms[0][0] != () and not occurs(lhs.terms[0][0], rhs):
+        return None
+    diff = lhs - rhs
+    # the user's right side first where it is one term (a + b == c is c == a + b), then operations
+    order = sorted(((m, k) for m, k in diff.terms if m),
+                   key=lambda t: (not (len(rhs.terms) == 1 and t[0] == rhs.terms[0][0]),
+                                  not any(isinstance(a, Op) for a, _ in t[0])))
+    for mono, k in order:
+        term = Expr.from_coefficients({mono: abs(k)})
+        rest = diff - Expr.from_coefficients({mono: k})
+        if not occurs(mono, rest):
+            return term, (-rest if k > 0 else rest)
+    return None
 
 
 def _check_dim_constants(text: str, exprs: Sequence[Any], x64: bool, what: str = "constraint") -> None:

@@ -12,6 +12,7 @@ example. The traces' counts are reported, never trusted as a proof.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +26,7 @@ from smtdims.answers.fixes import SPEC
 from smtdims.errors import SmtdimsError, format_valuation
 from smtdims.lang.constraints import Constraint, ConstraintSet
 from smtdims.lang.expr import Expr, Var
+from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
 from ..seam import stock_jax
@@ -111,6 +113,77 @@ def in_interval_form(job: ExportJob, spec: Spec) -> tuple[Spec, Any]:
     return (trial, got) if got.ok else (spec, None)
 
 
+def counted_names(draft: FixDraft) -> dict[str, str]:
+    """For each variable a part rewrote once as ``m*v + c`` (``|m| >= 2``), a fresh name for what ``v``
+    then counts: ``8*t`` makes ``t`` a number of blocks that still reads as a length, so a person
+    writes ``8*k`` (and ``k >= 10`` after it); where several are rewritten, ``k_h`` and ``k_w`` keep
+    apart which is which. A variable rewritten twice keeps its name."""
+    taken = set(draft.original.variables()) | draft.spec.variables()
+    for text in (*draft.original.constraints, *draft.spec.constraints):
+        try:
+            taken |= Constraint.parse(text).diff.variables()
+        except SmtdimsError:
+            continue
+    rewritten = [p.variable for p in draft.parts if p.kind == SPEC and p.variable is not None]
+    counted: list[str] = []
+    for p in draft.parts:
+        v = p.variable
+        if p.kind != SPEC or v is None or rewritten.count(v) != 1 or v not in draft.spec.variables():
+            continue
+        try:
+            e = parse_expr(p.text)
+        except SmtdimsError:
+            continue
+        scaled = e - e.constant_part()
+        if e.variables() == {v} and len(scaled.terms) == 1 and scaled.terms[0][0] == ((Var(v), 1),) \
+                and abs(scaled.terms[0][1]) >= 2:
+            counted.append(v)
+    out: dict[str, str] = {}
+    for v in counted:
+        base = "k" if len(counted) == 1 else f"k_{v}"
+        name = next(n for n in (base, *(f"{base}{i}" for i in range(2, 100))) if n not in taken)
+        taken.add(name)
+        out[v] = name
+    return out
+
+
+def with_counted_names(job: ExportJob, draft: FixDraft) -> None:
+    """Rename each variable :func:`counted_names` picks, in the specification, the parts and the rounds'
+    record, where the renamed specification exports too (then it is the fix's ``done``).
+
+    Sound: a renaming of variables is a bijection of valuations, so the family is the same; the parts
+    before the rewrite mention the variable as the user wrote it, and keep it."""
+    renames = counted_names(draft)
+    if not renames:
+        return
+    spec = draft.spec
+    for v, name in renames.items():
+        spec = spec.apply(FixPart(SPEC, name, v))
+    got = job.attempt(spec)
+    if not got.ok:
+        return
+    new_parts: dict[FixPart, FixPart] = {}
+    active: dict[str, Expr] = {}
+    for p in draft.parts:
+        env = dict(active)
+        if p.kind == SPEC and p.variable in renames:
+            env[p.variable] = Expr.var(renames[p.variable])
+            active[p.variable] = env[p.variable]
+            new_parts[p] = FixPart(SPEC, str(parse_expr(p.text).substitute(env)), p.variable, p.note)
+        elif env and p.kind == SPEC:
+            new_parts[p] = FixPart(SPEC, str(parse_expr(p.text).substitute(env)), p.variable, p.note)
+        elif env:
+            c = Constraint.parse(p.text)
+            new_parts[p] = FixPart(p.kind, normalise_constraint(f"{c.diff.substitute(env)} {'>=' if c.kind == '>=' else '=='} 0"),
+                                   p.variable, p.note) if c.diff.variables() & set(env) else p
+    words = {str(old): str(new) for old, new in new_parts.items()}
+    draft.parts = [new_parts.get(p, p) for p in draft.parts]
+    draft.rounds = [dataclasses.replace(r, parts=tuple(new_parts.get(p, p) for p in r.parts),
+                                        candidates=tuple((words.get(f, f), *rest) for f, *rest in r.candidates))
+                    for r in draft.rounds]
+    draft.spec, draft.done = spec, got
+
+
 def as_parts(constraints: Sequence[str], spec: Spec) -> list[FixPart]:
     """The diagnosis's exclusions as a person writes them: ``mod(h, 7) == 0`` on a variable of the
     specification as the rewrite ``7*h`` for ``h`` (the form JAX's documentation teaches, and one JAX
@@ -165,6 +238,7 @@ def exclude(job: ExportJob, draft: FixDraft, report: Any) -> bool:
     assert job.box is not None
     ne, ok, bad = job.box.weakness(draft.spec.dims, draft.spec.constraint_set())
     draft.rounds.append(FixRound(why, ((group_text(group), ok, -bad, ne),), tuple(group), 0.0))
+    with_counted_names(job, draft)  # 7*k_h, not 7*h: what is verified next is what the user reads
     draft.count = job.box.count(draft.spec.dims, draft.spec.constraint_set())
     return True
 
@@ -297,5 +371,5 @@ def exports_on_stock(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tu
         return False
 
 
-__all__ = ["as_parts", "as_rewrite", "conclude", "exclude", "exclusion", "exports_on_stock", "group_text",
-           "in_interval_form", "pins", "without_implied"]
+__all__ = ["as_parts", "as_rewrite", "conclude", "counted_names", "exclude", "exclusion", "exports_on_stock", "group_text",
+           "in_interval_form", "pins", "with_counted_names", "without_implied"]
