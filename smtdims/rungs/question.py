@@ -158,11 +158,23 @@ def reduce_divisions(e: Expr, positive: Positive | None = None) -> Expr:
     ``mod(8*b*mod(-t, 16) + 8*b*t, -128*b) == 0``; with ``f = 8*b`` it is
     ``8*b*mod(mod(-t, 16) + t, -16)``, whose sign is that of a linear expression.
 
+    A division by a constant ``m != 0`` sheds the multiples of ``m`` in its dividend, so that the same
+    division written with another offset is one atom (a conv's patch count ``floordiv(h - 8, 8) + 1``
+    is JAX's ``floordiv(h, 8)``, and their products cancel):
+
+    * ``floordiv(m*q + r, m) = q + floordiv(r, m)``
+    * ``mod(m*q + r, m) = mod(r, m)``
+
+    where ``q`` collects the terms whose coefficients ``m`` divides and the constant's multiple of
+    ``m`` (the constant left in ``r`` is in ``[0, |m|)``). Proof: ``q`` is an integer at every
+    valuation, and as real numbers ``(m*q + r)/m = q + r/m``, so the floors differ by exactly ``q``;
+    ``mod(u, m) = u - m*floor(u/m)`` then gives ``m*q + r - m*q - m*floor(r/m) = mod(r, m)``.
+
     Inner divisions first (bottom-up), each atom rewritten once; a product that would expand past
-    the limits (:class:`ExpansionTooLarge`) leaves ``e`` as it is. Divisions by a constant are left
-    alone: the rule only shrinks their constant, and the linear engines take either.
+    the limits (:class:`ExpansionTooLarge`) leaves ``e`` as it is.
     """
-    if not any(isinstance(a, Op) and a.op in (FLOORDIV, MOD) and not a.rhs.is_constant for a in e.atoms()):
+    if not any(isinstance(a, Op) and a.op in (FLOORDIV, MOD) and (not a.rhs.is_constant or _multiples(a) is not None)
+               for a in e.atoms()):
         return e
     memo: dict[Op, Expr | None] = {}
     try:
@@ -200,6 +212,14 @@ def _reduced_atom(a: Op, positive: Positive | None, memo: dict[Op, Expr | None])
     x = a.lhs if lhs is None else lhs
     y = a.rhs if rhs is None else rhs
     factor: Expr | None = None
+    m = y.as_constant()
+    if a.op in (FLOORDIV, MOD) and m is not None and m != 0:
+        split = _split_multiples(x, m)
+        if split is not None:
+            q, r = split
+            out = r.floordiv(y) + q if a.op == FLOORDIV else r.mod(y)
+            memo[a] = out
+            return out
     if a.op in (FLOORDIV, MOD) and not y.is_constant:
         g, powers = common_factor((*x.terms, *y.terms), positive)
         if g > 1 or powers:
@@ -212,6 +232,23 @@ def _reduced_atom(a: Op, positive: Positive | None, memo: dict[Op, Expr | None])
             out = factor * out
     memo[a] = out
     return out
+
+
+def _multiples(a: Op) -> tuple[Expr, Expr] | None:
+    """:func:`_split_multiples` of a division by a constant (None: another division, or nothing to shed)."""
+    m = a.rhs.as_constant()
+    return _split_multiples(a.lhs, m) if m else None
+
+
+def _split_multiples(x: Expr, m: int) -> tuple[Expr, Expr] | None:
+    """``(q, r)`` with ``x == m*q + r``: ``q`` the terms whose coefficients ``m`` divides (divided) and
+    the constant's multiple of ``m``, so that ``r``'s constant is in ``[0, |m|)``; None where ``q`` is 0."""
+    c0 = x.constant_part()
+    rest = c0 % abs(m)
+    q = Expr.from_coefficients({mono: c // m for mono, c in x.terms if mono and c % m == 0}) + (c0 - rest) // m
+    if not q.terms:
+        return None
+    return q, x - q * m
 
 
 def sign_reduce(e: Expr, positive: Positive | None = None) -> Expr:
