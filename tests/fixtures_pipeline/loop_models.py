@@ -150,3 +150,20 @@ def pad_to_blocks(x):
     b, n = x.shape
     y = jnp.pad(x, ((0, 0), (0, (-n) % 16))).reshape(b, -1, 16)
     return x + (y - y.mean(-1, keepdims=True)).reshape(b, -1)
+
+
+POS_16 = jnp.arange(16 * 8, dtype=jnp.float32).reshape(16, 8) / 100.0
+
+
+def branchy_positions(x):
+    """A DINOv2-style position table: used as learned for 4x4 patches of a square image, "interpolated"
+    (here: averaged) for any other grid. The ``if`` on the patch count is False for every symbolic size,
+    so only a family with the image size fixed at the example reproduces the program there."""
+    b, h, w = x.shape
+    p = (h // 4) * (w // 4)
+    tokens = x.reshape(b, h // 4, 4, w // 4, 4).mean((2, 4)).reshape(b, p, 1)
+    if p == 16 and h == w:
+        pos = POS_16
+    else:
+        pos = jnp.broadcast_to(POS_16.mean(0), (p, 8))
+    return tokens + pos

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from smtdims_jax.pipeline import export_and_verify
-from smtdims_jax.pipeline.fixes import FIXED, Attempt, FixPart, Spec, as_parts, exports_on_stock, refusal_key
+from smtdims_jax.pipeline.fixes import FIXED, NARROW, Attempt, FixPart, Spec, as_parts, exports_on_stock, refusal_key
 
 from smtdims.answers.equations import exact_divisions
 from smtdims.lang.parser import parse_expr
@@ -268,3 +268,32 @@ def test_an_aligned_only_kernel_that_refuses_symbolic_sizes_is_said_plainly():
     assert report.verdict().startswith("NO SYMBOLIC FIX: no constraint can make this export with symbolic sizes")
     assert any("128*t" in c[0] for r in fix.rounds for c in r.candidates), "the multiple of 128, from aligned traces"
     assert not fix.ok
+
+
+def test_a_branch_on_the_patch_count_pins_the_size_at_the_example():
+    """From one 16x16 example: the export (every symbolic size takes the "interpolate" branch) differs
+    from the program at the example, which takes the learned table; the audit names the comparison
+    (``floordiv(b, 4)*floordiv(c, 4) == 16``), and its variables are fixed at the example's sizes."""
+    x = np.random.default_rng(0).normal(size=(2, 16, 16)).astype(np.float32)
+    got = export_and_verify(m.branchy_positions, x, dims="auto", samples=3)
+    assert got.ok and got.specs == ("float32[a, 16, 16]",), str(got)
+    assert any("branches on" in r.error for r in got.fix.rounds), [r.error for r in got.fix.rounds]
+    y = np.random.default_rng(1).normal(size=(5, 16, 16)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(got.report.exported.call(y)), np.asarray(m.branchy_positions(y)), rtol=1e-5, atol=1e-6)
+    # from a non-square example the program takes the other branch everywhere: nothing needs fixing
+    z = np.random.default_rng(2).normal(size=(2, 8, 16)).astype(np.float32)
+    other = export_and_verify(m.branchy_positions, z, dims="auto", samples=3)
+    assert other.ok and "16, 16" not in other.specs[0], str(other)
+
+
+def test_the_samples_look_where_the_program_branches_on_a_shape():
+    """Without an example: the samples include one where the program's unproven ``==`` holds, on the
+    diagonal (the ``and h == w`` after it is short-circuited while tracing), so the verification sees the
+    other branch and fails; the fix pins that size and says the family is narrower than the program."""
+    report = export_and_verify(m.branchy_positions, "float32[b, 4*h, 4*w]", samples=4)
+    assert not report.ok
+    labels = [" ".join(s.why) for s in report.samples if s.status != "pass"]
+    assert labels and "branches there" in labels[0], [(s.why, s.status) for s in report.samples]
+    fixed = export_and_verify(m.branchy_positions, "float32[b, h, w]", samples=4, fix=True)
+    fix = fixed.fix
+    assert fix is not None and fix.status == NARROW and fix.in_avals == ("float32[b, 16, 16]",), fix.lines()

@@ -197,20 +197,44 @@ def diagnose(job: ExportJob, exp: Any, native_fails: Sequence[dict[str, int]], n
                            verified, audit_lines, tuple(tried), time.perf_counter() - t0, report)
 
 
+_BRANCHES_KEPT = 8  # the program's unproven == kept as sample goals (a few samples cover a few)
+
+
 def intermediate_dims(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, budget: int | None,
-                      limit: int = 2_000) -> list[Expr]:
+                      limit: int = 2_000, branches: list[tuple[Expr, Expr]] | None = None) -> list[Expr]:
     """The symbolic sizes of every intermediate array of ``fn`` (its jaxpr, sub-jaxprs included).
 
     A size the function needs divisible may never reach an input or output shape:
     ``x.reshape(b*(t//16), 16, d)`` reshaped back to ``(b, -1, d)`` shows ``floordiv(t, 16)``
     only in between. Empty when tracing fails (the export succeeded, so it should not).
+    ``branches``, where given, receives each ``==`` of the program's own code that JAX answered False
+    without proof while tracing (``if num_patches == num_positions``): where it holds, the program
+    takes the other branch, so the samples look there.
     """
     from ..conversion import to_ir
+    from ..equality import ASKED_BY_USER
+    from ..listeners import add_listener, remove_listener
     from ..seam import enabled
+
+    def listener(ev: dict[str, Any]) -> None:
+        if ev.get("kind") == "eq" and ev.get("asked_by") == ASKED_BY_USER and not ev.get("answer") and branches is not None:
+            try:
+                pair = (to_ir(ev["lhs"]), to_ir(ev["rhs"]))
+            except Exception:  # noqa: BLE001 - an operand smtdims cannot read: no sample for it
+                return
+            if pair not in branches and len(branches) < _BRANCHES_KEPT:
+                branches.append(pair)
 
     try:
         with enabled(budget=budget):
-            closed = jax.make_jaxpr(fn)(*jax.tree_util.tree_unflatten(in_tree, list(spec_leaves)))
+            add_listener(listener)
+            try:
+                # a fresh callable where the program's == are wanted: JAX's trace cache (the export traced
+                # ``fn`` at these avals) would otherwise hand back the jaxpr without running the program
+                traced = fn if branches is None else (lambda *a: fn(*a))
+                closed = jax.make_jaxpr(traced)(*jax.tree_util.tree_unflatten(in_tree, list(spec_leaves)))
+            finally:
+                remove_listener(listener)
     except Exception:  # noqa: BLE001 - the divisibilities of the inputs and outputs still stand
         return []
     out: list[Expr] = []

@@ -516,7 +516,9 @@ def rejection_check(shapes: tuple[tuple[int, ...], ...], why: str, r: dict[str, 
         at = text.find(p)
         if at >= 0:
             return RejectionCheck(shapes, why, PASS, "shape assertion", text[at:])
-    if r["stage"] in ("lower", "compile") and "refin" in text:
+    if r["stage"] in ("lower", "compile") and ("refin" in text or "invalid tensor dimension size" in text):
+        # refused while compiling for the shape: its refinement failed, or a dimension the artifact
+        # computes from it is negative (a conv front end's frames below its window); it never runs there
         cause = errors[-1]
         detail = cause[cause.find("error: ") + 7:] if "error: " in cause else cause
         return RejectionCheck(shapes, why, PASS, "shape refinement", detail)

@@ -82,7 +82,8 @@ class FixResult:
     report: Any = field(default=None, repr=False, compare=False)  # the final VerificationReport
     target: str = ""  # MODULE:FUNCTION or path/file.py:FUNCTION for `smtdims export`; "" if none names it
     # the fix's edges measured natively: (valuation, runs natively, the fix admits it); t = 512 and t = 513
-    extremes: tuple[tuple[dict[str, int], bool, bool], ...] = ()
+    extremes: tuple[tuple[dict[str, int], bool, bool], ...] = ()  # (valuation, runs natively, admitted)
+    extremes_nonempty: tuple[bool, ...] = ()  # each edge computes on something natively (empty arrays only: False)
     stock: bool | None = None  # stock JAX exports with the fix too (None: not tried); code() says so
     platforms: tuple[str, ...] | None = None  # the platforms exported for (None: the default one)
     # where the time went: (what, how many, seconds): native traces, exports, the verification
@@ -148,9 +149,12 @@ class FixResult:
                 out += ["  " + ln for ln in self.code().splitlines()]
         if self.box is not None:
             out.append("  " + self.box.sentence(self.function.split(":")[-1]))
-        for env, runs, admits in self.extremes:
+        nonempties = self.extremes_nonempty or (True,) * len(self.extremes)
+        for (env, runs, admits), nonempty in zip(self.extremes, nonempties, strict=True):
             verdict = ("admitted, runs natively" if admits and runs else "excluded, fails natively" if not admits and not runs
-                       else "admitted, FAILS natively" if admits else "excluded, but RUNS natively (the fix is too strong)")
+                       else "admitted, FAILS natively" if admits
+                       else "excluded; runs natively on empty arrays only (nothing a user runs)" if not nonempty
+                       else "excluded, but RUNS natively (the fix is too strong)")
             out.append(f"  at the fix's edge {format_valuation(env)}: {verdict}")
         if self.verified is not None:
             out.append("  verified end to end (export, fresh process, samples): " + ("yes" if self.verified else "NO"))
@@ -164,7 +168,9 @@ class FixResult:
             "in_avals": list(self.in_avals), "shapes": list(self.shapes), "constraints": list(self.constraints),
             "rounds": [r.to_dict() for r in self.rounds], "dropped": list(self.dropped),
             "box": self.box.to_dict() if self.box is not None else None, "verified": self.verified,
-            "extremes": [{"valuation": env, "runs_natively": runs, "admitted": admits} for env, runs, admits in self.extremes],
+            "extremes": [{"valuation": env, "runs_natively": runs, "admitted": admits, "nonempty": nonempty}
+                         for (env, runs, admits), nonempty in zip(self.extremes, self.extremes_nonempty
+                                                                   or (True,) * len(self.extremes), strict=True)],
             "verification": list(self.verification),
             "code": self.code() if self.parts and self.status in (FIXED, NARROW, NOT_VERIFIED) else "",
             "cli": self.cli() if self.parts else "",

@@ -54,8 +54,11 @@ class SampleChooser:
     def __init__(self, session: Session, dims: Sequence[Sequence[Expr]], extra_atoms: Sequence[Expr] = (), *,
                  itemsizes: Sequence[int] | None = None, out_dims: Sequence[Sequence[Expr]] = (),
                  out_itemsizes: Sequence[int] | None = None, max_bytes: int = SAMPLE_BYTES,
-                 nonempty: Sequence[Expr] = ()):
+                 nonempty: Sequence[Expr] = (), branches: Sequence[tuple[Expr, Expr]] = ()):
         self.session = session
+        # the program's own == that JAX answered False without proof: where one holds, the program takes
+        # the branch no symbolic size took while exporting (a position table used as learned at 32x32)
+        self.branches = [(lhs, rhs) for lhs, rhs in branches if not (lhs - rhs).is_constant]
         # sizes of the outputs and intermediates: one sample makes them all >= 1, so that some run computes
         # something (a box of small shapes can hold only empty outputs: a comparison of nothing)
         self.nonempty = list(dict.fromkeys(e for e in nonempty if not e.is_constant))[:200]
@@ -162,6 +165,15 @@ class SampleChooser:
         if self.nonempty:
             out.append((NONEMPTY, [(e, ">=", 1) for e in self.nonempty]))
         full = [(e, ">=", 1) for e in self.nonempty]  # preferred with each edge: a residue on empty arrays shows little
+        for lhs, rhs in self.branches:
+            # on the diagonal first: a short-circuited ``p == 16 and h == w`` shows JAX only its first
+            # comparison, and square images are the size a model special-cases
+            names = sorted((lhs - rhs).variables())
+            diagonal: list[Cond] = [(v_(v) - v_(names[0]), "==", 0) for v in names[1:]]
+            if diagonal:
+                out.append((f"{lhs} == {rhs}, square (the program branches there)",
+                            [(lhs - rhs, "==", 0), *diagonal, *full]))
+            out.append((f"{lhs} == {rhs} (the program branches there)", [(lhs - rhs, "==", 0), *full]))
         for a in self.div_atoms:
             k = a.rhs.as_constant()
             r = a.lhs.mod(a.rhs)
@@ -282,9 +294,16 @@ class SampleChooser:
         for c in self.constraints:
             if len(found) >= limit - 1:
                 break
-            others = ConstraintSet(tuple(x for x in self.constraints if x is not c))
-            negated: Cond = (c.diff, "<" if c.kind == ">=" else "!=", 0)
-            env = self._solve(Session(others, self.session.budget), [negated], [])
+            others = Session(ConstraintSet(tuple(x for x in self.constraints if x is not c)), self.session.budget)
+            # at the constraint's edge first (t = 65 for t <= 64, n = 39 for n >= 40): the shape a
+            # person tries, and one the artifact's own shape check sees, not a size whose dimensions
+            # go negative and fail to compile before any check runs
+            edges: list[Cond] = [(c.diff, "==", -1)] if c.kind == ">=" else [(c.diff, "==", 1), (c.diff, "==", -1)]
+            env = None
+            for negated in [*edges, (c.diff, "<" if c.kind == ">=" else "!=", 0)]:
+                env = self._solve(others, [negated], [])
+                if env is not None:
+                    break
             if env is not None and not c.holds(env):
                 shapes = self.shapes(env)
                 if self.is_outside(shapes) and shapes not in [f[0] for f in found]:

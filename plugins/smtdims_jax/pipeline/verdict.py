@@ -32,7 +32,7 @@ from smtdims.reasoner import Session
 from ..seam import stock_jax
 from ._common import local_platform, paste_target
 from .attempt import Spec, apply_all, jax_accepts
-from .box import NativeBox, shapes_at
+from .box import NativeBox, shapes_at, valuation_of
 from .job import ExportJob, FixDraft
 from .refusals import FixPart, divisibility_rewrite
 from .report import first_line
@@ -223,16 +223,61 @@ def exclusion(job: ExportJob, d: Any, spec: Spec, *, limited: bool = True) -> tu
     return None
 
 
+OTHER_BRANCH = "the size where the program takes its other branch"  # a pin's note without an example
+
+
+def pinned_where_paths_differ(job: ExportJob, d: Any, spec: Spec) -> tuple[list[FixPart], Spec, str] | None:
+    """Samples that run natively but differ from the artifact, where the user's code branched on a shape
+    comparison JAX answered False without proof (the audit's lines): each variable of those comparisons
+    fixed at the user's example's size (without one, at the failing sample's: the size the program
+    special-cases), re-exported; None where there is no such comparison or the pinned specification does
+    not export.
+
+    A Python ``if`` on ``num_patches == num_positions`` (a DINOv2's position table, interpolated unless
+    the image is the size it was learned for) takes one branch for every symbolic size and the other at
+    the example: no family with the variable free reproduces the program there, so the person pins the
+    size. Sound: a pin is a narrower family; the verification runs again on it."""
+    if d is None or not d.artifact_only or not d.audit:
+        return None
+    names: list[str] = []
+    for line in d.audit:
+        where, _, question = line.rpartition(": ")
+        try:
+            c = Constraint.parse(question)
+        except SmtdimsError:
+            continue
+        names += [v for v in sorted(c.diff.variables()) if v in spec.variables() and v not in names]
+    if job.examples:
+        original = job.spec()  # the examples are valuations of its variables; the fix may have renamed them
+        shapes = shapes_at(original.dims, job.examples[0])
+        example = valuation_of(spec.dims, spec.constraint_set(), shapes, job.budget) if shapes is not None else None
+    else:  # no example: the sample where the program took the other branch (a size it special-cases)
+        example = dict(d.artifact_only[0])
+    if not names or example is None or any(v not in example for v in names):
+        return None
+    where = "the example's size" if job.examples else OTHER_BRANCH
+    group = [FixPart(SPEC, str(example[v]), v, f"fixed at {where}: the program branches on a shape comparison "
+                     "there") for v in names]
+    trial = apply_all(spec, group)
+    if trial is None or not job.attempt(trial).ok:
+        return None
+    why = (f"samples differ from the native function at {format_valuation(d.artifact_only[0])}: the program branches "
+           f"on {first_line(d.audit[0], 200)}, which JAX answered False without proof")
+    return group, trial, why
+
+
 def exclude(job: ExportJob, draft: FixDraft, report: Any) -> bool:
     """After a verification that failed: the exclusion of its natively failing samples joins the fix (a
     divisibility of a spec variable as the spec rewrite a person writes, ``7*h`` for ``h``), so that the
     fixed specification is verified again. False: nothing to add (the samples did not run, none failed
     natively, or nothing found exports)."""
     more = None if report.not_run else exclusion(job, getattr(report, "diagnosis", None), draft.spec)
+    if more is None and not report.not_run:
+        more = pinned_where_paths_differ(job, getattr(report, "diagnosis", None), draft.spec)
     if more is None:
         return False
     group, trial, why = more  # samples failed where the function fails: exclude them and go on
-    job.say(f"fix: the fixed export's samples fail natively; excluding them: {group_text(group)}")
+    job.say(f"fix: the fixed export's samples fail; {group_text(group)}")
     draft.parts.extend(group)
     draft.spec, draft.done = without_implied(trial, job.budget), None
     assert job.box is not None
@@ -257,14 +302,15 @@ def conclude(job: ExportJob, draft: FixDraft) -> FixResult:
         shapes=spec.shape_texts(), constraints=spec.constraints, rounds=tuple(draft.rounds),
         dropped=tuple(draft.dropped), box=draft.count, verified=draft.verified, verification=draft.lines,
         function=job.name, seconds=time.perf_counter() - draft.t_start, report=draft.report,
-        target=paste_target(job.fn), extremes=extremes, stock=stock,
+        target=paste_target(job.fn), extremes=tuple(x[:3] for x in extremes),
+        extremes_nonempty=tuple(x[3] for x in extremes), stock=stock,
         platforms=tuple(plats) if plats and tuple(plats) != (local_platform(),) else None,
         timing=(("native traces", box.traces, box.trace_seconds), ("exports", draft.exports, draft.export_seconds),
                 *((("verification", 0, draft.verify_seconds),) if draft.verify_seconds else ())),
     )
 
 
-def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool, bool], ...]:
+def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool, bool, bool], ...]:
     """Settle the draft's status and detail by what the verification and the native traces showed (a
     "fixed" that failed any of them says so), and return the fix's edges measured natively."""
     box, spec, original, parts, name = job.box, draft.spec, draft.original, draft.parts, job.name
@@ -275,7 +321,7 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
         draft.detail = (f"the fixed export did not run: {draft.report.not_run}" if draft.report.not_run else
                         "the fixed export failed its verification: "
                         + (first_line(draft.lines[0], 200) if draft.lines else "a check failed"))
-    extremes: tuple[tuple[dict[str, int], bool, bool], ...] = ()
+    extremes: tuple[tuple[dict[str, int], bool, bool, bool], ...] = ()
     if draft.status in (FIXED, NOT_VERIFIED) and spec.dims == original.dims and job.running():
         extremes = _measure_extremes(box, spec, original, job.budget)
         if extremes:  # the edges are box points now (t = 513 runs natively or not): count them
@@ -294,7 +340,9 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
         draft.status = NOT_VERIFIED
         draft.detail = (f"it admits {count.admitted - count.admitted_ok} traced shape(s) where {name or 'the function'} "
                         "fails natively, e.g. " + "; ".join(format_valuation(v) for v in count.admitted_failing[:2]))
-    lost = _lost(box, original, spec, draft.sides) if draft.status == FIXED and count is not None and not pins(parts) else []
+    # a size pinned where the program branches, with no example to say it is the user's, is a choice
+    necessary = pins([p for p in parts if OTHER_BRANCH not in p.note])
+    lost = _lost(box, original, spec, draft.sides) if draft.status == FIXED and count is not None and not necessary else []
     if lost:
         # verified, but narrower than the function: honest words, not "fixed" (a pinned size excludes the
         # others by necessity: the program uses it as a number, or only one size settles the equation)
@@ -330,10 +378,12 @@ def pins(parts: Sequence[FixPart]) -> bool:
 
 
 def _measure_extremes(box: NativeBox, spec: Spec, original: Spec,
-                      budget: int | None) -> tuple[tuple[dict[str, int], bool, bool], ...]:
+                      budget: int | None) -> tuple[tuple[dict[str, int], bool, bool, bool], ...]:
     """Each variable the fix bounds, at its bound and one past it (others at their least values), run
     natively: ``t <= 512`` is checked at ``t = 512`` (must run) and ``t = 513`` (fails, or the fix is too
-    strong). Only valuations the original specification admits count; a box of small shapes never gets there."""
+    strong, unless it computes on empty arrays only there). Only valuations the original specification
+    admits count; a box of small shapes never gets there. Each: (valuation, runs natively, admitted,
+    computes on something)."""
     fixed = spec.constraint_set()
     names = sorted(spec.variables())
     out = []
@@ -352,7 +402,7 @@ def _measure_extremes(box: NativeBox, spec: Spec, original: Spec,
                     box.add([env])
                     shapes = shapes_at(spec.dims, env)
                     if shapes is not None and shapes in box.ok:
-                        out.append((env, box.ok[shapes], bool(fixed.holds(env))))
+                        out.append((env, box.ok[shapes], bool(fixed.holds(env)), shapes in box.nonempty))
     except (SmtdimsError, ZeroDivisionError, KeyError):
         return tuple(out)
     return tuple(out)
@@ -372,4 +422,4 @@ def exports_on_stock(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tu
 
 
 __all__ = ["as_parts", "as_rewrite", "conclude", "counted_names", "exclude", "exclusion", "exports_on_stock", "group_text",
-           "in_interval_form", "pins", "with_counted_names", "without_implied"]
+           "in_interval_form", "pinned_where_paths_differ", "pins", "with_counted_names", "without_implied"]

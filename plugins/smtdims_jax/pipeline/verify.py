@@ -29,6 +29,7 @@ import numpy as np
 from jax import export
 
 from smtdims.errors import format_valuation
+from smtdims.lang.expr import Expr
 
 from ..conversion import scope_constraints, session_for_scope, to_ir
 from ..jax_internals import started_backends
@@ -249,11 +250,12 @@ def plan_samples(job: ExportJob, exp: Any, opts: VerifyOptions) -> SamplePlan:
     dims = [tuple(to_ir(d) for d in s.shape) for s in spec_leaves]
     out_dims = [tuple(to_ir(d) for d in a.shape) for a in exp.out_avals]
     say(f"choosing {opts.samples} sample shapes with the solver")
+    branches: list[tuple[Expr, Expr]] = []
+    inner = intermediate_dims(job.fn, spec_leaves, job.in_tree, opts.budget, branches=branches)
     chooser = SampleChooser(session, dims, [e for leaf in out_dims for e in leaf],
                             itemsizes=[np.dtype(x.dtype).itemsize for x in spec_leaves], out_dims=out_dims,
                             out_itemsizes=[np.dtype(a.dtype).itemsize for a in exp.out_avals], max_bytes=opts.sample_bytes,
-                            nonempty=[*intermediate_dims(job.fn, spec_leaves, job.in_tree, opts.budget),
-                                      *(e for leaf in out_dims for e in leaf)])
+                            nonempty=[*inner, *(e for leaf in out_dims for e in leaf)], branches=branches)
     chosen = chooser.choose(opts.samples, seeds=example_valuations(dims, chooser.constraints, opts.examples))
     dtypes = [np.dtype(s.dtype) for s in spec_leaves]
     inputs = []
