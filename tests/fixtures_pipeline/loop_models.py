@@ -167,3 +167,16 @@ def branchy_positions(x):
     else:
         pos = jnp.broadcast_to(POS_16.mean(0), (p, 8))
     return tokens + pos
+
+
+POS_TABLE_64 = jnp.linspace(0.0, 1.0, 64 * 8, dtype=jnp.float32).reshape(64, 8)
+
+
+def learned_positions(x):
+    """A BERT-style encoder's learned table of 64 positions, looked up with ``jnp.take`` (out-of-range rows
+    are filled with NaN, not refused), then attention, which spreads a NaN row over every output: past
+    64 the program runs and computes NaN everywhere (the person's fix: ``t <= 64``)."""
+    t = x.shape[1]
+    h = x + jnp.take(POS_TABLE_64, jnp.arange(t), axis=0)
+    att = jnp.exp(h @ h.transpose(0, 2, 1) / 8.0)
+    return (att / att.sum(-1, keepdims=True)) @ h

@@ -297,3 +297,19 @@ def test_the_samples_look_where_the_program_branches_on_a_shape():
     fixed = export_and_verify(m.branchy_positions, "float32[b, h, w]", samples=4, fix=True)
     fix = fixed.fix
     assert fix is not None and fix.status == NARROW and fix.in_avals == ("float32[b, 16, 16]",), fix.lines()
+
+
+def test_a_table_looked_up_past_its_end_gets_its_bound_from_the_values():
+    """``jnp.take`` fills rows past a learned table's 64 with NaN instead of refusing: every shape traces,
+    the artifact equals the program (NaN == NaN), and only the values say the program computes nothing
+    past 64. A sample whose program output is NaN everywhere, beside a finite one, fails; the bound comes
+    from running the program between them (bisection), and is verified like any fix."""
+    as_given = export_and_verify(m.learned_positions, "float32[b, t, 8]", samples=4)
+    assert not as_given.ok and any("NaN everywhere" in s.detail for s in as_given.samples), as_given.table()
+    report = export_and_verify(m.learned_positions, "float32[b, t, 8]", samples=4, fix=True)
+    _check_whole_fix(report, ("float32[b, t, 8]",), ("t <= 64",))
+    ones = np.ones((1, 64, 8), np.float32)
+    assert np.isfinite(np.asarray(m.learned_positions(ones))).all()
+    assert np.isnan(np.asarray(m.learned_positions(np.ones((1, 65, 8), np.float32)))).all()
+    auto = export_and_verify(m.learned_positions, np.ones((2, 7, 8), np.float32), dims="auto", samples=4)
+    assert auto.ok and auto.constraints == ("b <= 64",), str(auto)

@@ -132,6 +132,18 @@ def compare(reference: Sequence[np.ndarray], exported: Sequence[np.ndarray],
     return Comparison(None, max_abs, max_rel, tuple(tols.values()))
 
 
+NAN_EVERYWHERE = "the program's own output is NaN everywhere here"
+
+
+def nan_everywhere(outputs: Sequence[np.ndarray]) -> bool:
+    """Every element of every non-empty floating output is NaN (and there is one): what a learned table
+    looked up past its end with ``jnp.take`` (out-of-range rows filled with NaN, not refused) gives once
+    attention has spread the NaN rows; nothing a user runs."""
+    floats = [np.asarray(o) for o in outputs
+              if jnp.issubdtype(np.asarray(o).dtype, jnp.inexact) and np.asarray(o).size]
+    return bool(floats) and all(bool(np.all(np.isnan(o))) for o in floats)
+
+
 def compare_outputs(native: Sequence[np.ndarray], exported: Sequence[np.ndarray],
                     expected_shapes: Sequence[tuple[int, ...]] | None = None,
                     rtol: float | None = None, atol: float | None = None, platform: str = "cpu") -> str | None:

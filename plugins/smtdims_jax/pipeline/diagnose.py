@@ -50,6 +50,7 @@ class SampleDiagnosis:
     tried: tuple[tuple[str, int, int], ...] = ()  # (constraint, admitted native-ok, admitted native-failing)
     seconds: float = 0.0
     report: Any = field(default=None, repr=False, compare=False)
+    nan_bounds: tuple[str, ...] = ()  # the constraints beyond which the program computes NaN everywhere (measured)
 
     def lines(self, name: str) -> list[str]:
         out = []
@@ -121,13 +122,15 @@ def _lower_bounds(box: NativeBox) -> list[str]:
 
 def diagnose(job: ExportJob, exp: Any, native_fails: Sequence[dict[str, int]], native_error: str,
              artifact_only: Sequence[dict[str, int]], *, box_side: int | None = None,
-             verify: Callable[[Any, Any], Any] | None = None, deadline: float = 60.0) -> SampleDiagnosis:
+             verify: Callable[[Any, Any], Any] | None = None, deadline: float = 60.0,
+             nan: Sequence[dict[str, int]] = (), finite: Sequence[dict[str, int]] = ()) -> SampleDiagnosis:
     """See the module docstring; ``exp``: the job's export whose samples failed; ``verify(specs, scope)``
     (optional) runs the whole pipeline on the fix."""
     fn, spec_leaves, in_tree, budget = job.fn, job.leaves, job.in_tree, job.budget
     t0 = time.perf_counter()
     stop = time.monotonic() + deadline
     audit_lines: tuple[str, ...] = ()
+    nan_bounds: tuple[str, ...] = ()
     if artifact_only:
         audit_lines = _audit(fn, spec_leaves, in_tree, job.plats, budget)
     constraints: tuple[str, ...] = ()
@@ -135,6 +138,25 @@ def diagnose(job: ExportJob, exp: Any, native_fails: Sequence[dict[str, int]], n
     count = None
     report = None
     tried: list[tuple[str, int, int]] = []
+    if nan and finite and len(nan) == len(native_fails):
+        # the program computes NaN everywhere at these samples: no shape error for the box to see; the
+        # bounds come from running it (values, not shapes) between a finite sample and a NaN one
+        spec = job.spec()
+        bounds = finite_bounds(job, spec, nan, finite, stop)
+        if bounds:
+            current = spec
+            for text in bounds:
+                current = current.apply(FixPart("constraint", text))
+            if not any(current.constraint_set().holds(e) for e in nan) and all(current.constraint_set().holds(e)
+                                                                                for e in finite):
+                constraints, nan_bounds = tuple(bounds), tuple(bounds)
+                exported = job.attempt(current, limited=False).ok
+                if exported and verify is not None:
+                    args, new_scope = current.build(in_tree)
+                    report = verify(args, new_scope)
+                    verified = bool(report.ok)
+        return SampleDiagnosis(tuple(native_fails), native_error, tuple(artifact_only), constraints, exported, count,
+                               verified, audit_lines, tuple(tried), time.perf_counter() - t0, report, nan_bounds)
     if native_fails:
         spec = job.spec()
         box = NativeBox(fn, spec.dims, spec.dtypes, in_tree, spec.constraint_set(), side=box_side, deadline=stop,
@@ -195,6 +217,63 @@ def diagnose(job: ExportJob, exp: Any, native_fails: Sequence[dict[str, int]], n
                 verified = bool(report.ok)
     return SampleDiagnosis(tuple(native_fails), native_error, tuple(artifact_only), constraints, exported, count,
                            verified, audit_lines, tuple(tried), time.perf_counter() - t0, report)
+
+
+NAN_BISECTIONS = 12  # concrete runs per variable when bisecting for the last size the program computes at
+
+
+def finite_bounds(job: ExportJob, spec: Any, nan: Sequence[dict[str, int]], finite: Sequence[dict[str, int]],
+                  stop: float) -> list[str]:
+    """``v <= k`` for each variable that is larger at a NaN sample than at the smallest finite one: ``k``
+    the last size at which the program (``jax.jit``, random inputs) still computes something, by bisection
+    along ``v`` from the finite sample (a learned table of 64 positions: ``t <= 64``). Each step runs the
+    program at a new shape (a compile); the bound is then re-exported and verified like any fix."""
+    base = min(finite, key=lambda e: sum(e.values()))
+    out: list[str] = []
+    for v in sorted(spec.variables()):
+        above = [e[v] for e in nan if e.get(v, 0) > base.get(v, 0)]
+        if not above:
+            continue
+        lo, hi = base[v], min(above)
+        if _computes(job, spec, {**base, v: hi}):
+            continue  # along v alone the program still computes there: not v's bound
+        for _ in range(NAN_BISECTIONS):
+            if hi - lo <= 1 or time.monotonic() > stop:
+                break
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if _computes(job, spec, {**base, v: mid}) else (lo, mid)
+        if hi - lo <= 1:
+            out.append(f"{v} <= {lo}")
+    return out
+
+
+def _computes(job: ExportJob, spec: Any, env: dict[str, int]) -> bool:
+    """Whether ``jax.jit`` of the program, at ``env``'s shapes, gives some non-NaN output for each of a few
+    inputs: random, all zeros, all ones. Where NaN begins may depend on the values (a RoBERTa counts
+    positions past its padding id, so random ids that hit it lag behind real text by t/10): the bound is
+    the last size every one of them computes at, the narrower side."""
+    import numpy as np
+
+    from ..seam import stock_jax
+    from .box import shapes_at
+    from .compare import nan_everywhere, random_input
+
+    shapes = shapes_at(spec.dims, env)
+    if shapes is None:
+        return False
+    rng = np.random.default_rng(0)
+    draws = [[random_input(rng, s, np.dtype(t)) for s, t in zip(shapes, spec.dtypes, strict=True)],
+             *([np.full(s, fill, np.dtype(t)) for s, t in zip(shapes, spec.dtypes, strict=True)] for fill in (0, 1))]
+    f = jax.jit(job.fn)  # one compile for the shape, three runs
+    try:
+        with stock_jax():
+            for args in draws:
+                outs = jax.tree_util.tree_leaves(f(*jax.tree_util.tree_unflatten(job.in_tree, args)))
+                if nan_everywhere([np.asarray(o) for o in outs]):
+                    return False
+    except Exception:  # noqa: BLE001 - the program fails at this shape: it computes nothing there
+        return False
+    return True
 
 
 _BRANCHES_KEPT = 8  # the program's unproven == kept as sample goals (a few samples cover a few)

@@ -208,6 +208,9 @@ def as_parts(constraints: Sequence[str], spec: Spec) -> list[FixPart]:
 
 
 # -- the verification's exclusions ---------------------------------------------------------------------------
+NAN_NOTE = "past it the program computes NaN everywhere (measured by running it)"
+
+
 def exclusion(job: ExportJob, d: Any, spec: Spec, *, limited: bool = True) -> tuple[list[FixPart], Spec, str] | None:
     """The exclusion of the natively failing samples a diagnosis (:class:`.diagnose.SampleDiagnosis`) found,
     applied to ``spec`` and re-exported (the spec rewrite first, the plain constraints if the rewrite does
@@ -216,7 +219,9 @@ def exclusion(job: ExportJob, d: Any, spec: Spec, *, limited: bool = True) -> tu
     if d is None or not d.native_fails or not d.constraints:
         return None
     why = (f"the samples fail natively at {format_valuation(d.native_fails[0])}: {first_line(d.native_error, 200)}")
+    nan = set(getattr(d, "nan_bounds", ()))
     for group in (as_parts(d.constraints, spec), [FixPart("constraint", normalise_constraint(t)) for t in d.constraints]):
+        group = [FixPart(p.kind, p.text, p.variable, NAN_NOTE) if p.kind != SPEC and p.text in nan else p for p in group]
         trial = apply_all(spec, group)
         if trial is not None and jax_accepts(trial) and job.attempt(trial, limited=limited).ok:
             return group, trial, why
@@ -343,6 +348,10 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
     # a size pinned where the program branches, with no example to say it is the user's, is a choice
     necessary = pins([p for p in parts if OTHER_BRANCH not in p.note])
     lost = _lost(box, original, spec, draft.sides) if draft.status == FIXED and count is not None and not necessary else []
+    # a traced shape past a bound beyond which the program was measured to compute NaN everywhere: its
+    # trace (shapes only) runs, its values are nothing a user runs
+    nan_parts = [Constraint.parse(p.text) for p in parts if p.note == NAN_NOTE]
+    lost = [env for env in lost if all(c.holds(env) for c in nan_parts)]
     if lost:
         # verified, but narrower than the function: honest words, not "fixed" (a pinned size excludes the
         # others by necessity: the program uses it as a number, or only one size settles the equation)

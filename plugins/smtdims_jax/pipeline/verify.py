@@ -36,7 +36,7 @@ from ..jax_internals import started_backends
 from ._common import Progress, checked_platforms, fn_name, local_platform, progress_fn, solver_budget
 from .attempt import Attempt
 from .box import valuation_of
-from .compare import INT_RANGE, compare, random_input
+from .compare import INT_RANGE, NAN_EVERYWHERE, compare, nan_everywhere, random_input
 from .diagnose import diagnose, intermediate_dims
 from .failure import describe_export_error, settled_by
 from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, VERIFY_ROUNDS, FixOptions, search
@@ -311,6 +311,30 @@ def references(job: ExportJob, plan: SamplePlan, platform: str) -> tuple[list[by
     return refs, errors
 
 
+def nan_everywhere_errors(plan: SamplePlan, run: DeviceRun, native_errors: Sequence[str]) -> list[str]:
+    """``native_errors`` with each sample whose reference (``jax.jit`` of the program) computes NaN in
+    every output element counted as the program failing there, where another sample's reference is
+    finite: artifact and program agree (NaN == NaN), but the family admits a size the program does not
+    compute at (a table looked up past its end); one sample alone says nothing (NaN may be the model's),
+    nor one where an intermediate array is empty (the mean of nothing is NaN)."""
+    out = list(native_errors)
+    refs = [r if r is not None and not native_errors[i] else None for i, r in enumerate(run.references)]
+
+    def computes(env: dict[str, int]) -> bool:  # every intermediate non-empty: a mean of nothing is NaN too
+        try:
+            return all(e.evaluate(env) >= 1 for e in plan.chooser.nonempty)
+        except (ZeroDivisionError, KeyError):
+            return False
+
+    nan = [r is not None and computes(plan.chosen[i][0]) and nan_everywhere(r) for i, r in enumerate(refs)]
+    finite = [plan.chosen[i][0] for i, r in enumerate(refs) if r is not None and not nan[i]]
+    if finite:
+        for i, is_nan in enumerate(nan):
+            if is_nan:
+                out[i] = f"{NAN_EVERYWHERE} (finite at {format_valuation(finite[0])})"
+    return out
+
+
 def judge(plan: SamplePlan, run: DeviceRun | None, native_errors: Sequence[str], out_dims: Sequence[Sequence[Any]],
           not_run: str, opts: VerifyOptions) -> tuple[list[SampleResult], list[str], float]:
     """Each sample's verdict: pass, fail (the artifact or the function failed, or they differ) or skip ("not
@@ -413,6 +437,8 @@ def _check_artifact(job: ExportJob, exp: Any, artifact: bytes, opts: VerifyOptio
         run = run_on_device(artifact, plan.inputs, plan.probes, job.say, opts.timeout, references=refs)
         dev = run.device
         not_run = (dev.why_not() if not dev.usable else not_run_cause(run)) if run.failure else ""
+        if not not_run:
+            native_errors = nan_everywhere_errors(plan, run, native_errors)
     checks.append(process_check(dev, run, not_run))
     results, tolerances, worst = judge(plan, run, native_errors, out_dims, not_run, opts)
     ran = [r for r in results if r.status != SKIP]
@@ -472,8 +498,10 @@ def _diagnosed(job: ExportJob, exp: Any, results: Sequence[SampleResult], native
         return None, None
     native_fails = [r.valuation for r, n in failed if n]
     job.say("diagnosing the failed samples" + (" (the native function fails there too)" if native_fails else ""))
+    nan = [r.valuation for r, n in failed if n.startswith(NAN_EVERYWHERE)]
     diagnosis = diagnose(job, exp, native_fails, next((n for _, n in failed if n), ""),
-                         [r.valuation for r, n in failed if not n], box_side=opts.fix.box if opts.fix is not None else None)
+                         [r.valuation for r, n in failed if not n], box_side=opts.fix.box if opts.fix is not None else None,
+                         nan=nan, finite=[r.valuation for r in results if r.status == PASS] if nan else [])
     if opts.fix is None or not diagnosis.native_fails or not diagnosis.constraints:
         return diagnosis, None
     return diagnosis, _fix_from_samples(job, opts, x64, diagnosis)
