@@ -150,6 +150,7 @@ def models() -> list[tuple[str, object, list[str], dict[str, int] | None]]:
         ("token mixer (linen Dense)", m.make_token_mixer(), ["float32[b, p, q, 4]"], {"b": 2, "p": 8, "q": 8}),
         ("overlap-add residual (64/16)", m.make_overlap_add(64, 16), ["float32[b, n]"], {"b": 2, "n": 1024}),
         ("pad to blocks of 16", m.pad_to_blocks, ["float32[b, n]"], {"b": 2, "n": 96}),
+        ("table looked up past its end (NaN)", m.learned_positions, ["float32[b, t, 8]"], {"b": 2, "t": 7}),
     ]
     return out
 

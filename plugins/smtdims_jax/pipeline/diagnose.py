@@ -237,6 +237,14 @@ def finite_bounds(job: ExportJob, spec: Any, nan: Sequence[dict[str, int]], fini
         lo, hi = base[v], min(above)
         if _computes(job, spec, {**base, v: hi}):
             continue  # along v alone the program still computes there: not v's bound
+        p = 1 << ((hi - 1).bit_length() - 1)  # tables end at powers of two: the powers below hi, down
+        while lo < p < hi:
+            if _computes(job, spec, {**base, v: p}):
+                lo = p
+                if p + 1 < hi and not _computes(job, spec, {**base, v: p + 1}):
+                    hi = p + 1
+                break
+            hi, p = p, p // 2
         for _ in range(NAN_BISECTIONS):
             if hi - lo <= 1 or time.monotonic() > stop:
                 break

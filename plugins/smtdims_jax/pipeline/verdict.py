@@ -231,12 +231,13 @@ def exclusion(job: ExportJob, d: Any, spec: Spec, *, limited: bool = True) -> tu
 OTHER_BRANCH = "the size where the program takes its other branch"  # a pin's note without an example
 
 
-def pinned_where_paths_differ(job: ExportJob, d: Any, spec: Spec) -> tuple[list[FixPart], Spec, str] | None:
+def pinned_where_paths_differ(job: ExportJob, d: Any, spec: Spec, *,
+                              limited: bool = True) -> tuple[list[FixPart], Spec, str] | None:
     """Samples that run natively but differ from the artifact, where the user's code branched on a shape
     comparison JAX answered False without proof (the audit's lines): each variable of those comparisons
     fixed at the user's example's size (without one, at the failing sample's: the size the program
-    special-cases), re-exported; None where there is no such comparison or the pinned specification does
-    not export.
+    special-cases), re-exported (``limited``: as a candidate's export); None where there is no such
+    comparison or the pinned specification does not export.
 
     A Python ``if`` on ``num_patches == num_positions`` (a DINOv2's position table, interpolated unless
     the image is the size it was learned for) takes one branch for every symbolic size and the other at
@@ -245,26 +246,37 @@ def pinned_where_paths_differ(job: ExportJob, d: Any, spec: Spec) -> tuple[list[
     if d is None or not d.artifact_only or not d.audit:
         return None
     names: list[str] = []
+    questions: list[Constraint] = []
     for line in d.audit:
         where, _, question = line.rpartition(": ")
         try:
             c = Constraint.parse(question)
         except SmtdimsError:
             continue
+        questions.append(c)
         names += [v for v in sorted(c.diff.variables()) if v in spec.variables() and v not in names]
     if job.examples:
         original = job.spec()  # the examples are valuations of its variables; the fix may have renamed them
         shapes = shapes_at(original.dims, job.examples[0])
         example = valuation_of(spec.dims, spec.constraint_set(), shapes, job.budget) if shapes is not None else None
-    else:  # no example: the sample where the program took the other branch (a size it special-cases)
+    else:  # no example: where the program took the other branch (a size it special-cases), the least
+        # such size on the diagonal (a DINOv2's square 32x32, not the 39x39 sample in the same branch)
         example = dict(d.artifact_only[0])
+        for x in range(1, max((example.get(v, 1) for v in names), default=1) + 1):
+            env = {**example, **dict.fromkeys(names, x)}
+            try:
+                if all(c.holds(env) for c in questions):
+                    example = env
+                    break
+            except (ZeroDivisionError, KeyError):
+                continue
     if not names or example is None or any(v not in example for v in names):
         return None
     where = "the example's size" if job.examples else OTHER_BRANCH
     group = [FixPart(SPEC, str(example[v]), v, f"fixed at {where}: the program branches on a shape comparison "
                      "there") for v in names]
     trial = apply_all(spec, group)
-    if trial is None or not job.attempt(trial).ok:
+    if trial is None or not job.attempt(trial, limited=limited).ok:
         return None
     why = (f"samples differ from the native function at {format_valuation(d.artifact_only[0])}: the program branches "
            f"on {first_line(d.audit[0], 200)}, which JAX answered False without proof")

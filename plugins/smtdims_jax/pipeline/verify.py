@@ -61,7 +61,7 @@ from .result import FIXED, FixResult, FixRound
 from .samples import SAMPLE_BYTES, SampleChooser
 from .sidecar import exported_aval_text, read_sidecar, write_sidecar
 from .specs import aval_text, build_specs, needs_x64, x64_on
-from .verdict import conclude, exclude, exclusion, group_text
+from .verdict import conclude, exclude, exclusion, group_text, pinned_where_paths_differ
 
 
 @dataclass(frozen=True)
@@ -502,7 +502,8 @@ def _diagnosed(job: ExportJob, exp: Any, results: Sequence[SampleResult], native
     diagnosis = diagnose(job, exp, native_fails, next((n for _, n in failed if n), ""),
                          [r.valuation for r, n in failed if not n], box_side=opts.fix.box if opts.fix is not None else None,
                          nan=nan, finite=[r.valuation for r in results if r.status == PASS] if nan else [])
-    if opts.fix is None or not diagnosis.native_fails or not diagnosis.constraints:
+    if opts.fix is None or not ((diagnosis.native_fails and diagnosis.constraints)
+                                or (diagnosis.artifact_only and diagnosis.audit)):
         return diagnosis, None
     return diagnosis, _fix_from_samples(job, opts, x64, diagnosis)
 
@@ -511,11 +512,12 @@ def _fix_from_samples(job: ExportJob, opts: VerifyOptions, x64: bool, diagnosis:
     """The export succeeded but samples fail where the function itself fails: the whole fix starts from
     the diagnosis's exclusion (as a spec rewrite where it is a divisibility of a spec variable) and the
     same loop as a failed export's verifies it, adding exclusions until it verifies (:func:`_whole_fix`)."""
-    found = exclusion(job, diagnosis, job.spec(), limited=False)
+    found = exclusion(job, diagnosis, job.spec(), limited=False) or pinned_where_paths_differ(
+        job, diagnosis, job.spec(), limited=False)
     if found is None:
         return None
     group, _, why = found
-    job.say(f"fix: the export succeeds but samples fail natively; excluding them: {group_text(group)}")
+    job.say(f"fix: the export succeeds but samples fail; {group_text(group)}")
     # the export as given was written to ``out`` already: the fixed one is verified, not written over it
     return _whole_fix(job, opts, x64, replace(opts, fix=None, out=None), start=group,
                       start_round=FixRound(why, ((group_text(group), 0, 0, 0),), tuple(group), 0.0))
