@@ -225,10 +225,14 @@ NAN_BISECTIONS = 12  # concrete runs per variable when bisecting for the last si
 def finite_bounds(job: ExportJob, spec: Any, nan: Sequence[dict[str, int]], finite: Sequence[dict[str, int]],
                   stop: float) -> list[str]:
     """``v <= k`` for each variable that is larger at a NaN sample than at the smallest finite one: ``k``
-    the last size at which the program (``jax.jit``, random inputs) still computes something, by bisection
-    along ``v`` from the finite sample (a learned table of 64 positions: ``t <= 64``). Each step runs the
-    program at a new shape (a compile); the bound is then re-exported and verified like any fix."""
-    base = min(finite, key=lambda e: sum(e.values()))
+    the last size at which the program (``jax.jit``) still computes something (:func:`_computes`), found
+    along ``v`` from the finite sample, the powers of two first, then by bisection (a learned table of 64
+    positions: ``t <= 64``). Each step runs the program at a new shape (a compile); the bound is then
+    re-exported and verified like any fix, so a wrong step costs a fix, never a wrong verdict."""
+    # the smallest finite sample where the program computes (a sample on empty arrays may be NaN too)
+    base = next((e for e in sorted(finite, key=lambda e: sum(e.values()))[:3] if _computes(job, spec, e)), None)
+    if base is None:
+        return []
     out: list[str] = []
     for v in sorted(spec.variables()):
         above = [e[v] for e in nan if e.get(v, 0) > base.get(v, 0)]

@@ -248,7 +248,7 @@ def pinned_where_paths_differ(job: ExportJob, d: Any, spec: Spec, *,
     names: list[str] = []
     questions: list[Constraint] = []
     for line in d.audit:
-        where, _, question = line.rpartition(": ")
+        question = line.rpartition(": ")[2]
         try:
             c = Constraint.parse(question)
         except SmtdimsError:
@@ -363,7 +363,14 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
     # a traced shape past a bound beyond which the program was measured to compute NaN everywhere: its
     # trace (shapes only) runs, its values are nothing a user runs
     nan_parts = [Constraint.parse(p.text) for p in parts if p.note == NAN_NOTE]
-    lost = [env for env in lost if all(c.holds(env) for c in nan_parts)]
+
+    def past_nan_bound(env: dict[str, int]) -> bool:
+        try:
+            return not all(c.holds(env) for c in nan_parts)
+        except KeyError:  # the bound reads on a variable a later rewrite named: not this valuation's
+            return False
+
+    lost = [env for env in lost if not past_nan_bound(env)]
     if lost:
         # verified, but narrower than the function: honest words, not "fixed" (a pinned size excludes the
         # others by necessity: the program uses it as a number, or only one size settles the equation)

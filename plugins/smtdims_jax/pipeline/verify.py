@@ -327,7 +327,7 @@ def nan_everywhere_errors(plan: SamplePlan, run: DeviceRun, native_errors: Seque
             return False
 
     nan = [r is not None and computes(plan.chosen[i][0]) and nan_everywhere(r) for i, r in enumerate(refs)]
-    finite = [plan.chosen[i][0] for i, r in enumerate(refs) if r is not None and not nan[i]]
+    finite = [plan.chosen[i][0] for i, r in enumerate(refs) if r is not None and not nan_everywhere(r)]
     if finite:
         for i, is_nan in enumerate(nan):
             if is_nan:
