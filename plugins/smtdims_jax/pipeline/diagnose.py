@@ -29,6 +29,7 @@ from smtdims.answers.equations import normalise_constraint
 from smtdims.errors import format_valuation
 from smtdims.lang.expr import FLOORDIV, MOD, Expr, Op
 
+from .attempt import Spec
 from .box import BoxCount, NativeBox
 from .job import ExportJob
 from .refusals import FixPart
@@ -222,7 +223,7 @@ def diagnose(job: ExportJob, exp: Any, native_fails: Sequence[dict[str, int]], n
 NAN_BISECTIONS = 12  # concrete runs per variable when bisecting for the last size the program computes at
 
 
-def finite_bounds(job: ExportJob, spec: Any, nan: Sequence[dict[str, int]], finite: Sequence[dict[str, int]],
+def finite_bounds(job: ExportJob, spec: Spec, nan: Sequence[dict[str, int]], finite: Sequence[dict[str, int]],
                   stop: float) -> list[str]:
     """``v <= k`` for each variable that is larger at a NaN sample than at the smallest finite one: ``k``
     the last size at which the program (``jax.jit``) still computes something (:func:`_computes`), found
@@ -259,7 +260,7 @@ def finite_bounds(job: ExportJob, spec: Any, nan: Sequence[dict[str, int]], fini
     return out
 
 
-def _computes(job: ExportJob, spec: Any, env: dict[str, int]) -> bool:
+def _computes(job: ExportJob, spec: Spec, env: dict[str, int]) -> bool:
     """Whether ``jax.jit`` of the program, at ``env``'s shapes, gives some non-NaN output for each of a few
     inputs: random, all zeros, all ones. Where NaN begins may depend on the values (a RoBERTa counts
     positions past its padding id, so random ids that hit it lag behind real text by t/10): the bound is

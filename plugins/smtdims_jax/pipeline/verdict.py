@@ -219,7 +219,7 @@ def exclusion(job: ExportJob, d: Any, spec: Spec, *, limited: bool = True) -> tu
     if d is None or not d.native_fails or not d.constraints:
         return None
     why = (f"the samples fail natively at {format_valuation(d.native_fails[0])}: {first_line(d.native_error, 200)}")
-    nan = set(getattr(d, "nan_bounds", ()))
+    nan = set(d.nan_bounds)
     for group in (as_parts(d.constraints, spec), [FixPart("constraint", normalise_constraint(t)) for t in d.constraints]):
         group = [FixPart(p.kind, p.text, p.variable, NAN_NOTE) if p.kind != SPEC and p.text in nan else p for p in group]
         trial = apply_all(spec, group)
