@@ -16,7 +16,15 @@ from smtdims.lang.memos import CACHE_MAX_TERMS, SizedMemo
 from smtdims.reasoner import Session
 
 from . import exact_stock
-from .jax_internals import Comparator, DimExpr, DimFactor, SymbolicScope
+from .jax_internals import (
+    Comparator,
+    DimExpr,
+    DimFactor,
+    SymbolicScope,
+    explicit_constraints,
+    sorted_terms,
+    term_factors,
+)
 
 _OPS = {DimFactor.FLOORDIV: FLOORDIV, DimFactor.MOD: MOD, DimFactor.MAX: MAX, DimFactor.MIN: MIN}
 
@@ -27,7 +35,7 @@ def to_ir(e: Any) -> Expr:
         return Expr.const(int(e))
     state = scope_state(e.scope)
     # Keyed by the term tuple: hashing/comparing it never calls _DimExpr.__eq__.
-    key = e._sorted_terms
+    key = sorted_terms(e)
     hit = state.ir_cache.get(key)
     if hit is None:
         hit = _convert(e)
@@ -47,9 +55,9 @@ def _convert(e: Any) -> Expr:
     """
     atoms = scope_state(e.scope).atoms
     acc: dict[Any, int] = {}
-    for term, coeff in e._sorted_terms:
+    for term, coeff in sorted_terms(e):
         powers: dict[Any, int] = {}
-        for factor, exponent in term._factors:
+        for factor, exponent in term_factors(term):
             a = atoms.get(factor)
             if a is None:
                 a = _factor_atom(factor)
@@ -83,9 +91,9 @@ def _factor_atom(f: Any) -> Any:
 def _convert_by_arithmetic(e: Any) -> Expr:
     """:func:`_convert` by the IR's arithmetic (where a factor folds to more than one atom)."""
     parts = []
-    for term, coeff in e._sorted_terms:
+    for term, coeff in sorted_terms(e):
         prod = Expr.const(coeff)
-        for factor, exponent in term._factors:
+        for factor, exponent in term_factors(term):
             prod = prod * _convert_factor(factor) ** exponent
         parts.append(prod)
     return Expr.sum(parts)
@@ -107,7 +115,7 @@ def scope_constraints(scope: Any) -> ConstraintSet:
     sets, and fresh scopes with the same constraints (each export, each trace of a test) share
     one set and what is derived from it (:meth:`ConstraintSet.derived`: ranges, points).
     """
-    cs = scope._explicit_constraints
+    cs = explicit_constraints(scope)
     if not cs:
         return _NO_CONSTRAINTS
     key = tuple(c.debug_str for c in cs)

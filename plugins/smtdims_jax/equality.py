@@ -32,7 +32,11 @@ from .jax_internals import (
     DimExpr,
     InconclusiveDimensionOperation,
     Tracer,
+    explicit_constraints,
     is_constant_dim,
+    scope_initialized,
+    sorted_terms,
+    term_factors,
 )
 
 ASKED_BY_JAX = "jax"  # JAX's own code wrote the comparison: a shape check, answered by proof
@@ -184,14 +188,14 @@ def _provably_zero(diff: Any) -> bool:
     """Whether ``diff`` is 0 for every valuation; the session's proof cache keeps only answers no
     clock shaped (a deadline-cut False is asked again)."""
     scope = diff.scope
-    if not scope._initialized:
+    if not scope_initialized(scope):
         return False
-    if not scope._explicit_constraints and _nonzero_at_small_values(diff):
+    if not explicit_constraints(scope) and _nonzero_at_small_values(diff):
         return False  # refuted: every valuation (all >= 1) counts, all ones too
     ir = to_ir(diff)
     if ir.is_constant:
         return ir.as_constant() == 0
-    if not scope._explicit_constraints and _nonzero_somewhere(ir):
+    if not explicit_constraints(scope) and _nonzero_somewhere(ir):
         return False  # refuted: any valuation (all >= 1) is a witness
     return session_for_scope(scope).proves(ir, "==", Expr.const(0))
 
@@ -205,9 +209,9 @@ def _nonzero_at_small_values(diff: Any) -> bool:
     difference."""
     ones = spread = 0
     values: dict[str, int] = {}
-    for term, coeff in diff._sorted_terms:
+    for term, coeff in sorted_terms(diff):
         value = coeff
-        for factor, exponent in term._factors:
+        for factor, exponent in term_factors(term):
             name = factor.var
             if name is None:
                 return False

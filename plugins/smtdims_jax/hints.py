@@ -27,7 +27,7 @@ from smtdims.errors import SmtdimsError
 from .conversion import scope_constraints, session_for_scope, to_ir
 from .equality import not_recording, recording_unproven
 from .frames import paste_target
-from .jax_internals import AnyInconclusive, DimExpr, InconclusiveDimensionOperation
+from .jax_internals import AnyInconclusive, DimExpr, InconclusiveDimensionOperation, scope_initialized
 
 _HINTED_EQUATIONS = 4
 _HINT_DEADLINE = 0.5  # seconds per question while computing the fix of a hint
@@ -96,7 +96,7 @@ def _broadcast_hint(equations: tuple[tuple[Any, Any], ...], fun: Any, args: tupl
     chosen = None  # (equation, fix, scope): the last equation JAX asked; the one before if only it has a fix
     for lhs, rhs in reversed(equations[-2:]):
         dim = lhs if isinstance(lhs, DimExpr) else rhs
-        if not isinstance(dim, DimExpr) or not dim.scope._initialized:
+        if not isinstance(dim, DimExpr) or not scope_initialized(dim.scope):
             continue
         a, b = to_ir(lhs), to_ir(rhs)
         try:

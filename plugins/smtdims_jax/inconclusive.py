@@ -12,7 +12,7 @@ from smtdims.errors import SmtdimsError, format_valuation
 from smtdims.lang.results import UNDETERMINED, UNKNOWN, unknown_advice
 
 from .conversion import session_for_scope, to_ir
-from .jax_internals import DimExpr, InconclusiveDimensionOperation
+from .jax_internals import DimExpr, InconclusiveDimensionOperation, inconclusive_help_msg
 
 _CMP_RE = re.compile(r"' (>=|<=|>|<) '")
 
@@ -103,7 +103,7 @@ class InconclusiveWithWitnesses(InconclusiveDimensionOperation):
         detail = self.explanation
         if not detail:
             return text
-        help_msg = InconclusiveDimensionOperation._help_msg
+        help_msg = inconclusive_help_msg()
         if text.endswith(help_msg):
             return f"{text[: -len(help_msg)]}\n{detail}{help_msg}"
         return f"{text}\n{detail}"

@@ -6,11 +6,13 @@ JAX release that moves or renames one fails here, at import, with the tested ran
 ``SUPPORTED_JAX`` is the tested range. An older JAX fails at import; a newer one is used after the
 checks below pass, with one warning naming the tested range. A JAX whose internals differ fails loudly.
 
-Besides the module-level names, the plugins read these attributes of JAX's objects (instances, so
-they are checked where a class attribute can stand for them): ``_DimExpr._sorted_terms``,
-``.scope``, ``_DimTerm._factors``, ``_DimFactor.var``/``.operation``/``.operands``,
-``SymbolicScope._explicit_constraints``/``._initialized``, a constraint's ``.cmp``/``.e1``/``.e2``/
-``.diff``/``.debug_str``, ``InconclusiveDimensionOperation._help_msg``.
+The private attributes of JAX's objects are read here too, and only here: each through one small
+accessor below (:func:`sorted_terms`, :func:`term_factors`, :func:`constant_value`,
+:func:`explicit_constraints`, :func:`scope_initialized`, :func:`inconclusive_help_msg`), with the JAX
+releases it is tested on beside it (tests/docs/test_structure.py checks that no other module of the
+plugins reads one). The plugins read these public attributes of JAX's objects directly: a dimension's
+``.scope``, a factor's ``.var``/``.operation``/``.operands``, a constraint's ``.cmp``/``.e1``/``.e2``/
+``.diff``/``.debug_str``.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def _newer_than_tested() -> bool:
 
 NEWER_THAN_TESTED = _newer_than_tested()
 
-try:  # every private name of JAX's the plugins use: one versioned block
+try:  # every private name of JAX's the plugins use: one versioned block, tested on jax 0.7.2, 0.10.2, 0.12.0.1
     from jax._src import core
     from jax._src import source_info_util as _siu
     from jax._src import xla_bridge as _xb
@@ -108,15 +110,55 @@ if NEWER_THAN_TESTED:
     )
 
 
+# -- JAX's objects: their private attributes, read here only ---------------------------------------------
+# One accessor per attribute, so that a JAX release renaming one breaks one function; the comment on each
+# read names the JAX releases the plugin's tests pass on with it (CI runs them on each).
+def sorted_terms(e: Any) -> tuple:
+    """``_DimExpr._sorted_terms``: ``e`` as ``(term, coefficient)`` pairs in JAX's order; a tuple (hashing
+    or comparing it never calls ``_DimExpr.__eq__``, so it can key a cache)."""
+    return e._sorted_terms  # tested on jax 0.7.2, 0.10.2, 0.12.0.1
+
+
+def term_factors(term: Any) -> Any:
+    """``_DimTerm._factors``: a term of :func:`sorted_terms` as ``(factor, exponent)`` pairs; none for the
+    constant term. A factor is a variable (``.var``) or an operation (``.operation``, ``.operands``)."""
+    return term._factors  # tested on jax 0.7.2, 0.10.2, 0.12.0.1
+
+
+def constant_value(e: Any) -> int | None:
+    """``_DimExpr._to_constant``: the value of ``e`` where it is a constant (an int or a constant
+    ``_DimExpr``), else None."""
+    return DimExpr._to_constant(e)  # tested on jax 0.7.2, 0.10.2, 0.12.0.1
+
+
+def explicit_constraints(scope: Any) -> Any:
+    """``SymbolicScope._explicit_constraints``: the scope's constraints as JAX parsed them, in the order read
+    (while the scope is read, those read so far): ``_SymbolicConstraint`` objects with ``.cmp`` (``Comparator.EQ`` or
+    ``GEQ``), ``.e1``, ``.e2``, ``.diff`` (``e1 - e2``) and ``.debug_str`` (the user's text)."""
+    return scope._explicit_constraints  # tested on jax 0.7.2, 0.10.2, 0.12.0.1
+
+
+def scope_initialized(scope: Any) -> bool:
+    """``SymbolicScope._initialized``: False while JAX still reads the scope's constraints (it simplifies
+    each with those read before it), True once all are read."""
+    return scope._initialized  # tested on jax 0.7.2, 0.10.2, 0.12.0.1
+
+
+def inconclusive_help_msg(exc_type: Any = InconclusiveDimensionOperation) -> str | None:
+    """``InconclusiveDimensionOperation._help_msg``: the help text JAX appends to an inconclusive
+    comparison's message (checked at import for JAX's class); None for a type that has none."""
+    return getattr(exc_type, "_help_msg", None)  # tested on jax 0.7.2, 0.10.2, 0.12.0.1
+
+
 # -- the seam's current state (installed: smtdims' functions; else stock's) -------------------------------
 def bounds_decision() -> Any:
     """The function JAX now calls for bounds (``shape_poly._bounds_decision``)."""
-    return sp._bounds_decision
+    return sp._bounds_decision  # tested on jax 0.7.2, 0.10.2, 0.12.0.1
 
 
 def set_seam(*, bounds: Any, geq: Any, eq: Any, ne: Any, definitely_equal: Any) -> None:
     """Point JAX's decision seam at these functions (the caller holds the install lock)."""
-    sp._bounds_decision = bounds
+    sp._bounds_decision = bounds  # tested on jax 0.7.2, 0.10.2, 0.12.0.1 (as the next line)
     sp._geq_decision = geq
     DimExpr.__eq__ = eq
     DimExpr.__ne__ = ne
@@ -145,7 +187,7 @@ def max_dim(a: Any, b: Any) -> Any:
 
 def jax_bounds(e: Any) -> tuple[float, float]:
     """The bounds JAX itself now computes for ``e`` (smtdims' when installed, else stock's)."""
-    return sp._bounds_decision(e, BoundsPrecision.BEST)
+    return sp._bounds_decision(e, BoundsPrecision.BEST)  # tested on jax 0.7.2, 0.10.2, 0.12.0.1
 
 
 def stock_bounds(e: Any, prec: Any = None) -> tuple[float, float]:
@@ -160,6 +202,7 @@ def started_backends() -> frozenset[str]:
     The export pipeline asks before it runs anything: a process that started a TPU backend holds the chip,
     and no other process may open it while this one lives.
     """
+    # xla_bridge._backends: tested on jax 0.7.2, 0.10.2, 0.12.0.1
     return frozenset(_xb._backends) if _xb.backends_are_initialized() else frozenset()
 
 
@@ -170,13 +213,14 @@ def canonical_platform(name: str) -> str:
 
 def known_backends() -> tuple[str, ...]:
     """The backends JAX can start here (its registered factories), sorted."""
-    return tuple(sorted(getattr(_xb, "_backend_factories", {}) or ()))
+    return tuple(sorted(getattr(_xb, "_backend_factories", {}) or ()))  # tested on jax 0.7.2, 0.10.2, 0.12.0.1
 
 
 __all__ = [
     "NEWER_THAN_TESTED", "SUPPORTED_JAX", "AnyInconclusive", "BoundsPrecision", "Comparator", "DimExpr", "DimFactor",
     "InconclusiveDimensionOperation", "STOCK_BOUNDS", "STOCK_DEFINITELY_EQUAL", "STOCK_EQ", "STOCK_GEQ", "STOCK_NE",
-    "SymbolicScope", "Tracer", "bounds_decision", "canonical_platform", "core", "definitely_equal", "is_constant_dim",
-    "jax_bounds", "known_backends", "max_dim", "restore_stock_seam", "set_seam", "sp", "spd", "started_backends",
-    "stock_bounds", "version_tuple",
+    "SymbolicScope", "Tracer", "bounds_decision", "canonical_platform", "constant_value", "core", "definitely_equal",
+    "explicit_constraints", "inconclusive_help_msg", "is_constant_dim", "jax_bounds", "known_backends", "max_dim",
+    "restore_stock_seam", "scope_initialized", "set_seam", "sorted_terms", "sp", "spd", "started_backends",
+    "stock_bounds", "term_factors", "version_tuple",
 ]

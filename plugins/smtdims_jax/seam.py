@@ -30,7 +30,17 @@ from .conversion import scope_state, session_for_scope, to_ir
 from .equality import definitely_equal, set_proving, smt_eq, smt_ne
 from .hints import hinted
 from .inconclusive import InconclusiveWithWitnesses, explain_inconclusive
-from .jax_internals import BoundsPrecision, DimExpr, DimFactor, InconclusiveDimensionOperation
+from .jax_internals import (
+    BoundsPrecision,
+    DimExpr,
+    DimFactor,
+    InconclusiveDimensionOperation,
+    constant_value,
+    explicit_constraints,
+    scope_initialized,
+    sorted_terms,
+    term_factors,
+)
 
 _NEED = {
     BoundsPrecision.FOR_GEQ0_OR_LEQ0: NEED_SIGN_LEQ,
@@ -52,9 +62,9 @@ def exact_stock_rung() -> Callable[..., Any] | None:
 def _scope_is_linear(scope: Any) -> bool:
     st = scope_state(scope)
     if st.linear is None:
-        cs = scope._explicit_constraints
+        cs = explicit_constraints(scope)
         linear = len(cs) <= _STOCK_MAX_CONSTRAINTS and all(_stock_is_sound_for(c.diff) for c in cs)
-        if not scope._initialized:
+        if not scope_initialized(scope):
             return linear  # of the constraints read so far: the scope's final ones may not be
         st.linear = linear
     return st.linear
@@ -71,8 +81,8 @@ def _stock_is_sound_for(e: Any) -> bool:
     """
     if not isinstance(e, DimExpr):
         return True
-    for term, _ in e._sorted_terms:
-        factors = term._factors
+    for term, _ in sorted_terms(e):
+        factors = term_factors(term)
         if not factors:
             continue
         if len(factors) > 1 or factors[0][1] != 1:
@@ -83,7 +93,7 @@ def _stock_is_sound_for(e: Any) -> bool:
         if f.var is not None:
             continue
         a, b = f.operands
-        if f.operation in (DimFactor.FLOORDIV, DimFactor.MOD) and DimExpr._to_constant(b) is None:
+        if f.operation in (DimFactor.FLOORDIV, DimFactor.MOD) and constant_value(b) is None:
             return False  # operands are always _DimExprs; only a constant divisor is linear
         if not (_stock_is_sound_for(a) and _stock_is_sound_for(b)):
             return False
@@ -156,7 +166,7 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
         return (int(e), int(e))
     scope = e.scope
     need = _NEED[prec]
-    reading = not scope._initialized
+    reading = not scope_initialized(scope)
     if reading:
         # Constraints are still being read (JAX simplifies max/min and normalises equalities as it
         # reads them): the ladder under none of them (fewer constraints, sound; a session for each

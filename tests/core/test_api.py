@@ -1,4 +1,4 @@
-"""Public API contract (issue 2): bounds, decide, their values and errors. At JAX's seam (install/uninstall,
+"""Public API contract: bounds, decide, their values and errors. At JAX's seam (install/uninstall,
 answers inside JAX, stats): tests/jax/test_install.py."""
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def test_queries_assert_only_the_axioms_they_need():
     assert not any(isinstance(x, Op) and not x.rhs.is_constant and x.op in ("mod", "floordiv") for x in shared)
 
 
-# -- issue 20: the limit quoted is the one in force for that call ------------------------------------------
+# -- the limit quoted is the one in force for that call ----------------------------------------------------
 _HARD = "a*a - 2*a*b + b*b >= 0"
 
 

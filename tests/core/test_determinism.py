@@ -1,4 +1,4 @@
-"""Answers depend only on the question, its constraints, the budget and the options (issues 11 and 18).
+"""Answers depend only on the question, its constraints, the budget and the options.
 
 Earlier questions in the process, the models of earlier checks and the process's memory change no answer;
 only a clock (the deadline) may, and an answer it shaped says so. Exports giving the same answer every

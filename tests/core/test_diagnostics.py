@@ -97,7 +97,7 @@ def test_fixed_variables(constraints, fixed):
 
 
 def test_possible_division_by_zero_in_a_constraint():
-    # one rule everywhere (issue 42.5): the constraint holds where its divisor is nonzero, as in bounds
+    # one rule everywhere: the constraint holds where its divisor is nonzero, as in bounds
     # and decide; the report names the divisor (before: PossibleDivisionByZeroError)
     r = check_constraints(["floordiv(a, b - 1) >= 1"])
     assert r.satisfiable and r.self_guarded == ("b - 1",) and r.ranges["b"] == (2, float("inf"))
@@ -138,7 +138,7 @@ def test_jax_scope_is_accepted_and_texts_are_as_written():
     assert set(info.value.conflict) == {"a >= 3", "a <= 2"}
 
 
-# -- issue 18.5: a constraint that keeps a divisor nonzero, in either order -----------------------------
+# -- a constraint that keeps a divisor nonzero, in either order -----------------------------------------
 @pytest.mark.parametrize("constraints", [
     ["floordiv(a, b - 2) >= 1", "b >= 3"],
     ["b >= 3", "floordiv(a, b - 2) >= 1"],
@@ -164,7 +164,7 @@ def test_a_divisor_left_unguarded_by_the_others_is_named_in_every_order():
     assert check_constraints(["floordiv(a, b - 1) >= 1", "b >= 2"]).self_guarded == ()
 
 
-# -- scale (issue 20): one incremental solver, points and propagation first -----------------------------
+# -- scale: one incremental solver, points and propagation first ----------------------------------------
 def test_chain_of_200_constraints_scales():
     """``x{i+1} >= x{i} + 1`` for 200 i: before, a session and a solver per constraint and one
     bounds question per variable (8.6-50 s); now the points refute every redundancy candidate and

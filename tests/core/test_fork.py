@@ -1,4 +1,4 @@
-"""A process forked while other threads are busy in smtdims gets a working smtdims (issue 18.4).
+"""A process forked while other threads are busy in smtdims gets a working smtdims.
 
 ``fork()`` copies only the calling thread: every lock another thread held stays held in the
 child, and the ISL worker, the shared Z3 context and the watchdog thread are the parent's. Before

@@ -1,4 +1,4 @@
-"""The points rung's bookkeeping (issue 44): the same answers as the plain loop, the deadline still read.
+"""The points rung's bookkeeping: the same answers as the plain loop, the deadline still read.
 
 The points rung (``points.answer``) asks whether the question has what it needs only after the first point and after a
 point that settled a side; ``Points.values`` reads the deadline at the first valuation and then after
@@ -31,7 +31,7 @@ from tests import strategies as S
 
 
 def _plain_by_points(session, q):
-    """The loop before issue 44: ``q.enough`` asked after every point."""
+    """The plain loop, the reference: ``q.enough`` asked after every point."""
     for value, env in session.scope.points.values(q.e, q.clock):
         for side in q.open():
             if holds(side.rel, value):

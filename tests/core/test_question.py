@@ -1,4 +1,4 @@
-"""The state of a question lives in one object, found in one place (issue 43.1): ``clocks.QuestionState``.
+"""The state of a question lives in one object, found in one place: ``clocks.QuestionState``.
 
 What these guard: a sub-question shares its question's clock and state; a thread that inherits
 another thread's context (``contextvars.copy_context().run``, ``asyncio.to_thread``) shares the
@@ -83,7 +83,7 @@ def test_the_solver_answer_count_reads_the_questions_own_checks():
 
 
 def test_asking_hands_down_the_open_question_or_a_stand_in_without_a_deadline():
-    """What the scope hands the engines (issue 43.1): the open question itself; outside any, a stand-in
+    """What the scope hands the engines: the open question itself; outside any, a stand-in
     that is not ``bounded`` (the Z3 engine checks in process then, as with no question) and whose clock
     never passes."""
     outside = clocks.asking()

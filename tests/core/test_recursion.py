@@ -1,4 +1,4 @@
-"""Python's recursion limit is process-wide (issue 27.4): smtdims raises it only for a question whose
+"""Python's recursion limit is process-wide: smtdims raises it only for a question whose
 expressions nest deeper than the stack in use leaves room for, and never for the shallow
 expressions of real programs; every depth still gets its answer under Python's default limit."""
 

@@ -1,4 +1,4 @@
-"""Issue 42: names that are SMT-LIB or Z3 words, workers and temporary directories that outlive a
+"""Names that are SMT-LIB or Z3 words, workers and temporary directories that outlive a
 killed caller, a parse error 3,000 levels deep, and one rule for a divisor that can be 0."""
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ def test_a_constraints_own_divisor_one_rule_in_every_entry_point():
         smtdims.decide("floordiv(a, b - 5)", ">=", "0", constraints=cs)
 
 
-# -- the fuzzer's modes for issue 42, in CI's soak step (seconds each) --------------------------------------------
+# -- the fuzzer's modes for names and workers, in CI's soak step (seconds each) -----------------------------------
 @pytest.mark.soak
 def test_fuzz_names_compare_finds_no_difference():
     rep = FUZZ.names_compare(40, seed=3)  # names as Z3 read them before: 8 of 120 answers less precise, 0 plain

@@ -1,4 +1,4 @@
-"""The ladder is one table (issue 43.3): every rung is in it, and the one walk follows it for
+"""The ladder is one table: every rung is in it, and the one walk follows it for
 decisions, signs and bounds alike; adding a rung is a module and one line."""
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ def test_single_benchmark_cli(tmp_path):
 
 
 def test_quick_mode_says_it_is_a_smoke_test_and_reports_the_load(results):
-    """A missed target in quick mode on a loaded machine read as a failure of the library (issue 20)."""
+    """A missed target in quick mode on a loaded machine must not read as a failure of the library."""
     text = (results / "stdout.txt").read_text()
     assert text.count("quick mode is a smoke test") >= 2  # before the tables and after the summary
     assert "calibration loop" in text and "x its reference" in text and "load average" in text
@@ -147,7 +147,7 @@ def test_scale_reports_check_constraints(results):
 
 
 def test_busy_mode_loads_the_machine_and_cleans_up():
-    """``run_all.py --busy`` runs each benchmark beside CPU-bound processes (issue 28): they really spin,
+    """``run_all.py --busy`` runs each benchmark beside CPU-bound processes: they really spin,
     and none outlives the block."""
     import time
 

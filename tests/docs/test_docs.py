@@ -1,4 +1,4 @@
-"""The README is what a newcomer reads in five minutes; the rest is the documentation site (issue 29.9).
+"""The README is what a newcomer reads in five minutes; the rest is the documentation site.
 
 The site is ``docs/*.md`` built by MkDocs (``mkdocs.yml``, ``bash scripts/docs.sh``) with an API
 reference generated from the docstrings. These tests keep the README short, its links to the pages
@@ -44,7 +44,7 @@ def test_the_readme_says_what_a_newcomer_needs():
     assert re.search(r"scripts/demo\.sh.*\((about )?\d+ s\)", text) and re.search(r"scripts/test\.sh.*\((about )?\d+ min", text)
 
 
-# What changes with every commit is generated or left out; history is the CHANGELOG's (issue 45.2).
+# What changes with every commit is generated or left out; history is the CHANGELOG's.
 _COUNTS = re.compile(r"\b\d[\d,]*\s+(?:more\s+)?(?:tests?|test cases|passed|skipped)\b|\b\d[\d,]*\s+more\)", re.I)
 _HISTORY = re.compile(r"\bissues?\s+#?\d+|\bnew-user pass\b|\bmeasured on \d{4}-\d\d-\d\d|\(\d{4}-\d\d-\d\d\b", re.I)
 

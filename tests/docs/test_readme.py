@@ -1,5 +1,5 @@
 """Every transcript in the README and the documentation pages (``docs/*.md``) is what the commands
-print now (issue 20: docs drift; issue 29.9: the transcripts moved with their pages).
+print now, checked on the page that shows it (docs that drift fail here).
 
 The blocks and the normalisation (versions, timings, sizes) are those of
 ``tools/readme_transcripts.py``, which also regenerates them:
@@ -86,7 +86,7 @@ def test_install_lines_for_an_index_and_a_clone_with_supported_versions():
     assert re.search(r"jax 0\.7\.x to 0\.10\.x", text) and "jax 0.12" in text
 
 
-# -- every transcript is checked or marked illustrative (issue 45.3) -------------------------------------------
+# -- every transcript is checked or marked illustrative --------------------------------------------------------
 def test_every_transcript_looking_block_is_checked_or_marked_illustrative():
     unchecked = [where for p in rt.pages() for where in rt.unmarked(p.read_text(), rt._source(p))]
     assert not unchecked, ("blocks that look like transcripts but are not checked: make each a ```console block "
@@ -105,7 +105,7 @@ def test_unmarked_finds_text_and_prompt_blocks_and_honours_the_marker():
     assert rt.unmarked(page, "p.md") == ["p.md:17", "p.md:21", "p.md:25"]
 
 
-# -- every command the README shows runs as shown after its set-up (issue 45.1) -----------------------------------
+# -- every command the README shows runs as shown after its set-up ------------------------------------------------
 _SHELL_LANGS = ("bash", "sh", "shell", "console")
 _SEPARATORS = ("|", "||", "&&", ";")
 

@@ -1,4 +1,4 @@
-"""Models whose whole fix needs the loop over export *and* verification (issue 41), or whose refusals
+"""Models whose whole fix needs the loop over export *and* verification, or whose refusals
 repeat one wrapper message for different equations. Each is the small core of a real architecture."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Functions whose export needs two or three fixes (issue 19), and one that admits unsupported shapes.
+"""Functions whose export needs two or three fixes, and one that admits unsupported shapes.
 
 Each docstring says what the function supports natively; tests/pipeline/test_fix_loop.py checks the
 whole fix against native runs on a box of small shapes.

@@ -1,5 +1,5 @@
 """The commonest failed export, a broadcast of a dimension against ``min(K, d)`` (``x + pos_table[:t]``
-with a 512-row table), gets a hint with smtdims installed (issue 45.4): the equation the broadcast
+with a 512-row table), gets a hint with smtdims installed: the equation the broadcast
 needed, the fix (``t <= 512``) and the ``smtdims export ... --fix`` command, as an ``add_note`` note
 and ``smtdims_*`` attributes. The error is stock's otherwise: same class, same args, same message,
 constructible as ``type(e)(*e.args)``, picklable; uninstalling restores ``jax.export.export``.

@@ -1,5 +1,5 @@
 """The drop-in contract beyond answers: JAX's objects copy and pickle as on stock, and the
-ladder's satisfiability gate runs before any rung answers at every entry point (issue 17)."""
+ladder's satisfiability gate runs before any rung answers at every entry point."""
 
 from __future__ import annotations
 

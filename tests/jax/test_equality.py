@@ -173,7 +173,7 @@ def _spellings(c, d):
 
 
 def test_programs_compare_as_on_stock_in_every_spelling():
-    """The issue's reproducers: with ``c == d`` provable, a program's answers are stock's (they used to
+    """With ``c == d`` provable, a program's answers are stock's (they used to
     depend on the spelling: ``c == d`` True but ``operator.eq`` False, ``d in dims`` True but
     ``dims.index(d)`` a ValueError, a colliding memo a KeyError). Also inside a jitted function."""
     def spellings():

@@ -1,4 +1,4 @@
-"""Exports give the same answer every time (issue 11): two reshapes used to export in some attempts and fail in
+"""Exports give the same answer every time: two reshapes used to export in some attempts and fail in
 others within one process (each attempt one nonlinear check in the Z3 context the whole process shared, so
 its outcome depended on the terms earlier queries had created). Nonlinear questions now run in a context of
 their own. Answers as a function of the question, without JAX: tests/core/test_determinism.py.

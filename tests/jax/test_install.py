@@ -1,4 +1,4 @@
-"""The public API at JAX's seam (issue 2): install/uninstall and enabled(), answers inside JAX, stats, the audit's
+"""The public API at JAX's seam: install/uninstall and enabled(), answers inside JAX, stats, the audit's
 JSON. The API without JAX (bounds, decide, their values and errors): tests/core/test_api.py."""
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def test_jax_dims_and_strings_share_scope_constraints():
 
 
 def test_audit_json_uses_booleans_and_the_infinity_convention():
-    """The audit JSON had "answer": "False" (a string) and "[16, inf]" (issue 20): JSON booleans,
+    """The audit JSON had "answer": "False" (a string) and "[16, inf]": JSON booleans,
     and bounds as [lo, hi] with "inf"/"-inf", as every --json output writes them."""
     import json
 

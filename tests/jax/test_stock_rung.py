@@ -1,4 +1,4 @@
-"""The ladder at JAX's seam (issues 10 and 11): stock JAX's floating point, crashes and endless recursion never
+"""The ladder at JAX's seam: stock JAX's floating point, crashes and endless recursion never
 reach the user; the exact copy of stock's procedure; clamped dimensions built without a solver. The ladder
 without JAX: tests/core/test_ladder.py."""
 
@@ -29,7 +29,7 @@ def _grid_values(expr: str, names: str, size: int = 12):
     return out
 
 
-# -- issue 10.1: stock JAX's floating point at the seam ----------------------------------------------------------
+# -- stock JAX's floating point at the seam -----------------------------------------------------------------------
 def test_stock_float_precision_products(installed):
     scope = export.SymbolicScope((f"a >= {2**32 - 2}", f"b >= {2**32}", f"c <= {2**32 - 1}", f"d <= {2**32 - 1}"))
     a, b, c, d = export.symbolic_shape("a, b, c, d", scope=scope)
@@ -81,7 +81,7 @@ def test_exact_stock_is_the_installed_procedure_without_floats():
         assert rung(term(a), best) == want, cons
 
 
-# -- issue 10.3: stock's crashes never reach the user ---------------------------------------------------------------
+# -- stock's crashes never reach the user --------------------------------------------------------------------------
 @pytest.mark.parametrize("cons", [("c >= b", "b == 4"), ("b + c >= 10", "b == 4")])
 def test_stock_crash_is_a_skipped_rung(installed, cons):
     a, b, c = export.symbolic_shape("a, b, c", scope=export.SymbolicScope(cons))

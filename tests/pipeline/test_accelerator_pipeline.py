@@ -1,4 +1,4 @@
-"""The export pipeline on the target (issue 40), as far as a CPU-only machine can check it.
+"""The export pipeline on the target, as far as a CPU-only machine can check it.
 
 The reference is JAX's own run (``jax.jit(fn)`` traced at each sample's shapes, run beside the
 artifact in the one process that holds the device); what did not run fails nothing and is said
@@ -198,7 +198,7 @@ def test_the_request_is_one_value():
 
 
 def test_a_wrong_number_of_specs_is_a_usage_error(capsys):
-    """issue 42.6: the export used to fail (exit 1); a usage error exits 2, naming the function."""
+    """A wrong number of specs is a usage error: exit 2 (not 1, the export's failure), naming the function."""
     rc = cli.main(["export", f"{SEED_FILE}:concat", "--spec", "int32[a, b]", "--spec", "int32[a]", "-q"])
     err = capsys.readouterr().err
     assert rc == 2 and "concat" in err and "2 spec(s)" in err, err
@@ -221,7 +221,7 @@ def test_mod3_slice_verifies_with_the_reference_on_the_device():
 
 
 def test_the_verification_process_ends_with_its_caller_and_leaves_no_directory(tmp_path):
-    """issue 42.2/42.3 for the pipeline's own process: a caller SIGKILLed while its verification process
+    """The pipeline's own process ends with its caller: a caller SIGKILLed while its verification process
     holds the device; the worker ends (its parent's pid changes) and its directory goes at the next sweep."""
     import signal
     import time

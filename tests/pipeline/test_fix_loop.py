@@ -1,4 +1,4 @@
-"""The whole fix of a failed export (issue 19): each fix checked against native runs on a box of shapes.
+"""The whole fix of a failed export: each fix checked against native runs on a box of shapes.
 
 The oracle here is independent of the pipeline's own box measure: the native verdict comes
 from ``jax.eval_shape`` on every box shape, and the shapes a fixed specification admits

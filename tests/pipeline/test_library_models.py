@@ -1,4 +1,4 @@
-"""The whole fix on models written with the libraries people use (issue 26): flax nnx, flax linen and
+"""The whole fix on models written with the libraries people use: flax nnx, flax linen and
 equinox layers, random init with a fixed key, one model per pattern of ``tests/pipeline/test_real_models.py``.
 
 Each test: stock JAX refuses the export; ``export_and_verify(fix=True)`` finds the fix a person writes

@@ -1,4 +1,4 @@
-"""The export pipeline (issue 4): seed rows end to end, the equality trap, outside-spec rejection,
+"""The export pipeline: seed rows end to end, the equality trap, outside-spec rejection,
 cross-platform lowering, the sample chooser's guarantees, and the CLI.
 
 End-to-end tests each start one fresh Python process (all samples batched into it).
@@ -322,7 +322,7 @@ def test_cli_errors_exit_2(capsys):
     assert load_target("tests.fixtures_pipeline.seed_rows:concat") is seed_rows.concat
 
 
-# -- samples that cover the space (issue 19.6) --------------------------------------------------------
+# -- samples that cover the space ---------------------------------------------------------------------
 def test_spread_samples_vary_independent_variables_independently():
     ch = _chooser([["b", "2*d"], ["b", "d"]])
     spread = [env for env, why in ch.choose(24) if why == ["spread"]]

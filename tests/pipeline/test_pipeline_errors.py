@@ -167,7 +167,7 @@ def test_cli_closed_stdout_exits_quietly():
     assert proc.returncode == 141  # 128 + SIGPIPE, as shells report a tool stopped by a closed pipe
 
 
-# -- platforms and backends (issue 17.5) --------------------------------------------------------------
+# -- platforms and backends ---------------------------------------------------------------------------
 def test_cli_unknown_platform_is_refused_up_front(capsys):
     rc = cli.main(["export", f"{FAILING}:double", "--spec", "b", "--platform", "cpux", "-q"])
     err = capsys.readouterr().err
@@ -199,7 +199,7 @@ def test_jax_platforms_without_its_backend_is_a_clear_error(tmp_path):
         assert "JAX_PLATFORMS=cpu" in proc.stderr
 
 
-# -- inputs checked by smtdims first (issue 19.5) -------------------------------------------------------
+# -- inputs checked by smtdims first --------------------------------------------------------------------
 def test_constraint_typo_gets_smtdims_parse_error_with_the_position(capsys):
     rc = cli.main(["export", f"{FAILING}:double", "--spec", "batch, t", "-c", "t >== 64", "-q"])
     err = capsys.readouterr().err

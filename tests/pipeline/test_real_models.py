@@ -1,4 +1,4 @@
-"""The whole fix on the shapes real models have (issue 26): each pattern stock JAX refuses, the fix a
+"""The whole fix on the shapes real models have: each pattern stock JAX refuses, the fix a
 person writes (or a weaker one) found by ``export_and_verify(fix=True)``, the fixed export equal to
 the native model at three sizes including the fix's extreme, and a natively failing size refused.
 

@@ -1,4 +1,4 @@
-"""Typed refusals (issue 43.4): a refused export is read once into its kinds, in the loop's order;
+"""Typed refusals: a refused export is read once into its kinds, in the loop's order;
 each kind carries what JAX asked and owns its fixes; the loop dispatches on the type."""
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ def test_isl_oracle_sees_through_empty_disjuncts():
     assert O.isl_bounds(case) == (-math.inf, -46)
 
 
-# -- the documented examples (issue 2): JAX's looseness is gone and ISL agrees ------------------------------
+# -- the documented examples: JAX's looseness is gone and ISL agrees ----------------------------------------
 @pytest.mark.parametrize("expr,constraints,expected", [
     ("a - 2*d", ("4*d == a - m", "m >= 0", "m <= 3"), (3, math.inf)),
     ("a", ("4*d == a - m", "m >= 0", "m <= 3"), (5, math.inf)),

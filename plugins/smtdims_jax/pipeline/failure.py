@@ -18,7 +18,7 @@ from smtdims.reasoner import Session
 
 from ..conversion import session_for_scope, to_ir
 from ..inconclusive import InconclusiveExplanation, InconclusiveWithWitnesses
-from ..jax_internals import AnyInconclusive
+from ..jax_internals import AnyInconclusive, inconclusive_help_msg
 from ..seam import enabled
 from ._common import raised_by_smtdims
 from .attempt import error_chain
@@ -42,7 +42,7 @@ def describe_export_error(err: BaseException, fn: Callable[..., Any], plats: tup
     (the whole fix does that in its first round: :func:`settled_by`).
     """
     text = str(err)
-    help_msg = getattr(type(err), "_help_msg", None)
+    help_msg = inconclusive_help_msg(type(err))
     if isinstance(help_msg, str) and help_msg.strip() and help_msg in text:
         text = text.replace(help_msg, "")
     lines = text.rstrip().splitlines()
