@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import SmtdimsError
 from ..lang.constraints import Constraint, ConstraintSet
-from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op
+from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
 from ..reasoner import Session
 from ..rungs.question import common_factor, divide_common
 from .fixes import SPEC, divided_vars, proves_with, spec_rewrite_proves, suggest_fixes
@@ -295,31 +295,57 @@ def _clamped(diff: Expr, v: str, x: int) -> bool:
 FIXED_SIZE_LIMIT = 1 << 14  # the largest size tried for a fixed-size fix (an image side of 16,384)
 
 
+def _exact_divisions_at(e: Expr, env: dict[str, int]) -> bool:
+    """Whether every ``floordiv(X, k)`` / ``mod(X, k)`` by a constant in ``e`` divides exactly at ``env``
+    (nothing left over: a strided 'same' conv's 28 = 4*7, a patch embedding's 224 = 16*14)."""
+    for a in e.atoms():
+        if isinstance(a, Op) and a.op in (FLOORDIV, MOD):
+            k = a.rhs.as_constant()
+            try:
+                if k and a.lhs.evaluate(env) % k:
+                    return False
+            except (ZeroDivisionError, KeyError):
+                return False
+    return True
+
+
+def _diagonal_sizes(diff: Expr, names: list[str]) -> list[int]:
+    """The first run of consecutive sizes at which ``diff == 0`` with every variable equal (25..28 for
+    two strided 'same' convs whose ceilings must give 7); empty where none up to the limit."""
+    run: list[int] = []
+    for v in range(1, FIXED_SIZE_LIMIT + 1):
+        try:
+            holds = diff.evaluate(dict.fromkeys(names, v)) == 0
+        except ZeroDivisionError:
+            holds = False
+        if holds:
+            run.append(v)
+        elif run:
+            break
+    return run
+
+
 def fixed_size_fix(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, str, str, str]]:
     """The fix a person writes when a dimension must meet a constant and nothing weaker settles it:
     the size fixed (a ViT's learned table of 14x14 grid positions, a class token and 16x16 patches by
     a strided conv: ``(floordiv(h - 16, 16) + 1)*(floordiv(w - 16, 16) + 1) + 1 == 197`` holds for
     ``h, w`` in 224..239, a set no constraint JAX accepts says; the person writes 224 in the spec).
 
-    The smallest size at which the equation holds with every one of its variables equal (a square
-    image, the diagonal), each variable then written as that size in the spec; verified like every
-    fix (:func:`proves_with`: the equation, the constraints rewritten alike, satisfiable). One fix of
+    The size is on the diagonal (a square image): among the first run of sizes at which the equation
+    holds with every one of its variables equal, the one where every division in it is exact (224, not
+    225..239; two strided 'same' convs to 7x7 give 28, the size they were built for, not 25), else the
+    run's first. Each variable is then written as that size in the spec; verified like every fix
+    (:func:`proves_with`: the equation, the constraints rewritten alike, satisfiable). One fix of
     several parts, (SPEC, size, variable, note) each, applied together; empty when there is none.
     """
     names = sorted(lhs.variables() | rhs.variables())
     if not names or len(names) > 4 or ((lhs - rhs).variables() != set(names)):
         return []
     diff = lhs - rhs
-    size = None
-    for v in range(1, FIXED_SIZE_LIMIT + 1):
-        try:
-            if diff.evaluate(dict.fromkeys(names, v)) == 0:
-                size = v
-                break
-        except ZeroDivisionError:
-            continue
-    if size is None:
+    run = _diagonal_sizes(diff, names)
+    if not run:
         return []
+    size = next((x for x in run if _exact_divisions_at(diff, dict.fromkeys(names, x))), run[0])
     env = {n: Expr.const(size) for n in names}
     cs = ConstraintSet(tuple(Constraint(c.diff.substitute(env), c.kind, c.text) for c in session.constraints))
     try:
@@ -328,3 +354,50 @@ def fixed_size_fix(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, st
     except SmtdimsError:
         return []
     return [(SPEC, str(size), n, f"the size fixed: the equation holds at {size}") for n in names]
+
+
+def equation_family_fix(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, str, str, str]]:
+    """The family around :func:`fixed_size_fix`'s size where the equation is a polynomial in parts of one
+    variable each: each part held at its value there (two strided 'same' convs flattened into a Dense of
+    784 = 16*7*7 need ``16*floordiv(floordiv(-h, 2), 2)*floordiv(floordiv(-w, 2), 2) == 784``; the fix is
+    ``floordiv(floordiv(-h, 2), 2) == -7`` and the same for ``w``: every ``h, w`` in 25..28, the sizes
+    whose two ceilings give 7, where the pin admits one). Empty where a part mixes variables, where every
+    part is a bare variable (that family is the pin), or where the proof fails.
+
+    Sound: the equation's two sides are polynomials in these parts; a valuation that gives every part
+    its value at the diagonal size gives both sides their values there, where they are equal. The
+    family is re-decided (:func:`proves_with`) all the same.
+    """
+    names = sorted(lhs.variables() | rhs.variables())
+    if not names or len(names) > 4:
+        return []
+    diff = lhs - rhs
+    parts: list[Op] = []
+    for mono, _ in diff.terms:
+        for a, _power in mono:
+            if isinstance(a, Op):
+                if len(Expr.atom(a).variables()) != 1:
+                    return []  # a part of two variables (max(h, w)): no family of one-variable parts
+                if a not in parts:
+                    parts.append(a)
+    if not parts:
+        return []
+    run = _diagonal_sizes(diff, names)
+    if not run:
+        return []
+    size = next((x for x in run if _exact_divisions_at(diff, dict.fromkeys(names, x))), run[0])
+    at = dict.fromkeys(names, size)
+    try:
+        extra = [Constraint.parse(render_constraint(Expr.atom(a) - Expr.atom(a).evaluate(at), "==")) for a in parts]
+    except (SmtdimsError, ZeroDivisionError):
+        return []
+    # a variable that also appears bare keeps its value: the part holding it is the variable itself
+    bare = sorted(v for v in names if any(len(m) and isinstance(x, Var) and x.name == v
+                                           for m, _ in diff.terms for x, _p in m))
+    extra += [Constraint.parse(f"{v} == {size}") for v in bare]
+    try:
+        if not proves_with(session, lhs, "==", rhs, extra=extra):
+            return []
+    except SmtdimsError:
+        return []
+    return [("constraint", c.text, None, f"each part of the equation held at its value at {size}") for c in extra]

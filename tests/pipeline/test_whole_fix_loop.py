@@ -1,4 +1,4 @@
-"""The whole fix, third pass (issue 41): one loop over export *and* verification.
+"""The whole fix: one loop over export *and* verification.
 
 A fixed export whose samples fail where the function itself fails takes the diagnosis's exclusion
 (a divisibility of a spec variable as the rewrite a person writes) and goes on until it verifies;
@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from smtdims_jax.pipeline import export_and_verify
-from smtdims_jax.pipeline.fixes import FIXED, NARROW, Attempt, FixPart, Spec, as_parts, exports_on_stock, refusal_key
+from smtdims_jax.pipeline.fixes import FIXED, Attempt, FixPart, Spec, as_parts, exports_on_stock, refusal_key
 
 from smtdims.answers.equations import exact_divisions
 from smtdims.lang.parser import parse_expr
@@ -64,11 +64,12 @@ def test_a_vit_grid_is_bounded_and_rewritten_in_one_loop():
 
 
 def test_a_fix_that_leaves_nothing_to_compute_on_is_degenerate():
-    """Issue 41.3: ``h <= 7`` settles the patch table's bound by leaving no patch (the pooled output is
+    """``h <= 7`` settles the patch table's bound by leaving no patch (the pooled output is
     NaN, of the right shape). Every box shape (1..7) is such a shape: the box grows until some compute on
-    something, and the fixes that admit none of those are dropped."""
+    something, and the fixes that admit none of those are dropped. Below 8 the pooled output is NaN
+    everywhere (a mean over no patch): the verification's NaN check excludes those sizes too."""
     report = export_and_verify(m.patch_pool, "float32[b, h, w]", fix=True, samples=4)
-    fix = _check_whole_fix(report, ("float32[b, h, w]",), ("floordiv(h, 8)*floordiv(w, 8) <= 64",))
+    fix = _check_whole_fix(report, ("float32[b, h, w]",), ("floordiv(h, 8)*floordiv(w, 8) <= 64", "h >= 8", "w >= 8"))
     offered = [text for r in fix.rounds for text, *_ in r.candidates]
     assert "add the constraint 'floordiv(h, 8)*floordiv(w, 8) <= 64'" in offered, offered  # the texts' form
     assert not any(t in ("add the constraint 'h <= 7'", "add the constraint 'w <= 7'") for t in offered), offered
@@ -108,7 +109,7 @@ def test_the_fixed_size_is_the_smallest_on_the_diagonal_and_verified():
 
 
 def test_a_dimension_used_as_a_number_is_fixed_where_the_function_runs():
-    """Issue 41.7: ``int(math.sqrt(n))`` raises TypeError while tracing; the loop fixes ``n`` (not ``b``, whose
+    """``int(math.sqrt(n))`` raises TypeError while tracing; the loop fixes ``n`` (not ``b``, whose
     constant would not get past the refusal) at a size where the function runs natively, verified."""
     report = export_and_verify(m.grid_tokens, "float32[b, n, 4]", fix=True, samples=3)
     fix = report.fix
@@ -120,7 +121,7 @@ def test_a_dimension_used_as_a_number_is_fixed_where_the_function_runs():
 
 
 def test_long_phases_say_how_far_they_got(monkeypatch):
-    """Issue 41.9: every phase over 2 s shows progress; with the interval at 0 every step of the box and of
+    """Every phase over 2 s shows progress; with the interval at 0 every step of the box and of
     the candidates' measurement says where it is (the messages a 30 s box or round would print)."""
     from smtdims_jax.pipeline import _common  # private: the progress interval, lowered so that every step speaks
 
@@ -230,7 +231,7 @@ def test_an_assert_that_two_dimensions_are_equal_reuses_one_name():
 
 def test_a_partial_fix_prints_no_command_that_would_fail():
     """The first refusal has a fix, the next none (a contraction of 3 with 5): the parts found are said,
-    but no paste-ready command or code, which would still fail (issue 41.6)."""
+    but no paste-ready command or code, which would still fail."""
     from jax import lax
 
     def partial(x):
@@ -289,7 +290,8 @@ def test_a_branch_on_the_patch_count_pins_the_size_at_the_example():
 def test_the_samples_look_where_the_program_branches_on_a_shape():
     """Without an example: the samples include one where the program's unproven ``==`` holds, on the
     diagonal (the ``and h == w`` after it is short-circuited while tracing), so the verification sees the
-    other branch and fails; the fix pins that size and says the family is narrower than the program."""
+    other branch and fails; the fix pins that size, the fix a person writes, and says that it excludes the
+    shapes where the program takes its other branch."""
     report = export_and_verify(m.branchy_positions, "float32[b, 4*h, 4*w]", samples=4)
     assert not report.ok
     labels = [" ".join(s.why) for s in report.samples if s.status != "pass"]
@@ -297,7 +299,9 @@ def test_the_samples_look_where_the_program_branches_on_a_shape():
     for spec in ("float32[b, h, w]", "float32[b, 4*h, 4*w]"):  # a failed export's fix; an exported one's
         fixed = export_and_verify(m.branchy_positions, spec, samples=4, fix=True)
         fix = fixed.fix
-        assert fix is not None and fix.status == NARROW and fix.in_avals == ("float32[b, 16, 16]",), (spec, fix)
+        assert fix is not None and fix.status == FIXED and fix.in_avals == ("float32[b, 16, 16]",), (spec, fix)
+        assert fix.excluded and all("another branch" in why for why, _, _ in fix.excluded), fix.excluded
+        assert "another branch" in fixed.verdict(), fixed.verdict()
 
 
 def test_a_table_looked_up_past_its_end_gets_its_bound_from_the_values():

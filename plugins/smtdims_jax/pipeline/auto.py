@@ -128,6 +128,10 @@ class AutoReport:
             out.append("  " + self.fix.box.sentence(short))
         if not self.ok:
             out.append("  " + self.report.verdict())
+            err = self.report.export_error  # the export's own error says what to change: its first line
+            if err is not None and err.message.strip():
+                out.append(f"  {err.type}: {err.message.strip().splitlines()[0]}"
+                           + (f" (at {err.location})" if err.location else ""))
         if self.stock is False:
             out.append("  (stock JAX does not export this family: the code installs smtdims first)")
         return out
@@ -141,6 +145,17 @@ class AutoReport:
                 "constraints": list(self.constraints), "table": [r.to_dict() for r in self.table],
                 "code": self.code(), "seconds": round(self.seconds, 3),
                 "fix": self.fix.to_dict() if self.fix is not None else None, "report": self.report.to_dict()}
+
+    def plot(self, x: str | None = None, y: str | None = None) -> Any:
+        """The family drawn over two sizes with the example marked (a matplotlib ``Figure``):
+        :func:`.picture.plot_auto`."""
+        from .picture import plot_auto
+        return plot_auto(self, x=x, y=y)
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the picture above the report's text (the text alone where it cannot be drawn)."""
+        from .picture import report_html
+        return report_html(str(self), self.plot)
 
 
 def _names(taken: set[str]) -> Callable[[], str]:

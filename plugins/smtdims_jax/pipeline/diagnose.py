@@ -225,11 +225,13 @@ NAN_BISECTIONS = 12  # concrete runs per variable when bisecting for the last si
 
 def finite_bounds(job: ExportJob, spec: Spec, nan: Sequence[dict[str, int]], finite: Sequence[dict[str, int]],
                   stop: float) -> list[str]:
-    """``v <= k`` for each variable that is larger at a NaN sample than at the smallest finite one: ``k``
-    the last size at which the program (``jax.jit``) still computes something (:func:`_computes`), found
-    along ``v`` from the finite sample, the powers of two first, then by bisection (a learned table of 64
-    positions: ``t <= 64``). Each step runs the program at a new shape (a compile); the bound is then
-    re-exported and verified like any fix, so a wrong step costs a fix, never a wrong verdict."""
+    """A bound for each variable along which the program turns from computing to NaN everywhere, measured
+    from the smallest finite sample where it computes (:func:`_computes`): ``v <= k`` where a NaN sample is
+    larger (a learned table of 64 positions looked up past its end: ``t <= 64``; the powers of two first,
+    then bisection), ``v >= k`` where one is smaller (a strided conv front end that gives zero frames below
+    16 samples, whose mean over no frames is NaN: ``n >= 16``; by bisection). Each step runs the program
+    at a new shape (a compile); the bound is then re-exported and verified like any fix, so a wrong step
+    costs a fix, never a wrong verdict."""
     # the smallest finite sample where the program computes (a sample on empty arrays may be NaN too)
     base = next((e for e in sorted(finite, key=lambda e: sum(e.values()))[:3] if _computes(job, spec, e)), None)
     if base is None:
@@ -237,27 +239,45 @@ def finite_bounds(job: ExportJob, spec: Spec, nan: Sequence[dict[str, int]], fin
     out: list[str] = []
     for v in sorted(spec.variables()):
         above = [e[v] for e in nan if e.get(v, 0) > base.get(v, 0)]
-        if not above:
-            continue
-        lo, hi = base[v], min(above)
-        if _computes(job, spec, {**base, v: hi}):
-            continue  # along v alone the program still computes there: not v's bound
-        p = 1 << ((hi - 1).bit_length() - 1)  # tables end at powers of two: the powers below hi, down
-        while lo < p < hi:
-            if _computes(job, spec, {**base, v: p}):
-                lo = p
-                if p + 1 < hi and not _computes(job, spec, {**base, v: p + 1}):
-                    hi = p + 1
-                break
-            hi, p = p, p // 2
-        for _ in range(NAN_BISECTIONS):
-            if hi - lo <= 1 or time.monotonic() > stop:
-                break
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if _computes(job, spec, {**base, v: mid}) else (lo, mid)
-        if hi - lo <= 1:
-            out.append(f"{v} <= {lo}")
+        below = [e[v] for e in nan if v in e and e[v] < base.get(v, 0)]
+        if above:
+            lo, hi = base[v], min(above)
+            if _computes(job, spec, {**base, v: hi}):
+                continue  # along v alone the program still computes there: not v's bound
+            p = 1 << ((hi - 1).bit_length() - 1)  # tables end at powers of two: the powers below hi, down
+            while lo < p < hi:
+                if _computes(job, spec, {**base, v: p}):
+                    lo = p
+                    if p + 1 < hi and not _computes(job, spec, {**base, v: p + 1}):
+                        hi = p + 1
+                    break
+                hi, p = p, p // 2
+            lo, hi = _bisect(job, spec, base, v, lo, hi, stop, computes_low=True)
+            if hi - lo <= 1:
+                out.append(f"{v} <= {lo}")
+        elif below:
+            lo, hi = max(below), base[v]
+            if _computes(job, spec, {**base, v: lo}):
+                continue
+            lo, hi = _bisect(job, spec, base, v, lo, hi, stop, computes_low=False)
+            if hi - lo <= 1:
+                out.append(f"{v} >= {hi}")
     return out
+
+
+def _bisect(job: ExportJob, spec: Spec, base: dict[str, int], v: str, lo: int, hi: int, stop: float, *,
+            computes_low: bool) -> tuple[int, int]:
+    """Narrow ``lo < hi`` along ``v`` to neighbours, the program computing at one end (``lo`` where
+    ``computes_low``, else ``hi``) and NaN everywhere at the other."""
+    for _ in range(NAN_BISECTIONS):
+        if hi - lo <= 1 or time.monotonic() > stop:
+            break
+        mid = (lo + hi) // 2
+        if _computes(job, spec, {**base, v: mid}) == computes_low:
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi
 
 
 def _computes(job: ExportJob, spec: Spec, env: dict[str, int]) -> bool:
@@ -290,10 +310,12 @@ def _computes(job: ExportJob, spec: Spec, env: dict[str, int]) -> bool:
 
 
 _BRANCHES_KEPT = 8  # the program's unproven == kept as sample goals (a few samples cover a few)
+_WORK_SHAPES = 256  # distinct intermediate shapes whose sizes measure a sample's cost
 
 
 def intermediate_dims(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, budget: int | None,
-                      limit: int = 2_000, branches: list[tuple[Expr, Expr]] | None = None) -> list[Expr]:
+                      limit: int = 2_000, branches: list[tuple[Expr, Expr]] | None = None,
+                      work: list[Expr] | None = None) -> list[Expr]:
     """The symbolic sizes of every intermediate array of ``fn`` (its jaxpr, sub-jaxprs included).
 
     A size the function needs divisible may never reach an input or output shape:
@@ -301,7 +323,9 @@ def intermediate_dims(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tre
     only in between. Empty when tracing fails (the export succeeded, so it should not).
     ``branches``, where given, receives each ``==`` of the program's own code that JAX answered False
     without proof while tracing (``if num_patches == num_positions``): where it holds, the program
-    takes the other branch, so the samples look there.
+    takes the other branch, so the samples look there. ``work``, where given, receives the element count
+    of each distinct symbolic intermediate shape (``b*4*t*t`` for attention's scores): what running the
+    program at a valuation costs, to size the samples by compute rather than by their inputs' bytes.
     """
     from ..conversion import to_ir
     from ..equality import ASKED_BY_USER
@@ -331,17 +355,26 @@ def intermediate_dims(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tre
         return []
     out: list[Expr] = []
     seen: set[Expr] = set()
+    shapes_seen: set[tuple[Any, ...]] = set()
     todo = [closed.jaxpr]
     while todo and len(out) < limit:
         jaxpr = todo.pop()
         for eqn in jaxpr.eqns:
             for v in eqn.outvars:
-                for d in getattr(getattr(v, "aval", None), "shape", ()):
+                shape = tuple(getattr(getattr(v, "aval", None), "shape", ()))
+                for d in shape:
                     if export.is_symbolic_dim(d):
                         e = to_ir(d)
                         if e not in seen:
                             seen.add(e)
                             out.append(e)
+                if work is not None and len(shapes_seen) < _WORK_SHAPES and shape not in shapes_seen and any(
+                        export.is_symbolic_dim(d) for d in shape):
+                    shapes_seen.add(shape)
+                    size = Expr.const(1)
+                    for d in shape:
+                        size = size * (to_ir(d) if export.is_symbolic_dim(d) else Expr.const(int(d)))
+                    work.append(size)
             for p in eqn.params.values():
                 for sub in (p if isinstance(p, (tuple, list)) else (p,)):
                     inner = getattr(sub, "jaxpr", sub)

@@ -53,7 +53,7 @@ from ._common import Progress, Ticker
 from .attempt import Attempt, Spec, apply_all, error_chain, jax_accepts, refusal_key, spec_of
 from .box import NativeBox, valuation_of
 from .job import ExportJob, FixDraft
-from .refusals import Candidate, ConstantNeeded, FixPart, candidates_of, divisibility_fixes, last_resort_of
+from .refusals import Candidate, ConstantNeeded, FixPart, Why, candidates_of, divisibility_fixes, last_resort_of
 from .report import first_line
 from .result import DEADLINE, FIXED, NARROW, NO_FIX, NO_SYMBOLIC, NOT_NEEDED, NOT_VERIFIED, ROUND_LIMIT, FixResult, FixRound
 from .verdict import (
@@ -157,7 +157,7 @@ def specialisations(job: ExportJob, spec: Spec, att: Attempt) -> list[Candidate]
             if not counts:
                 continue
             k, why = max(counts, key=lambda x: (counts[x], x)), "where the most traced shapes run"
-        part = FixPart(SPEC, str(k), v, f"{v} is used as a number: fixed at {k}, {why}")
+        part = FixPart(SPEC, str(k), v, f"{v} is used as a number: fixed at {k}, {why}", Why.NUMBER)
         trial = apply_all(spec, [part])
         if trial is None:
             continue
@@ -243,6 +243,7 @@ class Fallback:
     rest: list[Scored]  # the candidates left, best first
     at: int  # the round's place in the record
     later: list[Callable[[], list[Scored]]]  # the later kinds of candidate, tried when none is left
+    key: tuple[str, str] | None = None  # the round's refusal: back after its fix, that fix settled nothing
 
 
 def synthesize(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, scope: Any,
@@ -305,7 +306,9 @@ def run_rounds(job: ExportJob, draft: FixDraft, fx: FixOptions, first: Attempt |
         first = None
         if given:
             job = job.given(last)
-        if last.timed_out and fallback is not None:
+        if fallback is not None and (last.timed_out or (not last.ok and refusal_key(last) == fallback.key)):
+            # past its limit, or the round's own refusal back (JAX's rules did not match the constraint as
+            # written): the round's next candidate, then its later kinds (a family, a fixed size)
             fallback = next_candidate(job, draft, last, fallback)
             if fallback is None:
                 break
@@ -355,7 +358,7 @@ def fix_round(job: ExportJob, draft: FixDraft, last: Attempt, seen: set[tuple[st
         return None
     picked = _simplest_equivalent(scored, spec, job.budget)
     chosen = tuple(as_rewrite(p, spec) for p in picked)
-    fallback = Fallback(spec, len(draft.parts), [x for x in scored if x[1] != picked], len(draft.rounds), later)
+    fallback = Fallback(spec, len(draft.parts), [x for x in scored if x[1] != picked], len(draft.rounds), later, key)
     draft.parts.extend(chosen)
     draft.spec = apply_all(spec, chosen) or spec
     draft.rounds.append(FixRound(last.message, tuple((group_text(g), ok, bad, ne) for _, g, ok, bad, ne in scored),
@@ -384,14 +387,17 @@ def _later_kinds(job: ExportJob, spec: Spec, last: Attempt, session: Session, ti
 
 
 def next_candidate(job: ExportJob, draft: FixDraft, last: Attempt, fb: Fallback) -> Fallback | None:
-    """The chosen candidate's export ran past its limit (JAX's own arithmetic under it, not a refusal):
-    the round's next candidate in its place, else its later kinds'. None: none is left (the loop ends)."""
-    job.say(f"fix: {group_text(draft.parts[fb.n_parts:])}: {last.message}; trying the next candidate")
+    """The chosen candidate's export ran past its limit (JAX's own arithmetic under it, not a refusal), or
+    the same refusal came back with it: the round's next candidate in its place, else its later kinds'.
+    None: none is left (the loop ends)."""
+    job.say(f"fix: {group_text(draft.parts[fb.n_parts:])}: {first_line(last.message, 200)}; trying the next candidate")
     rest = fb.rest
     while not rest and fb.later:  # the round's later kinds of candidate (a fixed size), as when none was found
         rest = sorted(fb.later.pop(0)(), key=lambda x: x[0])
     if not rest:
-        draft.status, draft.detail = NO_FIX, f"every candidate of the round ran past its limit: {last.message}"
+        draft.status, draft.detail = NO_FIX, (f"every candidate of the round ran past its limit: {last.message}"
+                                              if last.timed_out else
+                                              f"the same refusal came back with every candidate: {first_line(last.message, 300)}")
         return None
     picked = _simplest_equivalent(rest, fb.before, job.budget)
     chosen = tuple(as_rewrite(p, fb.before) for p in picked)

@@ -127,6 +127,8 @@ class FixDraft:
     verified: bool | None = None
     lines: tuple[str, ...] = ()  # its failed checks, one line each
     verify_seconds: float = 0.0
+    # traced shapes the fix excludes where the function runs, by a reason a part carries: (why, how many, one)
+    excluded: list[tuple[str, int, dict[str, int]]] = field(default_factory=list)
     t_start: float = field(default_factory=time.perf_counter)
 
     def ran(self, att: Attempt) -> Attempt:

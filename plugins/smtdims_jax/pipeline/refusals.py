@@ -19,12 +19,14 @@ size). Adding a kind is a class here and its place in :func:`refusals_of`.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from smtdims.answers.equations import (
+    equation_family_fix,
     equation_fixes,
     fix_rank,
     fix_text,
@@ -42,20 +44,37 @@ from smtdims.reasoner import Session
 from .report import first_line
 
 
+class Why(enum.StrEnum):
+    """Why a part may exclude shapes where the function runs: what the verdict reads (never the note's
+    words), and the reason the report gives for each shape it excludes."""
+
+    NONE = ""  # nothing beyond the refusal: an excluded shape that runs makes the fix narrower than needed
+    NUMBER = "number"  # the program uses the size as a Python number: one size, by necessity
+    BRANCH = "branch"  # the program branches on a shape comparison there: the other sizes take another path
+    EQUATION = "equation"  # one class of solutions of an equation no constraint JAX takes admits whole
+    NAN = "nan"  # past it the program computes NaN everywhere (measured by running it)
+
+
 @dataclass(frozen=True)
 class FixPart:
-    """One part of a fix: a constraint (``text``) or a spec rewrite (write ``text`` for ``variable``)."""
+    """One part of a fix: a constraint (``text``) or a spec rewrite (write ``text`` for ``variable``);
+    ``why``: what it may exclude beyond the refusal, and why (:class:`Why`)."""
 
     kind: str  # "constraint" | "spec"
     text: str
     variable: str | None = None
     note: str = ""
+    why: Why = Why.NONE
+    # with Why.EQUATION: the equation (a constraint's text) whose other solutions it excludes; with Why.BRANCH:
+    # the comparisons the program branched on
+    because: str = ""
 
     def __str__(self) -> str:
         return fix_text(self.kind, self.text, self.variable)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "text": self.text, "variable": self.variable, "note": self.note}
+        return {"kind": self.kind, "text": self.text, "variable": self.variable, "note": self.note,
+                "why": self.why.value, "because": self.because}
 
 
 Candidate = tuple[tuple[FixPart, ...], int]  # the parts applied together, and a tie-break rank (lower first)
@@ -318,10 +337,15 @@ def last_resort_of(refusals: Sequence[Refusal], session: Session) -> list[Candid
 
 
 def _fixed_size(session: Session, lhs: Expr, rhs: Expr) -> list[Candidate]:
-    """The size a person fixes (a ViT's 224): it admits one size, so among candidates it would always
-    admit the fewest failing shapes; offered only when nothing weaker survives."""
-    parts = fixed_size_fix(session, lhs, rhs)
-    return [(tuple(FixPart(*p) for p in parts), 3)] if parts else []
+    """Where nothing weaker survives: the family of the equation's parts held at a size where it holds
+    (two strided 'same' convs: ``h, w`` in 25..28), then the size a person fixes (a ViT's 224, that
+    conv's 28). Both exclude the equation's other solutions by necessity (:attr:`Why.EQUATION`)."""
+    out: list[Candidate] = []
+    for rank, parts in ((3, equation_family_fix(session, lhs, rhs)), (4, fixed_size_fix(session, lhs, rhs))):
+        if parts:
+            equation = render_constraint(lhs - rhs, "==")
+            out.append((tuple(FixPart(*p, Why.EQUATION, equation) for p in parts), rank))
+    return out
 
 
 def divisibility_rewrite(text: str) -> FixPart | None:

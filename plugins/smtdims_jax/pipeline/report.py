@@ -117,6 +117,7 @@ class VerificationReport:
     ran_in: str = ""
     not_run: str = ""
     tolerances: tuple[str, ...] = ()
+    title: str = ""  # the table's first line ("" : "smtdims export check of FUNCTION")
 
     @property
     def verified(self) -> bool:
@@ -179,7 +180,9 @@ class VerificationReport:
                 what = "; ".join(str(p) for p in fix.parts)
             if fix.status != "fixed":  # verified, but it excludes shapes where the function runs: said first
                 return f"FIX FOUND, NARROWER THAN NEEDED: {what} (verified end to end; {fix.detail})"
-            return f"FIXED: {what} (verified end to end)"
+            excluded = "; ".join(f"it excludes {n} traced shape(s) where {short} runs, e.g. {format_valuation(env)}: {why}"
+                                 for why, n, env in fix.excluded)
+            return f"FIXED: {what} (verified end to end" + (f"; {excluded})" if excluded else ")")
         if self.fix is not None and self.fix.status == "no symbolic family":
             return f"NO SYMBOLIC FIX: {self.fix.detail}"
         if self.export_error is not None:
@@ -205,7 +208,7 @@ class VerificationReport:
         def t(x: float | None) -> str:
             return "-" if x is None else f"{x:.3f}s"
 
-        lines = [f"smtdims export check of {self.function}", *_wrap(self.verdict(), "  ")]
+        lines = [self.title or f"smtdims export check of {self.function}", *_wrap(self.verdict(), "  ")]
         fixed = self.fix is not None and self.fix.ok
         if fixed:  # the answer first: what to write, verified; the failed export as specified follows
             lines.append("    " + self.fix.command())  # pasted, not read: whole
@@ -315,7 +318,7 @@ CHOSEN_FOR_WIDTH = 28  # the table's "chosen for" column (--verbose and to_dict(
 
 def _chosen_for(why: list[str] | tuple[str, ...], width: int = CHOSEN_FOR_WIDTH) -> str:
     """The reasons a sample was chosen, as many whole ones as fit in ``width`` then ``(+N more)``
-    (a sample that covers many goals made the column 230 characters wide, issue 29)."""
+    (a sample that covers many goals would make the column 230 characters wide)."""
     out = ""
     for i, reason in enumerate(why):
         more = f" (+{len(why) - i} more)" if i else ""

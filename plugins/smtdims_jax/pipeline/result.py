@@ -88,6 +88,12 @@ class FixResult:
     platforms: tuple[str, ...] | None = None  # the platforms exported for (None: the default one)
     # where the time went: (what, how many, seconds): native traces, exports, the verification
     timing: tuple[tuple[str, int, float], ...] = ()
+    # traced shapes a "fixed" fix excludes although the function runs there, and why (a part's reason: the
+    # size used as a number, another branch, another solution of the equation): (why, how many, one of them)
+    excluded: tuple[tuple[str, int, dict[str, int]], ...] = ()
+    # each traced shape the original specification admits: its native verdict and the fix's admission
+    # (:class:`.picture.TracedShape`; what report.plot() draws)
+    traced: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -149,6 +155,8 @@ class FixResult:
                 out += ["  " + ln for ln in self.code().splitlines()]
         if self.box is not None:
             out.append("  " + self.box.sentence(self.function.split(":")[-1]))
+        out += [f"  excludes {n} traced shape(s) where it runs, e.g. {format_valuation(env)}: {why}"
+                for why, n, env in self.excluded]
         nonempties = self.extremes_nonempty or (True,) * len(self.extremes)
         for (env, runs, admits), nonempty in zip(self.extremes, nonempties, strict=True):
             verdict = ("admitted, runs natively" if admits and runs else "excluded, fails natively" if not admits and not runs
@@ -178,7 +186,19 @@ class FixResult:
             "target": self.target, "seconds": round(self.seconds, 3), "stock": self.stock,
             "platforms": list(self.platforms) if self.platforms else None,
             "timing": [{"what": what, "count": n, "seconds": round(t, 3)} for what, n, t in self.timing],
+            "excluded": [{"why": why, "count": n, "example": env} for why, n, env in self.excluded],
         }
+
+    def plot(self, x: str | None = None, y: str | None = None) -> Any:
+        """The family drawn over two sizes, the traced shapes coloured by what they say (a matplotlib
+        ``Figure``; ``x``, ``y``: which sizes): :func:`.picture.plot_fix`."""
+        from .picture import plot_fix
+        return plot_fix(self, x=x, y=y)
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the picture above the report's text (the text alone where it cannot be drawn)."""
+        from .picture import report_html
+        return report_html("\n".join(self.lines()), self.plot)
 
 
 __all__ = ["DEADLINE", "FIXED", "NARROW", "NO_FIX", "NO_SYMBOLIC", "NOT_NEEDED", "NOT_VERIFIED", "ROUND_LIMIT",

@@ -34,7 +34,8 @@ from ._common import local_platform, paste_target
 from .attempt import Spec, apply_all, jax_accepts
 from .box import NativeBox, shapes_at, valuation_of
 from .job import ExportJob, FixDraft
-from .refusals import FixPart, divisibility_rewrite
+from .picture import traced_shapes
+from .refusals import FixPart, Why, divisibility_rewrite
 from .report import first_line
 from .result import FIXED, NARROW, NO_SYMBOLIC, NOT_VERIFIED, FixResult, FixRound, group_text
 
@@ -66,7 +67,8 @@ def as_rewrite(part: FixPart, spec: Spec) -> FixPart:
         k = other.as_constant()
         if (k is not None and k >= 1) or (other.as_var() is not None and other.as_var() != v):
             if apply_all(spec, [FixPart(SPEC, str(other), v)]) is not None:
-                return FixPart(SPEC, str(other), v, part.note or f"{v} equals {other}")
+                return dataclasses.replace(part, kind=SPEC, text=str(other), variable=v,
+                                           note=part.note or f"{v} equals {other}")
     return part
 
 
@@ -169,13 +171,14 @@ def with_counted_names(job: ExportJob, draft: FixDraft) -> None:
         if p.kind == SPEC and p.variable in renames:
             env[p.variable] = Expr.var(renames[p.variable])
             active[p.variable] = env[p.variable]
-            new_parts[p] = FixPart(SPEC, str(parse_expr(p.text).substitute(env)), p.variable, p.note)
+            new_parts[p] = dataclasses.replace(p, text=str(parse_expr(p.text).substitute(env)))
         elif env and p.kind == SPEC:
-            new_parts[p] = FixPart(SPEC, str(parse_expr(p.text).substitute(env)), p.variable, p.note)
+            new_parts[p] = dataclasses.replace(p, text=str(parse_expr(p.text).substitute(env)))
         elif env:
             c = Constraint.parse(p.text)
-            new_parts[p] = FixPart(p.kind, normalise_constraint(f"{c.diff.substitute(env)} {'>=' if c.kind == '>=' else '=='} 0"),
-                                   p.variable, p.note) if c.diff.variables() & set(env) else p
+            new_parts[p] = dataclasses.replace(
+                p, text=normalise_constraint(f"{c.diff.substitute(env)} {'>=' if c.kind == '>=' else '=='} 0")) \
+                if c.diff.variables() & set(env) else p
     words = {str(old): str(new) for old, new in new_parts.items()}
     draft.parts = [new_parts.get(p, p) for p in draft.parts]
     draft.rounds = [dataclasses.replace(r, parts=tuple(new_parts.get(p, p) for p in r.parts),
@@ -221,7 +224,8 @@ def exclusion(job: ExportJob, d: Any, spec: Spec, *, limited: bool = True) -> tu
     why = (f"the samples fail natively at {format_valuation(d.native_fails[0])}: {first_line(d.native_error, 200)}")
     nan = set(d.nan_bounds)
     for group in (as_parts(d.constraints, spec), [FixPart("constraint", normalise_constraint(t)) for t in d.constraints]):
-        group = [FixPart(p.kind, p.text, p.variable, NAN_NOTE) if p.kind != SPEC and p.text in nan else p for p in group]
+        group = [dataclasses.replace(p, note=NAN_NOTE, why=Why.NAN) if p.kind != SPEC and p.text in nan else p
+                 for p in group]
         trial = apply_all(spec, group)
         if trial is not None and jax_accepts(trial) and job.attempt(trial, limited=limited).ok:
             return group, trial, why
@@ -274,7 +278,7 @@ def pinned_where_paths_differ(job: ExportJob, d: Any, spec: Spec, *,
         return None
     where = "the example's size" if job.examples else OTHER_BRANCH
     group = [FixPart(SPEC, str(example[v]), v, f"fixed at {where}: the program branches on a shape comparison "
-                     "there") for v in names]
+                     "there", Why.BRANCH, " and ".join(str(c) for c in questions)) for v in names]
     trial = apply_all(spec, group)
     if trial is None or not job.attempt(trial, limited=limited).ok:
         return None
@@ -324,6 +328,8 @@ def conclude(job: ExportJob, draft: FixDraft) -> FixResult:
         platforms=tuple(plats) if plats and tuple(plats) != (local_platform(),) else None,
         timing=(("native traces", box.traces, box.trace_seconds), ("exports", draft.exports, draft.export_seconds),
                 *((("verification", 0, draft.verify_seconds),) if draft.verify_seconds else ())),
+        excluded=tuple(draft.excluded) if draft.status == FIXED else (),
+        traced=traced_shapes(box, spec.dims, spec.constraint_set()) if draft.parts else (),
     )
 
 
@@ -350,6 +356,9 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
         draft.status = NO_SYMBOLIC
         draft.detail = ("no constraint can make this export with symbolic sizes: every size had to be fixed, because "
                         f"{first_line(first_pin.error, 200)}" + (f" (at {first_pin.location})" if first_pin.location else ""))
+    if draft.status == FIXED and any(p.why == Why.EQUATION for p in parts):
+        _trace_equation_class(box, original, parts)  # the class the fix keeps, and its neighbours, natively
+        draft.count = box.count(spec.dims, spec.constraint_set())
     count = draft.count
     if draft.status == FIXED and count is not None and count.admitted > count.admitted_ok:
         # the family admits a traced shape where the function itself fails (a size model code special-cases,
@@ -357,27 +366,80 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
         draft.status = NOT_VERIFIED
         draft.detail = (f"it admits {count.admitted - count.admitted_ok} traced shape(s) where {name or 'the function'} "
                         "fails natively, e.g. " + "; ".join(format_valuation(v) for v in count.admitted_failing[:2]))
-    # a size pinned where the program branches, with no example to say it is the user's, is a choice
-    necessary = pins([p for p in parts if OTHER_BRANCH not in p.note])
-    lost = _lost(box, original, spec, draft.sides) if draft.status == FIXED and count is not None and not necessary else []
-    # a traced shape past a bound beyond which the program was measured to compute NaN everywhere: its
-    # trace (shapes only) runs, its values are nothing a user runs
-    nan_parts = [Constraint.parse(p.text) for p in parts if p.note == NAN_NOTE]
-
-    def past_nan_bound(env: dict[str, int]) -> bool:
-        try:
-            return not all(c.holds(env) for c in nan_parts)
-        except KeyError:  # the bound reads on a variable a later rewrite named: not this valuation's
-            return False
-
-    lost = [env for env in lost if not past_nan_bound(env)]
-    if lost:
-        # verified, but narrower than the function: honest words, not "fixed" (a pinned size excludes the
-        # others by necessity: the program uses it as a number, or only one size settles the equation)
+    lost = _lost(box, original, spec, draft.sides) if draft.status == FIXED and count is not None else []
+    # The headline rule: "fixed" only where every traced shape the fix excludes, and the function runs at on
+    # non-empty arrays, is excluded for a reason a part carries (the program uses the size as a number, takes
+    # another branch there, or it is another solution of an equation no constraint JAX takes admits whole);
+    # a shape past a bound beyond which the program computes NaN everywhere is nothing a user runs.
+    reasons: dict[str, list[dict[str, int]]] = {}
+    unexplained = []
+    for env in lost:
+        why = _excused(env, parts)
+        if why is None:
+            unexplained.append(env)
+        elif why:
+            reasons.setdefault(why, []).append(env)
+    draft.excluded = [(why, len(envs), envs[0]) for why, envs in reasons.items()]
+    if unexplained:
+        # verified, but narrower than the function: honest words, not "fixed"
         draft.status = NARROW
-        draft.detail = (f"it excludes {len(lost)} traced shape(s) where {name or 'the function'} runs on non-empty "
-                        "arrays, e.g. " + "; ".join(format_valuation(v) for v in lost[:2]))
+        draft.detail = (f"it excludes {len(unexplained)} traced shape(s) where {name or 'the function'} runs on "
+                        "non-empty arrays, e.g. " + "; ".join(format_valuation(v) for v in unexplained[:2]))
     return extremes
+
+
+def _excused(env: dict[str, int], parts: Sequence[FixPart]) -> str | None:
+    """Why the fix may exclude ``env``, a traced shape where the function runs on non-empty arrays: the
+    reason one of its parts carries, "" where nothing a user runs is lost (past a NaN bound), None where
+    no part explains it (the fix is narrower than needed there)."""
+    for p in parts:
+        try:
+            if p.why == Why.NAN and not Constraint.parse(p.text).holds(env):
+                return ""
+            if p.why in (Why.NUMBER, Why.BRANCH) and p.variable in env and p.text.strip().isdigit() \
+                    and env[p.variable] != int(p.text):
+                return (f"the program uses {p.variable} as a number: one size of it, by necessity" if p.why == Why.NUMBER
+                        else f"the program takes another branch where {p.variable} != {p.text}"
+                        + (f" ({p.because})" if p.because else ""))
+            if p.why == Why.EQUATION and p.because and Constraint.parse(p.because).holds(env):
+                return (f"other solutions of {p.because}: no constraint JAX takes admits them beside the fix "
+                        "(export with one of them in its place to get it)")
+        except (SmtdimsError, KeyError, ZeroDivisionError):  # a part on a variable a later rewrite named
+            continue
+    return None
+
+
+def _trace_equation_class(box: NativeBox, original: Spec, parts: Sequence[FixPart]) -> None:
+    """Trace the sizes on the diagonal where a fixed-size part's equation holds (25..28 for two strided
+    'same' convs to 7x7), and one each side, the other variables at 1: whether the fix keeps the sizes
+    the model runs at is then measured, not assumed."""
+    names = original.variables()
+    envs: list[dict[str, int]] = []
+    for p in parts:
+        if p.why != Why.EQUATION or not p.because:
+            continue
+        try:
+            c = Constraint.parse(p.because)
+        except SmtdimsError:
+            continue
+        vs = sorted(c.diff.variables())
+        if not vs or not set(vs) <= names:
+            continue
+        base = dict.fromkeys(sorted(names), 1)
+        run = [x for x in range(1, 1 << 12) if _holds(c, {**base, **dict.fromkeys(vs, x)})][:16]
+        for x in sorted({*run, max(run[0] - 1, 1), run[-1] + 1} if run else ()):
+            env = {**base, **dict.fromkeys(vs, x)}
+            if env not in envs and original.constraint_set().holds(env):
+                envs.append(env)
+    if envs:
+        box.add(envs)
+
+
+def _holds(c: Constraint, env: dict[str, int]) -> bool:
+    try:
+        return c.holds(env)
+    except (ZeroDivisionError, KeyError):
+        return False
 
 
 def _lost(box: NativeBox, original: Spec, spec: Spec, sides: Sequence[Expr]) -> list[dict[str, int]]:
