@@ -14,6 +14,8 @@ import threading
 import time
 from typing import Any
 
+from .forking import fork_safe
+
 
 class Watchdog:
     """One thread that interrupts Z3 checks running past their question's deadline.
@@ -106,3 +108,56 @@ class Watchdog:
 WATCHDOG = Watchdog()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=WATCHDOG.after_fork_in_child)
+
+
+class CtrlC:
+    """Ctrl-C for the main thread's Z3 check, where a thread of the program sees SIGINT at once.
+
+    Z3's own SIGINT handler (its ``ctrl_c`` option) cancels a check, but a check that still comes back
+    sat or unsat has swallowed the signal: Python's handler never runs and the Ctrl-C is lost (2 to 4
+    runs in 20 of a ``--fix`` interrupted early). The command line therefore takes SIGINT itself
+    (``signal.set_wakeup_fd``: the byte is written the moment the signal lands, while the main thread
+    is inside Z3) and calls :meth:`pressed` from a thread of its own; Z3's handler stays off
+    (:meth:`taken`), the running check is interrupted, and Python's handler runs at the main thread's
+    next bytecode whatever the check returned.
+    """
+
+    def __init__(self) -> None:
+        self._lock = fork_safe(threading.Lock())
+        self._owners = 0
+        self._ctx: Any = None  # the context of the main thread's running check
+        self._hit = False  # pressed while it ran
+
+    def take(self) -> None:
+        with self._lock:
+            self._owners += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._owners = max(0, self._owners - 1)
+
+    def taken(self) -> bool:
+        """Whether a thread of the program sees SIGINT as it lands (then Z3's handler stays off)."""
+        return self._owners > 0
+
+    def checking(self, ctx: Any) -> None:
+        """The main thread starts a check in ``ctx`` (None: it ended)."""
+        with self._lock:
+            self._ctx, self._hit = ctx, False
+
+    def ended(self) -> bool:
+        """The main thread's check ended; whether Ctrl-C was pressed while it ran."""
+        with self._lock:
+            hit, self._ctx, self._hit = self._hit, None, False
+            return hit
+
+    def pressed(self) -> None:
+        """SIGINT landed: interrupt the main thread's running check, if any (an idle context's
+        interrupt has no lasting effect, see :class:`Watchdog`)."""
+        with self._lock:
+            if self._ctx is not None:
+                self._hit = True
+                self._ctx.interrupt()
+
+
+CTRL_C = CtrlC()

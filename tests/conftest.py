@@ -9,6 +9,9 @@ import importlib.util
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# JAX's persistent compilation cache stays off in the suite (a user's ~/.cache is not the tests' to fill);
+# tests/pipeline/test_fresh_worker.py turns it on in a temporary directory to test it
+os.environ.setdefault("SMTDIMS_COMPILE_CACHE", "0")
 
 import signal  # noqa: E402
 

@@ -13,6 +13,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from ..lang.results import json_dumps
+from ..watchdog import CTRL_C
 from .common import EXIT_INTERRUPTED
 
 
@@ -42,6 +43,8 @@ class Interrupts:
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self.installed = False  # it took SIGINT from Python's default handler
+        self._wakeup: tuple[int, int] | None = None  # the pipe SIGINT's byte lands in (read, write)
+        self._reader: threading.Thread | None = None
 
     def install(self) -> Interrupts:
         """Take SIGINT if Python's default handler has it, in the main thread; otherwise do nothing
@@ -50,7 +53,43 @@ class Interrupts:
                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             self._prev = signal.signal(signal.SIGINT, self._on_sigint)
             self.installed = True
+            self._see_at_once()
         return self
+
+    def _see_at_once(self) -> None:
+        """Have SIGINT's byte written to a pipe the moment it lands (``signal.set_wakeup_fd``) and a thread
+        interrupt the main thread's running Z3 check from there (:data:`smtdims.watchdog.CTRL_C`): Python's
+        handler runs only at the main thread's next bytecode, after the check. Not where the program
+        already has a wakeup fd (an event loop's)."""
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        try:
+            prev = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except (ValueError, OSError):
+            os.close(r)
+            os.close(w)
+            return
+        if prev != -1:  # someone else's: give it back
+            signal.set_wakeup_fd(prev)
+            os.close(r)
+            os.close(w)
+            return
+        self._wakeup = (r, w)
+        CTRL_C.take()
+        self._reader = threading.Thread(target=self._read_wakeup, args=(r,), name="smtdims-ctrl-c-at-once", daemon=True)
+        self._reader.start()
+
+    @staticmethod
+    def _read_wakeup(r: int) -> None:
+        while True:
+            try:
+                got = os.read(r, 64)
+            except OSError:
+                return
+            if not got:  # the write end closed: the run is over
+                return
+            if int(signal.SIGINT) in got:
+                CTRL_C.pressed()
 
     def close(self, *, ignore_after: bool = False) -> None:
         """Stop re-delivering, then give SIGINT back to the handler it had; with ``ignore_after``
@@ -65,6 +104,15 @@ class Interrupts:
         self._stop.set()
         if self._watcher is not None:
             self._watcher.join()
+        if self._wakeup is not None:
+            CTRL_C.release()
+            signal.set_wakeup_fd(-1)
+            r, w = self._wakeup
+            os.close(w)  # the reader sees the end and returns
+            if self._reader is not None:
+                self._reader.join(timeout=1.0)
+            os.close(r)
+            self._wakeup = None
         if self._prev is not None:
             signal.signal(signal.SIGINT, self._prev)
             self._prev = None

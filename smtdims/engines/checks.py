@@ -237,7 +237,11 @@ _KEYBOARD = "interrupted from keyboard"
 
 
 def _ctrl_c_wanted() -> bool:
-    return threading.get_ident() == _MAIN.ident and _signal.getsignal(_SIGINT) != signal.SIG_IGN
+    """Z3's own SIGINT handling: in the main thread, unless SIGINT is ignored or the program sees it as it
+    lands and interrupts the check itself (:data:`smtdims.watchdog.CTRL_C`: Z3's handler would swallow a
+    Ctrl-C whose check still comes back sat or unsat)."""
+    return threading.get_ident() == _MAIN.ident and _signal.getsignal(_SIGINT) != signal.SIG_IGN \
+        and not watchdog.CTRL_C.taken()
 
 
 def _arm_ctrl_c(s: z3.Solver | z3.Optimize) -> None:
@@ -303,14 +307,25 @@ def run_check(s: z3.Solver | z3.Optimize, ctx: z3.Context, assumptions: list | N
         return z3.unknown, REASON_DEADLINE
     _arm_ctrl_c(s)
     token = watchdog.WATCHDOG.arm(ctx, d.end) if d is not None else None
+    # the program's own Ctrl-C thread interrupts this check (not a worker's: its wait is Python's)
+    pressable = watchdog.CTRL_C.taken() and threading.get_ident() == _MAIN.ident and not isinstance(s, KillableSolver)
+    if pressable:
+        watchdog.CTRL_C.checking(ctx)
+    pressed = False
     gate_enter()
     try:
         r = s.check(*(assumptions or ()), deadline=d) if isinstance(s, KillableSolver) else s.check(*(assumptions or ()))
     finally:
         gate_leave()
+        pressed = watchdog.CTRL_C.ended() if pressable else False
         interrupted = watchdog.WATCHDOG.disarm(token) if token is not None else False
-        if interrupted:
+        if interrupted or pressed:
             retire_shared(ctx)
+    if pressed:  # Python's handler runs at the next bytecode (the signal is pending there): the question ends
+        COUNTERS.bump("interrupts")
+        if d is not None:
+            d.fire(clocks.CLOCK_INTERRUPTED)
+        return z3.unknown, REASON_INTERRUPTED
     if interrupted and r != z3.unknown:
         # the deadline fired between the check's end and disarm: the context's cancel flag is
         # set and evaluating the model raises ("canceled"; seen in a fork stress run). The

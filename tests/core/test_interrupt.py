@@ -1,4 +1,4 @@
-"""Ctrl-C stops smtdims promptly (issue 17.3).
+"""Ctrl-C stops smtdims promptly.
 
 Z3 handles SIGINT itself while a check runs and only cancels the check; smtdims used to take
 the cancel for "unknown" and go on. Now a check cut by Ctrl-C re-delivers the signal to

@@ -1,4 +1,4 @@
-"""The verification process is kept between jobs (issue 28: importing JAX was most of a small
+"""The verification process is kept between jobs (importing JAX was most of a small
 verification's cost): one interpreter per environment, replaced when it is gone, busy, timed out or
 has run ``MAX_JOBS`` jobs, and never one that imported smtdims.
 
@@ -19,6 +19,15 @@ from jax import export
 from smtdims_jax.pipeline import PASS, export_and_verify, fresh
 
 X = np.arange(6, dtype=np.int32).reshape(2, 3)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def compile_cache(tmp_path_factory):
+    """JAX's persistent compilation cache in a directory of this run, never the user's."""
+    with pytest.MonkeyPatch.context() as m:
+        path = tmp_path_factory.mktemp("jax-cache")
+        m.setenv("SMTDIMS_COMPILE_CACHE", str(path))
+        yield path
 
 
 def _double(x):
@@ -86,8 +95,9 @@ def test_a_dead_or_timed_out_worker_is_replaced(no_workers, artifact):
     _job(artifact)  # found gone before it took the job: the job runs on a new one
     w2 = _the_worker()
     assert w2 is not w and w2.proc.poll() is None
+    fresh_shape = np.zeros((3, 1000 + os.getpid() % 1000), np.int32)  # compiled nowhere yet: not done in 0.01 s
     with pytest.raises(RuntimeError, match="timed out after 0.01 s"):
-        fresh.run_fresh_process(artifact, [[X]], [], lambda _: None, timeout=0.01)
+        fresh.run_fresh_process(artifact, [[fresh_shape]], [], lambda _: None, timeout=0.01)
     assert not _workers() and w2.proc.poll() is not None
 
 
@@ -131,3 +141,59 @@ def test_a_forked_child_does_not_use_the_parents_worker(no_workers, artifact):
     assert os.waitstatus_to_exitcode(status) == 0
     assert _the_worker().proc.poll() is None  # the parent's is untouched
     _job(artifact)
+
+
+def _ref(shape):
+    """JAX's own run of ``_double`` exported at a concrete shape (a sample's reference)."""
+    return bytes(export.export(jax.jit(_double))(jax.ShapeDtypeStruct(shape, jnp.int32)).serialize())
+
+
+def test_prestart_starts_the_worker_once_without_waiting_and_locate_finds_it(no_workers):
+    before = _started()
+    fresh.prestart()
+    fresh.prestart()  # idempotent: the same worker
+    w = _the_worker()
+    assert _started() - before == 1 and not w.device_known()  # its device line not waited for
+    assert fresh.locate().usable
+    assert _the_worker() is w and _started() - before == 1
+
+
+def test_prestart_never_raises(no_workers, monkeypatch):
+    def broken(*args, **kwargs):
+        raise OSError("no process today")
+
+    monkeypatch.setattr(fresh.subprocess, "Popen", broken)
+    fresh.prestart()  # left for locate() to report
+    assert not _workers()
+
+
+def test_a_shape_compiles_once_per_worker_and_the_reference_beside_it(no_workers, artifact):
+    refs = [_ref(X.shape)]
+    first = fresh.run_on_device(artifact, [[X]], [], lambda _: None, references=refs)
+    again = fresh.run_on_device(artifact, [[X]], [], lambda _: None, references=refs)
+    (s1,), (s2,) = first.result["samples"], again.result["samples"]
+    assert not s1["compile_cached"] and not s1["ref_compile_cached"]
+    assert s2["compile_cached"] and s2["ref_compile_cached"]  # a fix's next round: nothing compiled again
+    for run in (first, again):
+        np.testing.assert_array_equal(run.outputs[0][0], _double(X))
+        np.testing.assert_array_equal(run.references[0][0], _double(X))
+        s = run.result["samples"][0]
+        assert s["compile_s"] is not None and s["ref_compile_s"] is not None and s["ref_run_s"] is not None
+
+
+def test_the_persistent_compilation_cache_is_written_where_it_is_said(no_workers, artifact, compile_cache):
+    assert fresh.compile_cache_dir() == str(compile_cache)
+    _job(artifact)
+    assert any(compile_cache.iterdir())  # JAX wrote the compile there
+
+
+def test_the_compilation_cache_directory(monkeypatch, tmp_path):
+    monkeypatch.setenv("SMTDIMS_COMPILE_CACHE", "0")
+    assert fresh.compile_cache_dir() is None and "SMTDIMS_JAX_CACHE_DIR" not in fresh.job_env()
+    monkeypatch.delenv("SMTDIMS_COMPILE_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert fresh.compile_cache_dir() == str(tmp_path / "xdg" / "smtdims" / "jax-cache")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("SMTDIMS_COMPILE_CACHE", str(blocker / "cache"))  # cannot be made: no cache, no error
+    assert fresh.compile_cache_dir() is None

@@ -25,22 +25,93 @@ Protocol (all files in JOBDIR, written by :mod:`smtdims_jax.pipeline.fresh`):
   ``jax.jit(fn)`` exported at the sample's concrete shapes (how ``jit`` traces it);
 - progress: one JSON object per line on stdout (``{"sample": i, "phase": "compile"}``);
 - result: ``result.json`` with per-sample times, errors and output leaves (data in ``outputs.bin``).
+
+Compiles are the cost here (two per sample: the reference and the artifact), so:
+- where the machine has two cores or more, a sample's reference and artifact compile side by side
+  (two threads: XLA's compile releases the interpreter), then run one after the other; the times
+  per sample keep their meaning (``compile_s``/``ref_compile_s``: that compile's own time,
+  ``run_s``/``ref_run_s``: that run's), the wall time of a sample is about the larger compile;
+- a compiled program is kept for the life of the process (:data:`CACHE_SIZE` of them, least recently
+  used first out): the same reference bytes, or the same artifact at the same input shapes and dtypes,
+  compile once, however many rounds of a fix verify them again (``compile_cached``/``ref_compile_cached``
+  say so; the compile time is then the look-up's);
+- run as a server, the worker turns on JAX's persistent compilation cache when its environment
+  names a directory (``SMTDIMS_JAX_CACHE_DIR``, set by the pipeline from ``SMTDIMS_COMPILE_CACHE``),
+  so that a second run of the same model compiles nothing. Loaded into the pipeline's own process
+  (:func:`main` called there), it changes none of that process's settings and compiles in one thread.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
+import threading
 import time
 import traceback
+from collections import OrderedDict
 
 # What JAX says when another process holds the device (a TPU: one process at a time).
 _BUSY = ("multi-process lockfile", "already in use", "TPU is in use", "Device or resource busy")
 
 
+CACHE_SIZE = 64  # compiled programs kept (each holds its executable: bounded, least recently used out)
+_COMPILED: OrderedDict = OrderedDict()  # key -> compiled program; for the life of this process
+_DESERIALIZED: OrderedDict = OrderedDict()  # sha256 of the bytes -> Exported
+_LOCK = threading.Lock()
+# Compile the reference and the artifact side by side: set by serve() and the one-job command where
+# the machine has two cores (not when the pipeline loads main() into its own process, whose
+# installation of smtdims is process-wide and whose threads are its own).
+_PARALLEL = {"on": False}
+
+
 def _say(**event: object) -> None:
     print(json.dumps(event), flush=True)
+
+
+def _remember(table: OrderedDict, key: object, value: object) -> None:
+    with _LOCK:
+        table[key] = value
+        table.move_to_end(key)
+        while len(table) > CACHE_SIZE:
+            table.popitem(last=False)
+
+
+def _recall(table: OrderedDict, key: object) -> object:
+    with _LOCK:
+        value = table.get(key)
+        if value is not None:
+            table.move_to_end(key)
+        return value
+
+
+def _deserialize(data: bytes, export) -> tuple:
+    """``(Exported, sha256 of data)``, deserialized once per process for the same bytes."""
+    digest = hashlib.sha256(data).hexdigest()
+    exp = _recall(_DESERIALIZED, digest)
+    if exp is None:
+        exp = export.deserialize(bytearray(data))
+        _remember(_DESERIALIZED, digest, exp)
+    return exp, digest
+
+
+def use_compilation_cache(environ: dict | None = None) -> str | None:
+    """Turn on JAX's persistent compilation cache in the directory the environment names
+    (``SMTDIMS_JAX_CACHE_DIR``), every compile kept however short or small; the directory, or None
+    (none named, or JAX refused it: no cache, never a failure)."""
+    path = (os.environ if environ is None else environ).get("SMTDIMS_JAX_CACHE_DIR", "")
+    if not path:
+        return None
+    try:
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", path)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    except Exception:  # noqa: BLE001 - a cache that cannot be used is no cache, not a failed verification
+        return None
+    return path
 
 
 def _load_leaves(blob: bytes, leaves: list[dict], np, jnp) -> list:
@@ -108,22 +179,48 @@ def main(jobdir: str) -> int:
     try:
         t0 = time.perf_counter()
         with open(os.path.join(jobdir, "artifact.bin"), "rb") as f:
-            exp = export.deserialize(bytearray(f.read()))
+            exp, exp_hash = _deserialize(f.read(), export)
         result["deserialize_s"] = time.perf_counter() - t0
         result["platforms"] = list(exp.platforms)
+        where = f"{device.platform}:{device.device_kind}"
 
-        def run(ex, leaves: list, entry: dict, key: str) -> None:
-            """Compile and run ``ex`` on ``leaves`` (device arrays of this process's default device)."""
-            args, kwargs = jax.tree_util.tree_unflatten(ex.in_tree, [jax.device_put(x) for x in leaves])
-            t0 = time.perf_counter()
-            compiled = jax.jit(ex.call).lower(*args, **kwargs).compile()
-            entry[f"{key}compile_s"] = time.perf_counter() - t0
-            if not key:
-                _say(sample=entry["index"], phase="run")
-            t0 = time.perf_counter()
-            outs = jax.block_until_ready(compiled(*args, **kwargs))
-            entry[f"{key}run_s"] = time.perf_counter() - t0
-            entry[f"{key}outputs"] = _write(out_file, outs, np, jax)
+        def compile_(ex, digest: str, leaves: list, entry: dict, key: str) -> tuple | None:
+            """Compile ``ex`` for ``leaves``' shapes (once per process: see the cache above): ``(compiled,
+            args, kwargs)``, or None with the error in ``entry`` (a failing sample is a result)."""
+            try:
+                args, kwargs = jax.tree_util.tree_unflatten(ex.in_tree, [jax.device_put(x) for x in leaves])
+                t0 = time.perf_counter()
+                ck = (digest, where, tuple((str(x.dtype), tuple(x.shape)) for x in leaves))
+                compiled = _recall(_COMPILED, ck)
+                entry[f"{key}compile_cached"] = compiled is not None
+                if compiled is None:
+                    compiled = jax.jit(ex.call).lower(*args, **kwargs).compile()
+                    _remember(_COMPILED, ck, compiled)
+                entry[f"{key}compile_s"] = time.perf_counter() - t0
+                return compiled, args, kwargs
+            except Exception as err:
+                entry[f"{key}error"] = _error_text(err)
+                return None
+
+        def run(got: tuple, entry: dict, key: str) -> None:
+            compiled, args, kwargs = got
+            try:
+                t0 = time.perf_counter()
+                outs = jax.block_until_ready(compiled(*args, **kwargs))
+                entry[f"{key}run_s"] = time.perf_counter() - t0
+                entry[f"{key}outputs"] = _write(out_file, outs, np, jax)
+            except Exception as err:
+                entry[f"{key}error"] = _error_text(err)
+
+        def compile_ref(name: str, leaves: list, entry: dict, got: list) -> None:
+            """The reference's compile (``got[0]``); one that fails did not run here: said so in
+            ``ref_error``, not a verdict on the artifact."""
+            try:
+                with open(os.path.join(jobdir, name), "rb") as f:
+                    ref, ref_hash = _deserialize(f.read(), export)
+                got[0] = compile_(ref, ref_hash, leaves, entry, "ref_")
+            except Exception as err:
+                entry["ref_error"] = _error_text(err)
 
         for sample in job["samples"]:
             i = sample["index"]
@@ -131,19 +228,28 @@ def main(jobdir: str) -> int:
                            "ref_outputs": None, "ref_error": None}
             result["samples"].append(entry)
             leaves = _load_leaves(blob, sample["inputs"], np, jnp)
+            ref_got: list = [None]
+            side: threading.Thread | None = None
             if sample.get("reference"):
                 _say(sample=i, phase="reference")
-                try:
-                    with open(os.path.join(jobdir, sample["reference"]), "rb") as f:
-                        ref = export.deserialize(bytearray(f.read()))
-                    run(ref, leaves, entry, "ref_")
-                except Exception as err:  # the reference did not run here: said so, not a verdict on the artifact
-                    entry["ref_error"] = _error_text(err)
+                if _PARALLEL["on"]:
+                    side = threading.Thread(target=compile_ref, name="compile-reference", daemon=True,
+                                            args=(sample["reference"], leaves, entry, ref_got))
+                    side.start()
+                else:
+                    compile_ref(sample["reference"], leaves, entry, ref_got)
+                    if ref_got[0] is not None:
+                        run(ref_got[0], entry, "ref_")
             _say(sample=i, phase="compile")
-            try:
-                run(exp, leaves, entry, "")
-            except Exception as err:  # a failing sample is a result, not a crash
-                entry["error"] = _error_text(err)
+            got = compile_(exp, exp_hash, leaves, entry, "")
+            if side is not None:
+                side.join()
+                if ref_got[0] is not None:
+                    run(ref_got[0], entry, "ref_")
+            if got is not None:
+                _say(sample=i, phase="run")
+                run(got, entry, "")
+            ref_got[0] = got = None  # the inputs and outputs of a sample are not kept past it
         for k, reject in enumerate(job.get("reject", [])):
             _say(sample="outside", phase=str(k + 1))
             rej: dict = {"rejected": False, "stage": None, "errors": [], "ran": False}
@@ -200,6 +306,8 @@ def serve(idle_s: float) -> int:
     import select
 
     _lifeline()
+    _PARALLEL["on"] = (os.cpu_count() or 1) >= 2
+    use_compilation_cache()
     started = start_backend()
     _say(**started)
     if "ready" not in started:
@@ -220,4 +328,6 @@ def serve(idle_s: float) -> int:
 if __name__ == "__main__":
     if sys.argv[1] == "--serve":
         sys.exit(serve(float(sys.argv[2])))
+    _PARALLEL["on"] = (os.cpu_count() or 1) >= 2
+    use_compilation_cache()
     sys.exit(main(sys.argv[1]))

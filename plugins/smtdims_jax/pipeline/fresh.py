@@ -12,6 +12,21 @@ When this process already holds a device no other process may open (it started a
 job runs here instead (:data:`IN_PROCESS`), the same code (``_verify_worker.main``), and the report
 says that the fresh-process guarantee was not checked. Nothing that did not run is a failure: a
 process that could not start, crashed or timed out leaves its samples "not run", with the cause.
+
+Its time is the fix loop's main cost, so the process is started early and kept:
+- :func:`prestart` starts it without waiting (its JAX import and backend start overlap the caller's
+  exports and traces); :func:`locate` and :func:`run_on_device` then find it warm. One per
+  environment per process, kept for every round of a fix and every step of auto (:data:`IDLE_S`,
+  :data:`MAX_JOBS`).
+- In it, a sample's reference and artifact compile side by side where there are two cores, and a
+  program compiled once is not compiled again in that process (see ``_verify_worker``).
+- JAX's persistent compilation cache holds its compiles between runs (a second run of the same model
+  compiles nothing): in :func:`compile_cache_dir`, ``$XDG_CACHE_HOME`` (else ``~/.cache``) then
+  ``smtdims/jax-cache``; ``SMTDIMS_COMPILE_CACHE=0`` turns it off, ``SMTDIMS_COMPILE_CACHE=/a/dir``
+  puts it elsewhere; a directory that cannot be made means no cache, never a failure.
+- Ctrl-C: a worker in the middle of a job is killed at once (it reads nothing until the job ends, so
+  waiting for it to leave by itself only delays the end of the run); an idle one leaves when its
+  input closes.
 """
 
 from __future__ import annotations
@@ -181,6 +196,7 @@ class _Worker:
             tempdirs.remove(self.dir)
             raise
         self.jobs = 0
+        self.busy = False  # a job was handed over and its end not read: the worker reads no input now
         self.lock = threading.Lock()
         self._device: Device | None = None
         _stats["started"] += 1
@@ -215,15 +231,27 @@ class _Worker:
             self._device = Device(FRESH, cause=f"crashed (exit status {self.proc.returncode})", error=self.err.read()[-2000:])
         return self._device
 
+    def device_known(self) -> bool:
+        """Whether its first line (the device, or why none) was read: a prestarted worker's is not, yet."""
+        return self._device is not None
+
     def alive(self) -> bool:
         return self.proc.poll() is None and self.jobs < MAX_JOBS
 
     def close(self) -> None:
-        """End the worker (closing its input ends its loop) and remove its directory. A Ctrl-C while it
-        ends (the program's work done, at exit) kills it instead of leaving a traceback and the worker."""
+        """End the worker and remove its directory.
+
+        An idle worker ends its loop when its input closes. One in the middle of a job (a Ctrl-C or a
+        timeout cut the wait for it), or still starting its backend, reads no input until it is done,
+        seconds on a large compile: it is killed at once, so that Ctrl-C ends the run in a fraction of
+        a second. A Ctrl-C while an idle one ends (at exit) kills it too, instead of leaving a
+        traceback and the worker."""
+        idle = not self.busy and self._device is not None
         try:
             if self.proc.stdin:
                 self.proc.stdin.close()
+            if not idle:
+                self.proc.kill()
             self.proc.wait(timeout=2)
         except (OSError, ValueError, subprocess.TimeoutExpired, KeyboardInterrupt):
             self.proc.kill()
@@ -243,12 +271,83 @@ if hasattr(os, "register_at_fork"):  # a forked child starts with none: the pare
     os.register_at_fork(after_in_child=_WORKERS.clear)
 
 
+_CACHE_OFF = frozenset({"0", "off", "false", "no", "none"})
+
+
+def compile_cache_dir() -> str | None:
+    """Where the verification process keeps JAX's persistent compilation cache, or None (turned off
+    with ``SMTDIMS_COMPILE_CACHE=0``, or the directory cannot be made: no cache, never a failure).
+
+    Default: ``$XDG_CACHE_HOME/smtdims/jax-cache`` (``~/.cache`` without it); ``SMTDIMS_COMPILE_CACHE``
+    set to a path puts it there. A second run of the same model then compiles nothing: what a user
+    who re-runs a fix waits for is the reasoning, not XLA.
+    """
+    given = os.environ.get("SMTDIMS_COMPILE_CACHE", "").strip()
+    if given.lower() in _CACHE_OFF:
+        return None
+    if given:
+        path = Path(given).expanduser()
+    else:
+        base = os.environ.get("XDG_CACHE_HOME", "").strip()
+        path = (Path(base) if base else Path.home() / ".cache") / "smtdims" / "jax-cache"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            return None
+    except (OSError, RuntimeError):  # RuntimeError: no home directory to expand
+        return None
+    return str(path)
+
+
 def job_env() -> dict[str, str]:
-    """The environment a verification process gets: this process's, with the x64 mode in force here."""
+    """The environment a verification process gets: this process's, with the x64 mode in force here
+    and the compilation cache's directory (``SMTDIMS_JAX_CACHE_DIR``; see :func:`compile_cache_dir`)."""
     env = dict(os.environ)
     if jax.config.jax_enable_x64:  # the artifact's dtypes need the same mode there
         env["JAX_ENABLE_X64"] = "1"
+    env.pop("SMTDIMS_JAX_CACHE_DIR", None)
+    cache = compile_cache_dir()
+    if cache is not None:
+        env["SMTDIMS_JAX_CACHE_DIR"] = cache
     return env
+
+
+def _key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in env.items() if k not in _VOLATILE))
+
+
+def prestart(env: dict[str, str] | None = None) -> None:
+    """Start the verification process for ``env`` (this process's, by default) without waiting for it.
+
+    Its JAX import and backend start (seconds) then overlap the caller's exports and traces, and the
+    next :func:`locate` or :func:`run_on_device` for the same environment finds it warm. Cheap and
+    idempotent: nothing happens where a live worker for the environment is kept (or busy in another
+    thread), nor where this process holds an exclusive device (jobs run here). Never raises: a process
+    that cannot be started is left for :func:`locate` to report, with its cause.
+    """
+    try:
+        if started_backends() & EXCLUSIVE:
+            return
+        env = job_env() if env is None else env
+        key = _key(env)
+        old: _Worker | None = None
+        with _WORKERS_LOCK:
+            w = _WORKERS.get(key)
+            if w is not None:
+                if not w.lock.acquire(blocking=False):  # another thread's job runs on it: it is warm
+                    return
+                try:
+                    if w.alive():
+                        return
+                    del _WORKERS[key]
+                    old = w
+                finally:
+                    w.lock.release()
+            _WORKERS[key] = _Worker(env)
+        if old is not None:
+            old.close()
+    except Exception:  # noqa: BLE001 - an early start is an optimisation; locate() reports what fails
+        return
 
 
 def _worker_for(env: dict[str, str]) -> tuple[_Worker, bool]:
@@ -256,7 +355,7 @@ def _worker_for(env: dict[str, str]) -> tuple[_Worker, bool]:
 
     A worker that is busy in another thread is not waited for: the job gets a worker of its own.
     """
-    key = tuple(sorted((k, v) for k, v in env.items() if k not in _VOLATILE))
+    key = _key(env)
     with _WORKERS_LOCK:
         w = _WORKERS.get(key)
         if w is not None and w.lock.acquire(blocking=False):
@@ -356,6 +455,7 @@ def _run_job(w: _Worker, d: str, total: int, say: Progress, timeout: float) -> t
     timer = threading.Timer(timeout, kill)
     timer.start()
     started = False
+    w.busy = True  # until its end is read: a Ctrl-C meanwhile kills it (see _Worker.close)
     try:
         assert w.proc.stdin is not None and w.proc.stdout is not None
         try:
@@ -373,6 +473,7 @@ def _run_job(w: _Worker, d: str, total: int, say: Progress, timeout: float) -> t
             if ev.get("started") == token:
                 started = True
             elif ev.get("done") == token:
+                w.busy = False
                 return "done", None
             elif "sample" in ev:
                 s = ev["sample"]
