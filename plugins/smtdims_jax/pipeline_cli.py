@@ -1,15 +1,17 @@
 """``smtdims export MODULE:FUNCTION --spec ...``: the export pipeline from the command line.
 
-Kept free of JAX imports at module level, so that building the ``smtdims`` argument
-parser stays fast; :func:`run_export` imports the pipeline when the command runs.
+Its module level imports nothing of its package (nor JAX), so that ``smtdims export --help``
+can load this file alone (:func:`smtdims.cli.export.load_for_help`) instead of ``smtdims_jax``, which
+imports JAX (1.5-2 s); :func:`run_export` imports the pipeline when the command runs.
 
 Exit status: 0 every check passed; 1 a check failed, the export included (JAX refused
 the function, e.g. an inconclusive comparison: the report shows JAX's message,
 smtdims' witnesses and a fix re-exported to verify it); 2 usage or input error (bad
 arguments, unknown dtype, a module that does not import): one ``smtdims export:
 error:`` line on stderr (with ``--json``, also ``{"error": {"type": ..., "message":
-...}}`` on stdout); 70 internal error (a bug in smtdims, said so on stderr); 141
-stdout closed early (``... | head -1``), quietly, as ``smtdims``' other commands.
+...}}`` on stdout); 70 internal error (a bug in smtdims, said so on stderr); 130
+interrupted (Ctrl-C); 141 stdout closed early (``... | head -1``), quietly, as
+``smtdims``' other commands.
 
 ``--json``, ``--budget N`` and ``--debug`` work before ``export`` too
 (``smtdims --json export ...``); so does ``--deadline SECONDS``.
@@ -47,9 +49,11 @@ A spec may carry its dtype ("int32[b, 4]"); otherwise --dtype applies (once for 
 specs, or once per spec in order; default float32; one that contradicts a spec's own
 dtype is a usage error). All specs share one symbolic scope
 with the -c constraints. 64-bit dtypes (float64, int64) turn on jax_enable_x64 for
-the run. Exit status: 0 all checks passed; 1 a check failed (a failed export too: the
-report says why and how to fix it); 2 usage or input error; 70 internal error;
-141 stdout closed early (| head).
+the run. --spec and --like cannot be combined: --spec gives the family, --like an
+example from which smtdims infers it. Exit status: 0 all checks passed; 1 a check
+failed (a failed export too: the report says why and how to fix it); 2 usage or
+input error; 70 internal error; 130 interrupted (Ctrl-C); 141 stdout closed early
+(| head).
 """
 
 
@@ -77,7 +81,8 @@ def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help='symbolic constraint, e.g. "a >= b" (repeatable)')
     p.add_argument("--platform", action="append", default=[], metavar="PLATFORMS",
                    help="lowering platforms, comma-separated, e.g. cpu,cuda (default: the local platform)")
-    p.add_argument("--samples", type=int, default=6, metavar="N", help="number of sample shapes (default 6)")
+    p.add_argument("--samples", type=int, default=None, metavar="N",
+                   help="number of sample shapes (default: one where each decides something, at most 6)")
     p.add_argument("--out", metavar="PATH", help="write the serialized artifact here")
     p.add_argument("--sample-mb", type=float, default=4.0, metavar="MB",
                    help="memory budget of one sample, inputs and outputs (default 4); the largest sample fills it")
@@ -89,7 +94,8 @@ def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--fix-deadline", type=float, default=120.0, metavar="SECONDS",
                    help="time for the fix rounds and the minimisation (default 120)")
     p.add_argument("--box", type=int, metavar="N",
-                   help="measure fixes on every variable in 1..N (default 64 for one variable, fewer for several)")
+                   help="rank fixes on the grid 1..N of every variable (default: no grid; at most 48 shapes "
+                        "chosen by reasoning: aligned sizes, the fixes' edges, the examples)")
     # SUPPRESS defaults, as smtdims' own options: given before `export` they must survive the subparser
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                    help="print the report as JSON instead of a table")
@@ -115,7 +121,7 @@ examples:
 The artifact's sidecar (ARTIFACT.smtdims.json, written by --out) carries the constraints and the
 shapes it was verified on; without it the shapes are chosen again from the artifact's in_avals and
 the -c constraints. Exit status: 0 verified; 1 a check failed or nothing ran (the report says why);
-2 usage or input error; 70 internal error.
+2 usage or input error; 70 internal error; 130 interrupted (Ctrl-C); 141 stdout closed early (| head).
 """
 
 
@@ -279,14 +285,15 @@ def run_export(args: argparse.Namespace) -> int:
         # the cheap checks (the target's file, the specs' and constraints' text) before a device starts
         # (seconds) or the user's module runs
         _target_parts(args.target)
-        if bool(args.spec) == bool(args.like):
-            raise ValueError("give the argument shapes with --spec (symbolic, e.g. 'int32[b, t]') or with --like "
-                             "(an example's, e.g. 'int32[2, 7]': smtdims infers the family), one per argument")
+        _check_shapes_given(args.spec, args.like)
         arg_specs = _arg_specs(args.spec or args.like, args.dtype)
         check_specs(arg_specs, tuple(args.constraint))
         examples = _examples(arg_specs) if args.like else None
-        _leave_device_to_verification()  # JAX_PLATFORMS=cuda without CUDA: said so, not AssertionError
+        # every export verifies (or fixes, then verifies): the verification process starts now and imports
+        # JAX while this one imports the user's module; JAX_PLATFORMS=cuda without CUDA is said after that
+        check_device = _leave_device_to_verification()
         fn = load_target(args.target)
+        check_device()
     except Exception as err:
         return error(err)
     from smtdims import options
@@ -310,6 +317,17 @@ def run_export(args: argparse.Namespace) -> int:
     return _finish(report, args, error)
 
 
+def _check_shapes_given(spec: list[str], like: list[str]) -> None:
+    """Exactly one of ``--spec`` and ``--like``: each gives every argument's shape, in its own way."""
+    if spec and like:
+        raise ValueError("--spec and --like cannot be combined: give every argument's shape with --spec (symbolic, "
+                         "e.g. 'int32[b, t]': the family you want) or with --like (an example's, e.g. 'int32[2, 7]': "
+                         "smtdims infers the most general family), not some of each")
+    if not spec and not like:
+        raise ValueError("give the argument shapes with --spec (symbolic, e.g. 'int32[b, t]') or with --like "
+                         "(an example's, e.g. 'int32[2, 7]': smtdims infers the family), one per argument")
+
+
 def _examples(arg_specs: list[Any]) -> list[Any]:
     """``--like`` shapes as example arguments (``jax.ShapeDtypeStruct`` of concrete shapes)."""
     import jax
@@ -328,19 +346,31 @@ def _examples(arg_specs: list[Any]) -> list[Any]:
     return out
 
 
-def _leave_device_to_verification() -> None:
+def _leave_device_to_verification() -> Callable[[], None]:
     """This process exports on the CPU and leaves the accelerator to the verification process (one process
-    at a time may hold a TPU); a backend that cannot start there is a usage error, as it is here."""
-    from .pipeline.fresh import keep_off_accelerator, locate
+    at a time may hold a TPU), which starts now (``fresh.prestart``, where the pipeline has it): it imports
+    JAX and opens the device while this process imports the user's module. Returns the check to call after
+    that import: a backend that cannot start there is a usage error, as it is here."""
+    from .pipeline import fresh
     from .pipeline.platforms import BackendUnavailable, check_backend, explain_backend_error
 
-    if not keep_off_accelerator():  # a backend is running here already (a test, a program calling main())
+    pinned = fresh.keep_off_accelerator()  # False: a backend runs here already (a test, a program calling main())
+    # a TPU this process holds runs the jobs here (fresh.IN_PROCESS): no process to start
+    held_here = not pinned and bool(fresh.started_backends() & fresh.EXCLUSIVE)
+    prestart: Callable[[], Any] | None = getattr(fresh, "prestart", None)
+    if prestart is not None and not held_here:
+        prestart()
+    if not pinned:
         check_backend()
-        return
-    dev = locate()
-    if dev.cause == "backend unavailable":
-        kind, _, text = dev.error.partition(": ")
-        raise BackendUnavailable(explain_backend_error(kind, text))
+        return lambda: None
+
+    def check() -> None:
+        dev = fresh.locate()  # waits for the process started above (or starts it, without prestart)
+        if dev.cause == "backend unavailable":
+            kind, _, text = dev.error.partition(": ")
+            raise BackendUnavailable(explain_backend_error(kind, text))
+
+    return check
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -352,8 +382,9 @@ def run_verify(args: argparse.Namespace) -> int:
             raise ValueError(f"--samples must be a positive integer, got {args.samples}")
         if not args.sample_mb > 0:
             raise ValueError(f"--sample-mb must be a positive number, got {args.sample_mb}")
-        _leave_device_to_verification()
+        check_device = _leave_device_to_verification()  # verification starts beside the user's import
         fn = load_target(args.against)
+        check_device()
     except Exception as err:
         return error(err)
     from smtdims.errors import SmtdimsError
@@ -371,14 +402,27 @@ def run_verify(args: argparse.Namespace) -> int:
     return _finish(report, args, error)
 
 
-def _finish(report: Any, args: argparse.Namespace, error: Callable[..., int]) -> int:
-    from .pipeline.auto import AutoReport
+def _auto_text(report: Any, target: str) -> str:
+    """An auto export's report for a terminal: the command to paste only for a family that verified (one
+    that did not is no command to run), and the export's own error where it failed (which JAX's refusal or
+    the function's exception says what to change)."""
+    text = str(report)
+    err = report.report.export_error
+    if not report.ok and err is not None and err.message.strip():
+        first = err.message.strip().splitlines()[0]
+        if first not in text:
+            where = err.location or _raise_site(getattr(report.report, "exception", None))
+            text += f"\n  {err.type}: {first}" + (f"\n    at {where}" if where else "")
+    if report.ok:
+        text += "\n  " + report.command(target)
+    return text
 
-    if isinstance(report, AutoReport):  # --like: the family found, per dimension
+
+def _finish(report: Any, args: argparse.Namespace, error: Callable[..., int]) -> int:
+    if getattr(args, "like", None):  # --like: the family found, per dimension (an AutoReport)
         try:
-            _print(json.dumps(report.to_dict(), indent=2) if getattr(args, "json", False) else str(report))
-            if not getattr(args, "json", False):
-                _print("  " + report.command(args.target))
+            _print(json.dumps(report.to_dict(), indent=2) if getattr(args, "json", False)
+                   else _auto_text(report, args.target))
         except _ClosedPipe:
             return EXIT_BROKEN_PIPE
         return EXIT_OK if report.ok else EXIT_FAILED
@@ -409,6 +453,16 @@ def _overflow(err: BaseException | None) -> str | None:
     return (f"{' '.join(str(err).split())}: JAX computes dimension values as int{bits}, so every constant in the "
             f"specs and constraints must lie within -2^{int(bits) - 1} .. 2^{int(bits) - 1} - 1; write a smaller "
             f"one{more}")
+
+
+def _raise_site(err: BaseException | None) -> str:
+    """``file:line in fn`` of the innermost frame of the user's code that raised ``err``, or ``""``."""
+    from .frames import raise_site
+
+    try:
+        return raise_site(err) if err is not None else ""
+    except Exception:  # a courtesy line: never the reason a report is not printed
+        return ""
 
 
 def _say_where(err: BaseException, debug: bool) -> None:

@@ -170,9 +170,11 @@ class Recorder:
     @contextlib.contextmanager
     def watch_exports(self) -> Iterator[None]:
         """Record the failed exports that the program catches (``try: export.export(...)(spec) except
-        ...``), as pytest records a failed test: ``jax.export.export``'s exporting function is wrapped
-        for the block, re-raising everything unchanged. Why: an inconclusive comparison is seen as it
-        is asked, but a reshape's failure is only an exception, and a caught one left no trace."""
+        ...``, or a test's ``pytest.raises``), as pytest records a failed test: ``jax.export.export``'s
+        exporting function is wrapped for the block, re-raising everything unchanged. Why: an inconclusive
+        comparison is seen as it is asked, but a reshape's or a broadcast's failure is only an exception,
+        and a caught one left no trace. ``smtdims run`` and ``pytest --smtdims`` both watch, so that their
+        summaries list the same failures."""
         mod = sys.modules.get("jax.export")
         real = getattr(mod, "export", None)
         if mod is None or real is None or getattr(real, "_smtdims_watch", False):
@@ -189,7 +191,8 @@ class Recorder:
                     return do_export(*a, **k)
                 except Exception as err:
                     with contextlib.suppress(Exception):  # the summary must never change the program's error
-                        self.record_failure(err, where=_raise_site(err))
+                        label = self._label() if self._label is not None else ""
+                        self.record_failure(err, label=label, where=_raise_site(err))
                     raise
 
             return watched

@@ -7,8 +7,9 @@ terminal summary says who answered JAX's dimension questions (stock JAX / smtdim
 the reasoner answered (fast path / solver / unknowns) and every comparison that stayed
 inconclusive, with the user code line that asked it and the first fix the solver
 verified (the first round of ``smtdims export --fix``: the weakest verified fix, a relation
-before a bound that excludes more), and every test that failed on a reshape whose size may
-not divide, with the spec rewrite (``2*b``) that settles it, or on a broadcast of two sizes
+before a bound that excludes more), and every failed export, whether the test failed on it
+or caught it (``pytest.raises``): a reshape whose size may not divide, with the spec rewrite
+(``2*b``) that settles it, or a broadcast of two sizes
 smtdims could not prove equal (``x + pos_table[:t]``: ``t`` against ``min(512, t)``), with its
 fix (``t <= 512``) and the ``smtdims export ... --fix`` command: those are the places where a
 constraint or a different spec is needed. The failed test's own report shows the same hint,
@@ -65,6 +66,8 @@ class _Recorder:
         from smtdims.reasoner import prestart_workers
 
         self._installation.enter_context(smtdims_jax.enabled())
+        # a failed export a test catches (pytest.raises) is listed too, as `smtdims run` lists it
+        self._installation.enter_context(self.core.watch_exports())
         prestart_workers()  # their start overlaps the collection instead of the first tests
         self.session = True
         self.listen()
@@ -89,7 +92,8 @@ class _Recorder:
         self.marked_tests += 1
         self.listen()
         try:
-            with smtdims_jax.enabled(budget=budget, equality=equality):  # the budget is scoped to the block
+            # the budget is scoped to the block; a failed export the test catches is listed too
+            with smtdims_jax.enabled(budget=budget, equality=equality), self.core.watch_exports():
                 yield
         finally:
             self.unlisten()

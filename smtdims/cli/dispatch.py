@@ -120,14 +120,18 @@ def _dispatch(argv: list[str], command: str | None, own: list[str]) -> int:
     try:
         if command == "run":
             return run.run(argv)
-        pipeline = export.load(command) if command in export.COMMANDS else None
+        # `export --help` reads the plugin's parser from its file alone: its package imports JAX (seconds)
+        for_help = command in export.COMMANDS and export.wants_help(own)
+        pipeline = None
+        if command in export.COMMANDS:
+            pipeline = export.load_for_help(command) if for_help else export.load(command)
         parser = build_parser(pipeline.add_export_parser if pipeline is not None else None)
         try:
             args = parser.parse_args(argv)
         except SystemExit as exit_:  # usage errors (status 2), --help and --version (0): return, do not raise
             return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
         if args.command in export.COMMANDS:
-            if pipeline is None:  # pragma: no cover - first_command saw it first
+            if pipeline is None or for_help:  # for_help: a -h that argparse read as a value; run it for real
                 pipeline = export.load(args.command)
             return export.run(pipeline, args)
         with limits(getattr(args, "budget", None), getattr(args, "deadline", None)):

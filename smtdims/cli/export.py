@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
+from collections.abc import Sequence
 from typing import Any
 
+from .. import plugins
 from .common import EXIT_OK, plugin_command
 
 COMMANDS = ("export", "verify")
+_HELP = ("-h", "--help")
 
 
 def load(command: str = "export") -> Any:
@@ -16,6 +21,51 @@ def load(command: str = "export") -> Any:
     ``run_verify(args)``."""
     return plugin_command(command, "'smtdims export' needs the export pipeline",
                           hint=". Install smtdims with JAX support (pip install smtdims) or use the Python API.")
+
+
+def wants_help(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for help (``-h``/``--help`` before any ``--``): argparse then prints it and
+    stops, so that the parser is all the command needs."""
+    for a in argv:
+        if a == "--":
+            return False
+        if a in _HELP:
+            return True
+    return False
+
+
+def load_for_help(command: str = "export") -> Any:
+    """The plugin's module for ``command`` read from its file alone, for ``--help``: its package is not
+    imported (``smtdims_jax`` imports JAX, 1.5-2 s, which printing the help does not need). The module's
+    own top level must import nothing of its package (``smtdims_jax.pipeline_cli``'s does not). Falls back
+    to :func:`load` where the file cannot be found or run alone."""
+    entry = plugins.find(plugins.COMMANDS, command)
+    if entry is not None and ":" not in entry.value:
+        try:
+            module = _from_file(entry.module)
+        except Exception:  # an installation laid out otherwise: the ordinary import decides
+            module = None
+        if module is not None and hasattr(module, "add_export_parser"):
+            return module
+    return load(command)
+
+
+def _from_file(name: str) -> Any | None:
+    """Module ``name`` (``pkg.sub``) executed from its source file without importing ``pkg``, or None."""
+    top, _, rest = name.partition(".")
+    spec = importlib.util.find_spec(top)  # finds a top-level package without importing it
+    if not rest or spec is None or not spec.submodule_search_locations:
+        return None
+    for where in spec.submodule_search_locations:
+        path = os.path.join(where, *rest.split(".")) + ".py"
+        if os.path.isfile(path):
+            alone = importlib.util.spec_from_file_location(f"_smtdims_help_{name.replace('.', '_')}", path)
+            if alone is None or alone.loader is None:
+                return None
+            module = importlib.util.module_from_spec(alone)
+            alone.loader.exec_module(module)
+            return module
+    return None
 
 
 def add_placeholders(subs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

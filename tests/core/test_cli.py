@@ -557,7 +557,7 @@ def test_version_does_not_import_jax():
     assert res.stdout.splitlines()[-1] == "False 0", res.stdout + res.stderr
 
 
-# -- issue 20: limits and reasons ----------------------------------------------------------------------
+# -- limits and reasons --------------------------------------------------------------------------------
 def test_help_gives_the_real_deadline_default(capsys):
     rc, out, _ = run(capsys, "--help")
     assert rc == 0 and f"default {smtdims.DEFAULT_DEADLINE:g} s" in " ".join(out.split())
@@ -614,7 +614,7 @@ def test_json_types_follow_one_convention(capsys, argv):
         assert v not in ("True", "False", "None"), (argv, key, v)
 
 
-# -- issue 20: CLI messages ---------------------------------------------------------------------------
+# -- CLI messages -------------------------------------------------------------------------------------
 def test_explain_with_several_comparisons_names_decide(capsys):
     rc, out, err = run(capsys, "explain", "a >= 1", "b >= 2")
     assert rc == common.EXIT_USAGE
@@ -650,3 +650,45 @@ def test_a_constraint_variable_that_looks_like_a_typo_warns(capsys, argv):
     assert "'bacth', which no question mentions; did you mean 'batch'?" in err
     rc, out, err = run(capsys, *[a.replace("bacth", "other") for a in argv])
     assert "warning" not in err  # a variable that is not a near miss is not flagged
+
+
+# -- scripts/demo.sh runs pip only when something changed -------------------------------------------------
+@pytest.mark.skipif(os.name != "posix", reason="bash scripts")
+def test_demo_script_skips_pip_when_nothing_changed(tmp_path):
+    """The second run went through pip's "already satisfied" pass (9.7 s): demo.sh now installs through
+    install_once's stamp. A stand-in python logs what it is asked to run."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    (tmp_path / "scripts").mkdir()
+    for name in ("demo.sh", "_install.sh"):
+        (tmp_path / "scripts" / name).write_text(open(os.path.join(root, "scripts", name)).read())
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "seed_demo.py").write_text("")
+    log = tmp_path / "calls.log"
+    fake = tmp_path / ".venv" / "bin" / "python"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\n[ "$1" = -V ] && echo "Python 3.11.7"\nexit 0\n')
+    fake.chmod(0o755)
+
+    def pip_runs() -> int:
+        subprocess.run(["bash", str(tmp_path / "scripts" / "demo.sh")], check=True, capture_output=True, timeout=60)
+        calls = log.read_text().splitlines()
+        log.write_text("")
+        assert calls[-1] == "examples/seed_demo.py", calls  # the demo itself runs every time
+        return sum(c.startswith("-m pip install") for c in calls)
+
+    assert pip_runs() == 2  # the first run: pip upgraded, then the package installed
+    assert pip_runs() == 0  # nothing changed: no pip
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "2"\n')
+    assert pip_runs() == 2  # pyproject.toml changed: installed again
+
+
+# -- `smtdims export --help` imports only what printing the help needs ---------------------------
+@pytest.mark.parametrize("command", ["export", "verify"])
+def test_export_help_does_not_import_jax(command):
+    """The plugin's package imports JAX (1.5-2 s); the help is read from its command module alone."""
+    code = ("import contextlib, io, sys\nfrom smtdims import cli\nbuf = io.StringIO()\n"
+            f"with contextlib.redirect_stdout(buf):\n    rc = cli.main([{command!r}, '--help'])\n"
+            "print(rc, 'jax' in sys.modules, 'smtdims_jax' in sys.modules, '--json' in buf.getvalue())\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["0", "False", "False", "True"], proc.stdout + proc.stderr

@@ -1,4 +1,4 @@
-"""The pytest plugin (issue 4): ``--smtdims`` for a session, ``@pytest.mark.smtdims`` for one test.
+"""The pytest plugin: ``--smtdims`` for a session, ``@pytest.mark.smtdims`` for one test.
 
 Each run is a subprocess: installing smtdims must not leak into this test session.
 """
@@ -138,7 +138,7 @@ def test_pairs():
 
 
 def test_a_failed_broadcast_gets_the_hint_and_is_listed(pytester):
-    """Issue 45.4: a test whose export fails on ``x + pos_table[:t]`` shows the hint (the fix, the
+    """A test whose export fails on ``x + pos_table[:t]`` shows the hint (the fix, the
     ``smtdims export ... --fix`` command) in its failure, and the summary lists it with the fix."""
     pytester.makepyfile(test_pos='''
 import jax, jax.numpy as jnp
@@ -165,3 +165,54 @@ def test_embed():
         "    fix: add the constraint 't <= 512'",
         '    whole fix: smtdims export test_pos.py:embed --spec "float32[[]t,8]" --fix',
     ])
+
+
+CAUGHT = '''
+import jax, jax.numpy as jnp
+from jax import export
+
+TABLE = jnp.zeros((128, 8), jnp.float32)
+
+def embed(x):
+    return x + TABLE[: x.shape[0]]
+
+def export_embed():
+    return export.export(jax.jit(embed))(jax.ShapeDtypeStruct(export.symbolic_shape("t, 8"), jnp.float32))
+'''
+
+
+def test_a_caught_failed_export_is_listed_as_smtdims_run_lists_it(pytester):
+    """A test that catches the failed export (``pytest.raises``) still gets it in the summary,
+    with the fix ``t <= 128``: the same lines ``smtdims run`` prints for a program that catches it."""
+    import subprocess
+    import sys
+
+    pytester.makepyfile(test_caught=CAUGHT + '''
+import pytest
+
+def test_caught():
+    with pytest.raises(TypeError, match="broadcasting"):
+        export_embed()
+''')
+    result = _run(pytester, "--smtdims")
+    result.assert_outcomes(passed=1)
+    listed = [
+        "failed exports (reshapes that may not divide, broadcasts not proven equal): 1",
+        "  test_caught.py:*in embed: add got incompatible shapes for broadcasting*test_caught*",
+        "    fix: add the constraint 't <= 128'",
+        '    whole fix: smtdims export test_caught.py:embed --spec "float32[[]t,8]" --fix',
+    ]
+    result.stdout.fnmatch_lines(listed)
+
+    prog = pytester.makepyfile(prog_caught=CAUGHT + '''
+try:
+    export_embed()
+except TypeError:
+    print("caught")
+''')
+    run = subprocess.run([sys.executable, "-m", "smtdims", "run", str(prog)], cwd=pytester.path,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    pytest_lines = [ln for ln in result.stdout.lines if ln.startswith("    fix:") or ln.startswith("failed exports")]
+    run_lines = [ln for ln in run.stderr.splitlines() if ln.startswith("    fix:") or ln.startswith("failed exports")]
+    assert pytest_lines == run_lines

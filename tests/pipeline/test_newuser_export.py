@@ -1,4 +1,4 @@
-"""Issue 29: what a new user met first, at the export and run commands: ``smtdims run --json`` a flag; export
+"""What a new user met first, at the export and run commands: ``smtdims run --json`` a flag; export
 constraints read by smtdims' parser and checked against JAX's int32 dimension values; Ctrl-C during an
 export never lost; a failed export's user frame; the smaller items (export's help, the report's columns, an
 empty audit). The same pass without JAX (big constants, Ctrl-C, witnesses, stats): tests/core/test_newuser.py."""
@@ -185,7 +185,7 @@ def test_export_help_gives_the_real_deadline_default(capsys):
 
 
 def test_chosen_for_column_is_truncated():
-    """Issue 29: a sample chosen for many goals made the table's "chosen for" column 230 characters wide; it
+    """A sample chosen for many goals made the table's "chosen for" column 230 characters wide; it
     keeps the whole reasons that fit and says how many more (the verbose table keeps them all)."""
     from smtdims_jax.pipeline.report import CHOSEN_FOR_WIDTH, SampleResult, VerificationReport
 
@@ -204,7 +204,7 @@ def test_chosen_for_column_is_truncated():
 
 
 def test_an_audit_with_nothing_to_show_prints_no_empty_table():
-    """Issue 29.8: a header and a rule over no rows read as a broken table; the summary says it all."""
+    """A header and a rule over no rows read as a broken table; the summary says it all."""
     import jax
     import jax.numpy as jnp
     from jax import export
@@ -214,3 +214,59 @@ def test_an_audit_with_nothing_to_show_prints_no_empty_table():
         export.export(jax.jit(lambda x: x + 1))(jax.ShapeDtypeStruct(export.symbolic_shape("b"), jnp.int32))
     text = str(report)
     assert "nothing flagged" in text and "----" not in text and "question" not in text, text
+
+
+# -- help and messages -----------------------------------------------------------------------------------------------------
+def test_export_help_gives_the_real_box_default_and_every_exit_status(capsys):
+    rc, out, _ = run(capsys, "export", "--help")
+    flat = " ".join(out.split())
+    assert rc == 0 and "default 64" not in flat and "default: no grid" in flat, flat
+    assert "130 interrupted (Ctrl-C)" in flat and "--spec and --like cannot be combined" in flat
+    rc, out, _ = run(capsys, "verify", "--help")
+    assert rc == 0 and "130 interrupted (Ctrl-C)" in " ".join(out.split())
+
+
+def test_like_with_spec_says_they_cannot_be_combined(capsys):
+    rc, out, err = run(capsys, "export", "examples/fix_two.py:two", "--spec", "float32[b]", "--like", "float32[4]")
+    assert rc == 2 and "--spec and --like cannot be combined" in err and "not some of each" in err, err
+    rc, out, err = run(capsys, "export", "examples/fix_two.py:two")
+    assert rc == 2 and "give the argument shapes with --spec" in err, err
+
+
+def test_an_auto_export_of_a_function_that_raises_shows_the_error_and_no_command(tmp_path, capsys):
+    pytest.importorskip("smtdims_jax.pipeline")
+    mod = tmp_path / "broken.py"
+    mod.write_text("def boom(x):\n    raise RuntimeError('the model is not ready: call init() first')\n")
+    rc, out, err = run(capsys, "export", f"{mod}:boom", "--like", "float32[4]", "-q")
+    assert rc == 1 and "RuntimeError: the model is not ready: call init() first" in out, out
+    assert "broken.py:2 in boom" in out and "smtdims export" not in out, out
+
+
+def test_verify_report_is_headed_as_a_verify_check(tmp_path, capsys):
+    pytest.importorskip("smtdims_jax.pipeline")
+    art = tmp_path / "two.bin"
+    rc, out, _ = run(capsys, "export", "examples/fix_two.py:two", "--spec", "float32[2*k]", "-c", "k >= 8",
+                     "--samples", "2", "--out", str(art), "-q")
+    assert rc == 0 and out.startswith("smtdims export check of "), out
+    rc, out, _ = run(capsys, "verify", str(art), "--against", "examples/fix_two.py:two", "-q")
+    assert rc == 0 and out.startswith(f"smtdims verify check of {art} against "), out  # a module name, then :two
+    assert "export check" not in out
+
+
+# -- the verification process starts before the user's module is imported ---------------------------
+@pytest.mark.parametrize("command", ["export", "verify"])
+def test_verification_prestarts_before_the_users_module_is_imported(tmp_path, capsys, monkeypatch, command):
+    fresh = pytest.importorskip("smtdims_jax.pipeline.fresh")
+    order: list[str] = []
+    monkeypatch.setattr(fresh, "prestart", lambda *a, **k: order.append("prestart"), raising=False)
+    monkeypatch.setattr(sys, "_smtdims_test_order", order, raising=False)
+    mod = tmp_path / "ordered.py"
+    mod.write_text("import sys\nsys._smtdims_test_order.append('import')\ndef f(x):\n    return x\n")
+    if command == "export":
+        run(capsys, "export", f"{mod}:f", "--spec", "float32[b]", "--samples", "1", "-q")
+    else:
+        run(capsys, "verify", str(tmp_path / "missing.bin"), "--against", f"{mod}:f", "-q")
+    assert order[:2] == ["prestart", "import"], order
+    order.clear()
+    run(capsys, "export", f"{mod}:f", "--spec", "float32[b", "-q")  # a usage error starts nothing
+    assert order == [], order

@@ -72,7 +72,7 @@ def _console_script() -> list[str]:
     (["--budget", "5", "run", "-m", "pkg.mod", "a", "--help"], "pkg.mod", ["a", "--help"], True, None, 5, False),
     (["run", "-mpkg.mod"], "pkg.mod", [], True, None, None, False),
     (["run", "--", "-odd.py", "x"], "-odd.py", ["x"], False, None, None, False),
-    # issue 29: --json is a flag, as for every other subcommand (it took FILE and overwrote victim.py)
+    # --json is a flag, as for every other subcommand (it took FILE and overwrote victim.py)
     (["run", "--json", "victim.py", "train_export.py"], "victim.py", ["train_export.py"], False, None, None, True),
     (["--json", "run", "prog.py"], "prog.py", [], False, None, None, True),
 ])
@@ -237,7 +237,7 @@ if __name__ == "__main__":
 
 
 def test_a_failed_broadcast_is_a_finding_with_its_fix(tmp_path, monkeypatch, capsys):
-    """Issue 45.4: ``x + pos_table[:t]`` fails the export on a broadcast (t against min(512, t)); the
+    """``x + pos_table[:t]`` fails the export on a broadcast (t against min(512, t)); the
     summary counts it (it counted 0 findings), names the fix and the ``smtdims export --fix`` command,
     and the program's traceback carries the same hint as a note."""
     from smtdims_jax.run import run_program

@@ -14,14 +14,20 @@ from smtdims.lang.constraints import ConstraintSet
 from smtdims.lang.expr import FLOORDIV, MOD, Expr, Op
 from smtdims.reasoner import Session
 
+SAMPLES = 6  # at most this many samples by default: the goals that decide something, each compiled twice
 MAX_ELEMENTS = 1 << 22  # per sample, all inputs together: keeps "large" samples quick to run
 SAMPLE_BYTES = 4 << 20  # default memory budget of one sample (inputs and outputs): what "largest" fills
+# the compute budget of the "largest" sample: the elements of every intermediate array together (a CPU runs
+# ~1e9 a second, twice: the artifact and the reference). A transformer's attention scores grow as b*t*t:
+# filling 4 MiB of token ids alone sampled batch 497 at length 863, minutes of CPU for what batch 3 shows
+WORK_ELEMENTS = 1 << 25
 _HALTON = (2, 3, 5, 7, 11, 13, 17, 19)  # one base per variable: spread samples vary them independently
 _LARGE = (61, 53, 47, 43, 41, 37)  # "large" = minimum + one of these primes (no accidental divisibility)
 _CAP_STEP = 64  # first solver attempt keeps every variable within minimum + 64
 
 
 Cond = tuple[Expr, str, int]
+FILL_IN = "fill: "  # a goal label's prefix: the goal decides nothing the others do not (a sample to make up a count)
 NONEMPTY = "every array non-empty"  # lhs op rhs, evaluated exactly and encoded for Z3
 
 
@@ -54,8 +60,11 @@ class SampleChooser:
     def __init__(self, session: Session, dims: Sequence[Sequence[Expr]], extra_atoms: Sequence[Expr] = (), *,
                  itemsizes: Sequence[int] | None = None, out_dims: Sequence[Sequence[Expr]] = (),
                  out_itemsizes: Sequence[int] | None = None, max_bytes: int = SAMPLE_BYTES,
-                 nonempty: Sequence[Expr] = (), branches: Sequence[tuple[Expr, Expr]] = ()):
+                 nonempty: Sequence[Expr] = (), branches: Sequence[tuple[Expr, Expr]] = (),
+                 work: Sequence[Expr] = (), max_work: int = WORK_ELEMENTS):
         self.session = session
+        self.work, self.max_work = tuple(work), max_work  # the intermediates' element counts, and their budget
+        self.work_bound = False  # the largest sample was sized by its compute, not its bytes
         # the program's own == that JAX answered False without proof: where one holds, the program takes
         # the branch no symbolic size took while exporting (a position table used as learned at 32x32)
         self.branches = [(lhs, rhs) for lhs, rhs in branches if not (lhs - rhs).is_constant]
@@ -102,10 +111,24 @@ class SampleChooser:
                     continue
         return total
 
+    def work_elements(self, env: dict[str, int]) -> int:
+        """The elements of every intermediate array at ``env``: what running the program there costs."""
+        total = 0
+        for e in self.work:
+            try:
+                total += max(0, e.evaluate(env))
+            except (ZeroDivisionError, KeyError):
+                continue
+        return total
+
+    def _fits(self, env: dict[str, int]) -> bool:
+        return self.nbytes(env) <= self.max_bytes and self.work_elements(env) <= self.max_work
+
     def largest(self) -> dict[str, int] | None:
-        """The valuation that fills the memory budget: every variable scaled up together (each by its own
-        weight, so that they stay distinct), values not divisible by 2, 3 or 5 (no accidental divisibility),
-        within the variables' proven maxima. None if even the minimum does not fit."""
+        """The valuation that fills the budgets, memory (inputs and outputs) and compute (the intermediates'
+        elements): every variable scaled up together (each by its own weight, so that they stay distinct),
+        values not divisible by 2, 3 or 5 (no accidental divisibility), within the variables' proven
+        maxima. None if even the minimum does not fit."""
         vs = self.shape_vars
         if not vs:
             return None
@@ -122,14 +145,16 @@ class SampleChooser:
                 env[v] = x
             return env
 
-        if self.nbytes(at(0)) > self.max_bytes:
+        if not self._fits(at(0)):
             return None
         lo, hi = 0, 1
-        while self.nbytes(at(hi)) <= self.max_bytes and hi < 1 << 40:
+        while self._fits(at(hi)) and hi < 1 << 40:
             lo, hi = hi, hi * 2
-        while hi - lo > 1:  # bytes grow with t (dimensions grow with their variables): bisect
+        while hi - lo > 1:  # bytes and work grow with t (dimensions grow with their variables): bisect
             mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if self.nbytes(at(mid)) <= self.max_bytes else (lo, mid)
+            lo, hi = (mid, hi) if self._fits(at(mid)) else (lo, mid)
+        # which budget stopped it: said in the sample's reason
+        self.work_bound = self.nbytes(at(hi)) <= self.max_bytes
         return at(lo) if lo > 0 else None
 
     def _solve(self, session: Session, conds: Sequence[Cond], avoid: Sequence[dict[str, int]]) -> dict[str, int] | None:
@@ -157,7 +182,9 @@ class SampleChooser:
         return None
 
     def goals(self) -> list[tuple[str, list[Cond]]]:
-        """Targets in priority order (a smaller ``samples`` keeps the first ones)."""
+        """Targets in priority order (a smaller ``samples`` keeps the first ones); those labelled
+        :data:`FILL_IN` come last and decide nothing the others do not (:meth:`choose` with ``fill=False``
+        stops before them)."""
         v_ = Expr.var
         out: list[tuple[str, list[Cond]]] = []
         if self.shape_vars:
@@ -189,7 +216,8 @@ class SampleChooser:
             out.append(("large", [(v_(v), "==", large[v]) for v in self.shape_vars]))
         biggest = self.largest()
         if biggest is not None:
-            out.append((f"largest within {_mib(self.max_bytes)}", [(v_(v), "==", biggest[v]) for v in self.shape_vars]))
+            budget = (f"{self.max_work / 1e6:.0f}M intermediate elements" if self.work_bound else _mib(self.max_bytes))
+            out.append((f"largest within {budget}", [(v_(v), "==", biggest[v]) for v in self.shape_vars]))
         for c in self.constraints:
             if c.kind == ">=":
                 out.append((f"{c.text} tight", [(c.diff, "==", 0)]))
@@ -198,22 +226,26 @@ class SampleChooser:
                 out.append((f"max {v}", [(v_(v), "==", int(self.hi[v]))]))
         if len(self.shape_vars) > 1:
             for v in self.shape_vars:
-                out.append((f"min {v}, others large",
+                out.append((f"{FILL_IN}min {v}, others large",
                             [(v_(w), "==", self.lo[w] if w == v else large[w]) for w in self.shape_vars]))
         for v in self.shape_vars:
-            out.append((f"min {v}", [(v_(v), "==", self.lo[v])]))
-            out.append((f"large {v}", [(v_(v), "==", large[v])]))
+            out.append((f"{FILL_IN}min {v}", [(v_(v), "==", self.lo[v])]))
+            out.append((f"{FILL_IN}large {v}", [(v_(v), "==", large[v])]))
         for a in self.div_atoms:  # the residues between the edges: mod(E, k) == 1 .. k - 2
             k = a.rhs.as_constant()
             if k is not None and 3 < abs(k) <= 8:
                 r = a.lhs.mod(a.rhs)
                 for res in range(1, abs(k) - 1):
-                    out.append((f"{r} == {res if k > 0 else -res}", [(r, "==", res if k > 0 else -res)]))
+                    out.append((f"{FILL_IN}{r} == {res if k > 0 else -res}", [(r, "==", res if k > 0 else -res)]))
         return out
 
-    def choose(self, n: int, seeds: Sequence[dict[str, int]] = ()) -> list[tuple[dict[str, int], list[str]]]:
+    def choose(self, n: int, seeds: Sequence[dict[str, int]] = (),
+               fill: bool = True) -> list[tuple[dict[str, int], list[str]]]:
         """Up to ``n`` valuations with distinct shapes, each with the goals it covers; ``seeds`` first (the
-        user's examples: valuations the constraints admit, within the byte budget, each once)."""
+        user's examples: valuations the constraints admit, within the byte budget, each once). ``fill``:
+        make up ``n`` with the goals that decide nothing of their own (the other variables large, spread
+        points); without it a sample is spent only where it decides something (each compile is most of
+        a sample's cost), and goals a sample already meets ride on it."""
         chosen: list[tuple[dict[str, int], list[str]]] = []
         if not self.flat:
             return [({v: self.lo.get(v, 1) for v in self.vars}, ["static shapes"])]
@@ -224,8 +256,9 @@ class SampleChooser:
                     and all(self.shapes(env) != self.shapes(e) for e, _ in chosen)):
                 chosen.append((env, ["the example"]))
         for label, conds in self.goals():
-            if len(chosen) >= n:
+            if len(chosen) >= n or (not fill and label.startswith(FILL_IN)):
                 break
+            label = label.removeprefix(FILL_IN)
             covered = [why for env, why in chosen if _holds(conds, env)]
             if covered:
                 covered[0].append(label)
@@ -242,14 +275,14 @@ class SampleChooser:
             if env is not None:
                 chosen.append((env, [label]))
         for k in range(1, 4 * n):  # fill: spread over the region, then anything distinct
-            if len(chosen) >= n:
+            if len(chosen) >= n or not fill:
                 break
             for spread in (self._spread(k), [(Expr.var(v), "==", self.lo[v] + k) for v in self.shape_vars]):
                 env = self._fit(spread, [e for e, _ in chosen])
                 if env is not None:
                     chosen.append((env, ["spread"]))
                     break
-        while len(chosen) < n:
+        while fill and len(chosen) < n:
             env = self._fit([], [e for e, _ in chosen])
             if env is None:
                 break  # the specification admits no more distinct shapes

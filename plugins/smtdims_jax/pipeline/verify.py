@@ -15,11 +15,12 @@ steps of :mod:`.fixes` and :mod:`.verdict`, with this pipeline as its verificati
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ from .fresh import (
     locate,
     not_run_cause,
     off_accelerator,
+    prestart,
     process_check,
     rejection_check,
     release_exclusive,
@@ -58,7 +60,7 @@ from .platforms import check_backend
 from .refusals import FixPart
 from .report import FAIL, PASS, SKIP, Check, SampleResult, VerificationReport, first_line
 from .result import FIXED, FixResult, FixRound
-from .samples import SAMPLE_BYTES, SampleChooser
+from .samples import SAMPLE_BYTES, SAMPLES, SampleChooser
 from .sidecar import exported_aval_text, read_sidecar, write_sidecar
 from .specs import aval_text, build_specs, needs_x64, x64_on
 from .verdict import conclude, exclude, exclusion, group_text, pinned_where_paths_differ
@@ -74,7 +76,7 @@ class VerifyOptions:
     """
 
     platforms: tuple[str, ...] | None = None
-    samples: int = 6
+    samples: int | None = None  # None: the samples that decide something, at most SAMPLES; N: exactly N
     seed: int = 0
     rtol: float | None = None
     atol: float | None = None
@@ -92,7 +94,8 @@ class VerifyOptions:
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be a positive int{what}, got {v!r}")
 
-        positive_int("samples", self.samples)
+        if self.samples is not None:
+            positive_int("samples", self.samples)
         if self.budget is not None:
             positive_int("budget", self.budget, " (a Z3 rlimit)")
         positive_int("sample_bytes", self.sample_bytes)
@@ -114,7 +117,7 @@ def export_and_verify(
     *arg_specs: Any,
     constraints: Sequence[str] = (),
     platforms: str | Sequence[str] | None = None,
-    samples: int = 6,
+    samples: int | None = None,
     out: str | os.PathLike[str] | None = None,
     seed: int = 0,
     progress: bool | Progress | None = None,
@@ -156,6 +159,10 @@ def export_and_verify(
     ``ok`` False, the ``export`` check failed, and ``export_error`` carries JAX's message,
     smtdims' witnesses and a fix (re-exported to verify it).
 
+    ``samples``: how many sample shapes; None (the default) spends a sample only where it decides
+    something (the examples, the minimum, every array non-empty, each branch and divisibility edge, one
+    large sample spanning every variable, sized by the elements its program computes, each constraint
+    tight, each maximum), at most 6, since each costs two compiles; an int makes up that many.
     ``sample_bytes``: the memory budget of one sample (inputs and outputs together); the
     "largest" sample fills it, every sample and the outside-spec probe stay within it (a probe
     too large to allocate is only compiled: JAX's shape checks run while compiling).
@@ -174,6 +181,18 @@ def export_and_verify(
     whole fix with the examples as its examples; :mod:`.auto`). ``dims`` may also give one partial spec
     per argument (``("b, _", None)``: ``_`` and None are inferred).
     """
+    with one_run():
+        return _export_and_verify(fn, arg_specs, constraints, platforms, samples, out, seed, progress, rtol, atol,
+                                  timeout, budget, fix, fix_rounds, fix_deadline, box, sample_bytes, int_range, options,
+                                  dims)
+
+
+def _export_and_verify(fn: Callable[..., Any], arg_specs: tuple[Any, ...], constraints: Sequence[str],
+                       platforms: str | Sequence[str] | None, samples: int | None,
+                       out: str | os.PathLike[str] | None, seed: int, progress: bool | Progress | None,
+                       rtol: float | None, atol: float | None, timeout: float, budget: int | None, fix: bool,
+                       fix_rounds: int, fix_deadline: float, box: int | None, sample_bytes: int,
+                       int_range: tuple[int, int], options: VerifyOptions | None, dims: Any) -> Any:
     if dims is not None:
         from .auto import auto_export
 
@@ -208,6 +227,8 @@ def export_and_verify(
     specs, scope, specialised = build_specs(arg_specs, constraints)
     _check_arity(fn, specs)
     x64 = not jax.config.jax_enable_x64 and needs_x64(jax.tree_util.tree_leaves(specs))
+    if not x64:  # the verification process imports JAX and opens the device while this one exports
+        prestart()  # (with 64-bit inputs it needs JAX_ENABLE_X64: the job's own environment starts it)
     try:
         with off_accelerator(), x64_on() if x64 else contextlib.nullcontext(), solver_budget(opts.budget):
             return _verify(fn, specs, scope, specialised, opts, progress_fn(progress), x64)
@@ -249,14 +270,16 @@ def plan_samples(job: ExportJob, exp: Any, opts: VerifyOptions) -> SamplePlan:
     session = session_for_scope(job.scope)
     dims = [tuple(to_ir(d) for d in s.shape) for s in spec_leaves]
     out_dims = [tuple(to_ir(d) for d in a.shape) for a in exp.out_avals]
-    say(f"choosing {opts.samples} sample shapes with the solver")
+    say(f"choosing {opts.samples or f'up to {SAMPLES}'} sample shapes with the solver")
     branches: list[tuple[Expr, Expr]] = []
-    inner = intermediate_dims(job.fn, spec_leaves, job.in_tree, opts.budget, branches=branches)
+    work: list[Expr] = []
+    inner = intermediate_dims(job.fn, spec_leaves, job.in_tree, opts.budget, branches=branches, work=work)
     chooser = SampleChooser(session, dims, [e for leaf in out_dims for e in leaf],
                             itemsizes=[np.dtype(x.dtype).itemsize for x in spec_leaves], out_dims=out_dims,
                             out_itemsizes=[np.dtype(a.dtype).itemsize for a in exp.out_avals], max_bytes=opts.sample_bytes,
-                            nonempty=[*inner, *(e for leaf in out_dims for e in leaf)], branches=branches)
-    chosen = chooser.choose(opts.samples, seeds=example_valuations(dims, chooser.constraints, opts.examples))
+                            nonempty=[*inner, *(e for leaf in out_dims for e in leaf)], branches=branches, work=work)
+    chosen = chooser.choose(opts.samples or SAMPLES, seeds=example_valuations(dims, chooser.constraints, opts.examples),
+                            fill=opts.samples is not None)
     dtypes = [np.dtype(s.dtype) for s in spec_leaves]
     inputs = []
     for i, (env, _) in enumerate(chosen, 1):
@@ -298,35 +321,55 @@ def references(job: ExportJob, plan: SamplePlan, platform: str) -> tuple[list[by
     fn, in_tree, spec_leaves = job.fn, job.in_tree, job.leaves
     refs: list[bytes | None] = []
     errors: list[str] = []
+    run = _RUN_REFERENCES.get()
     for i, (env, _) in enumerate(plan.chosen, 1):
-        job.say(f"sample {i}/{len(plan.chosen)}: tracing jax.jit({fn_name(fn).split(':')[-1]}) at {format_valuation(env)}")
         args = [jax.ShapeDtypeStruct(shape, s.dtype) for shape, s in zip(plan.chooser.shapes(env), spec_leaves, strict=True)]
-        try:
-            ref = export.export(jax.jit(fn), platforms=(platform,))(*jax.tree_util.tree_unflatten(in_tree, args))
-            refs.append(bytes(ref.serialize()))
-            errors.append("")
-        except Exception as err:  # the function itself fails at these shapes: the native verdict
-            refs.append(None)
-            errors.append(f"the native function raised {type(err).__name__}: {first_line(str(err))}")
+        key = (id(fn), tuple((a.shape, str(a.dtype)) for a in args), platform, bool(jax.config.jax_enable_x64))
+        if run is not None and key in run:  # an earlier round of this call traced it: the same program
+            ref, error = run[key]
+        else:
+            job.say(f"sample {i}/{len(plan.chosen)}: tracing jax.jit({fn_name(fn).split(':')[-1]}) at "
+                    f"{format_valuation(env)}")
+            try:
+                ref, error = bytes(export.export(jax.jit(fn), platforms=(platform,))(
+                    *jax.tree_util.tree_unflatten(in_tree, args)).serialize()), ""
+            except Exception as err:  # the function itself fails at these shapes: the native verdict
+                ref, error = None, f"the native function raised {type(err).__name__}: {first_line(str(err))}"
+            if run is not None:
+                run[key] = (ref, error)
+        refs.append(ref)
+        errors.append(error)
     return refs, errors
+
+
+# The references traced in one public call (every round of the fix, every step of auto): a shape traced
+# once per call. Not across calls: the program may have changed in between (a model's weights).
+_RUN_REFERENCES: contextvars.ContextVar[dict[Any, tuple[bytes | None, str]] | None] = contextvars.ContextVar(
+    "smtdims_run_references", default=None)
+
+
+@contextlib.contextmanager
+def one_run() -> Iterator[None]:
+    """The block is one public call: the references it traces are kept until it ends (nested: the outer's)."""
+    if _RUN_REFERENCES.get() is not None:
+        yield
+        return
+    token = _RUN_REFERENCES.set({})
+    try:
+        yield
+    finally:
+        _RUN_REFERENCES.reset(token)
 
 
 def nan_everywhere_errors(plan: SamplePlan, run: DeviceRun, native_errors: Sequence[str]) -> list[str]:
     """``native_errors`` with each sample whose reference (``jax.jit`` of the program) computes NaN in
     every output element counted as the program failing there, where another sample's reference is
     finite: artifact and program agree (NaN == NaN), but the family admits a size the program does not
-    compute at (a table looked up past its end); one sample alone says nothing (NaN may be the model's),
-    nor one where an intermediate array is empty (the mean of nothing is NaN)."""
+    compute at (a table looked up past its end; a conv front end with zero frames, whose mean over no
+    frames is NaN). One sample alone says nothing (NaN may be the model's)."""
     out = list(native_errors)
     refs = [r if r is not None and not native_errors[i] else None for i, r in enumerate(run.references)]
-
-    def computes(env: dict[str, int]) -> bool:  # every intermediate non-empty: a mean of nothing is NaN too
-        try:
-            return all(e.evaluate(env) >= 1 for e in plan.chooser.nonempty)
-        except (ZeroDivisionError, KeyError):
-            return False
-
-    nan = [r is not None and computes(plan.chosen[i][0]) and nan_everywhere(r) for i, r in enumerate(refs)]
+    nan = [r is not None and nan_everywhere(r) for r in refs]
     finite = [plan.chosen[i][0] for i, r in enumerate(refs) if r is not None and not nan_everywhere(r)]
     if finite:
         for i, is_nan in enumerate(nan):
@@ -617,6 +660,8 @@ def verify_artifact(artifact: str | os.PathLike[str], against: Callable[..., Any
                 plan.inputs = [[random_input(np.random.default_rng(opts.seed + i), shape, dt, opts.int_range)
                                 for shape, dt in zip(plan.chooser.shapes(env), dtypes, strict=True)]
                                for i, (env, _) in enumerate(chosen, 1)]
-            return _check_artifact(job, exp, blob, replace(opts, out=os.fspath(path)), x64, checks, plan, None)
+            report = _check_artifact(job, exp, blob, replace(opts, out=os.fspath(path)), x64, checks, plan, None)
+            # a check of an artifact made elsewhere, not of an export made here
+            return replace(report, title=f"smtdims verify check of {os.fspath(artifact)} against {fn_name(against)}")
     finally:
         release_exclusive()
