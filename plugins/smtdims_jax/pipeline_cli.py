@@ -403,16 +403,9 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def _auto_text(report: Any, target: str) -> str:
-    """An auto export's report for a terminal: the command to paste only for a family that verified (one
-    that did not is no command to run), and the export's own error where it failed (which JAX's refusal or
-    the function's exception says what to change)."""
+    """An auto export's report for a terminal (which says the export's own error where it failed), and the
+    command to paste only for a family that verified (one that did not is no command to run)."""
     text = str(report)
-    err = report.report.export_error
-    if not report.ok and err is not None and err.message.strip():
-        first = err.message.strip().splitlines()[0]
-        if first not in text:
-            where = err.location or _raise_site(getattr(report.report, "exception", None))
-            text += f"\n  {err.type}: {first}" + (f"\n    at {where}" if where else "")
     if report.ok:
         text += "\n  " + report.command(target)
     return text

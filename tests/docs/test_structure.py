@@ -310,8 +310,10 @@ PLUGIN_FLOORS = {
     # its steps: one export read, the export job, the fresh process, a failure's fix, dims="auto", the
     # diagnosis, the fix's words and verdict, the fix loop
     **{f"smtdims_jax.pipeline.{m}": 6 for m in ("attempt", "job", "fresh", "failure", "auto", "diagnose", "verdict",
-                                                 "fixes")},
-    "smtdims_jax.pipeline": 7,  # export_and_verify (verify.py) and the package's face
+                                                 "fixes", "verify")},
+    # the whole fix over verification, and the public entry that chooses among them
+    "smtdims_jax.pipeline.whole": 7, "smtdims_jax.pipeline.entry": 7,
+    "smtdims_jax.pipeline": 7,  # the package's face: export_and_verify (entry.py), verify_artifact (verify.py)
     "smtdims_jax.run": 8,  # `smtdims run`: reads a failed export as the pipeline does
     "smtdims_jax.pipeline_cli": 9, "smtdims_pytest": 9, "smtdims_pytest.plugin": 9,  # the commands; pytest --smtdims
 }
@@ -653,3 +655,14 @@ def test_nothing_puts_the_tests_folder_on_the_path():
              for p in sorted((ROOT / folder).rglob("*.py")) for i, line in enumerate(p.read_text().splitlines(), 1)
              if put.search(line)]
     assert found == [], found
+
+
+def test_verification_stands_below_the_fix():
+    """pipeline/verify.py is export -> samples -> device -> judge -> report: the fix loop and auto stand above
+    it and call it as their check (pipeline/whole.py, pipeline/entry.py), never the other way round."""
+    path = ROOT / "plugins" / "smtdims_jax" / "pipeline" / "verify.py"
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            imported.add(node.module)
+    assert not imported & {"fixes", "auto", "verdict", "whole", "entry"}, sorted(imported)

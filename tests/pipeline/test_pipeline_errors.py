@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from smtdims_jax import pipeline
 from smtdims_jax.pipeline import (
@@ -274,3 +275,17 @@ def test_cli_checks_specs_and_constraints_before_importing_the_module(tmp_path, 
         assert not marker.exists(), argv
     assert cli.main(["export", f"{tmp_path / 'missing.py'}:fn", "--spec", "b", "-q"]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+# -- a string where an argument's spec or example is expected --------------------------------------------------
+def test_a_dtype_name_as_a_spec_is_refused_naming_it():
+    """``"double"`` was read as a spec of one dimension named ``double`` (``float32[double]``) and VERIFIED."""
+    with pytest.raises(ValueError, match=r"'double' is a dtype's name, not a shape: write float64\[b, 4\]"):
+        export_and_verify(lambda x, s: x * 2, "float32[b, 4]", "double", fix=True)
+
+
+def test_a_string_example_is_refused_naming_the_argument():
+    """From examples a string raised numpy's "could not convert string to float", naming no argument."""
+    x = np.ones((2, 4), np.float32)
+    with pytest.raises(ValueError, match=r"the example args\[1\] is the string 'double'"):
+        export_and_verify(lambda x, s: x * 2, x, "double", dims="auto")

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from .compare import compare_outputs, random_input
 from .diagnose import SampleDiagnosis
+from .entry import export_and_verify
 from .failure import describe_export_error
 from .fresh import Device, keep_off_accelerator, run_fresh_process
 from .platforms import BackendUnavailable, PlatformError
@@ -51,7 +52,7 @@ from .report import FAIL, PASS, SKIP, Check, ExportFailure, RejectionCheck, Samp
 from .result import FixResult, FixRound
 from .samples import MAX_ELEMENTS, SAMPLE_BYTES, SampleChooser
 from .specs import SPEC_RE, as_dtype, build_specs, check_specs, parse_arg_spec  # noqa: F401 - the CLI reads the spec grammar here
-from .verify import VerifyOptions, export_and_verify, verify_artifact
+from .verify import VerifyOptions, verify_artifact
 
 __all__ = [
     "FAIL", "MAX_ELEMENTS", "PASS", "SAMPLE_BYTES", "SKIP", "BackendUnavailable", "Check", "Device", "ExportFailure",

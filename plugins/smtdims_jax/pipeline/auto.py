@@ -36,10 +36,11 @@ from smtdims.lang.expr import Expr
 from smtdims.lang.parser import parse_expr
 from smtdims.reasoner import Session
 
+from ..frames import raise_site
 from .box import affine_in_one
 from .report import VerificationReport, first_line
 from .result import FIXED, NARROW, FixResult
-from .specs import split_dims
+from .specs import jax_form, split_dims
 
 FREE, AT_LEAST, AT_MOST, MULTIPLE, EQUAL, FIXED_SIZE, FORMULA = (
     "free", "at least", "at most", "multiple of", "equal to", "fixed", "as")
@@ -80,6 +81,9 @@ class AutoReport:
     fix: FixResult | None = field(default=None, repr=False)
     seconds: float = 0.0
     status: str = ""  # "verified", or the fix's status where it did not verify
+    # the arguments' pytree where an argument is a pytree of several leaves (a dict of parameters); None
+    # where every argument is one array
+    tree: Any = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -91,22 +95,42 @@ class AutoReport:
         return self.fix.stock if self.fix is not None else True
 
     def code(self) -> str:
-        """``jax.export`` code for the family (``fix.code()``'s form)."""
-        if self.fix is not None and self.fix.parts:
+        """``jax.export`` code for the family: one ``ShapeDtypeStruct`` per leaf, in the arguments' pytree."""
+        if self.tree is None and self.fix is not None and self.fix.parts:
             return self.fix.code()
         name = self.function.split(":")[-1].split(".")[-1]
         name = name if name.isidentifier() else "f"
-        cons = repr(tuple(self.constraints))
-        lines = ["import jax", "import jax.numpy as jnp", "from jax import export", f"scope = export.SymbolicScope({cons})"]
+        lines = ["import jax", "import jax.numpy as jnp", "from jax import export"]
+        if self.stock is False:
+            lines += ["import smtdims", "smtdims.install()  # stock JAX does not export this family: smtdims proves it"]
+        lines.append(f"scope = export.SymbolicScope({tuple(jax_form(c) for c in self.constraints)!r})")
         for i, s in enumerate(self.specs):
             dt, dims = s.split("[", 1)
             lines.append(f"x{i} = jax.ShapeDtypeStruct(export.symbolic_shape({dims.rstrip(']')!r}, scope=scope), "
                          f"jnp.{dt})")
-        lines.append(f"exp = export.export(jax.jit({name}))({', '.join(f'x{i}' for i in range(len(self.specs)))})")
+        lines.append(f"exp = export.export(jax.jit({name}))({', '.join(self._arguments())})")
         return "\n".join(lines)
 
+    def _arguments(self) -> list[str]:
+        """The call's arguments as Python text over the leaves ``x0, x1, ...``: ``{'w': x0, 'b': x1}`` for a
+        dict of parameters (a custom pytree node is rebuilt with ``jax.tree_util``)."""
+        names = [f"x{i}" for i in range(len(self.specs))]
+        if self.tree is None:
+            return names
+
+        class Name(str):
+            def __repr__(self) -> str:
+                return str(self)
+
+        args = jax.tree_util.tree_unflatten(self.tree, [Name(n) for n in names])
+        return [_literal(a) for a in args]
+
     def command(self, target: str = "MODULE:FUNCTION") -> str:
-        """The ``smtdims export`` command that exports the family as a specification."""
+        """The ``smtdims export`` command that exports the family as a specification: one ``--spec`` per
+        argument, so only where every argument is one array (else a comment that says to use :meth:`code`)."""
+        if self.tree is not None:
+            return ("# an argument is a pytree of arrays (a dict of parameters): the command line takes one array "
+                    "per --spec; export it from Python with the code above (auto.code())")
         return " ".join(["smtdims export", target, *(f'--spec "{sp}"' for sp in self.specs),
                          *(f'-c "{c}"' for c in self.constraints)])
 
@@ -130,8 +154,8 @@ class AutoReport:
             out.append("  " + self.report.verdict())
             err = self.report.export_error  # the export's own error says what to change: its first line
             if err is not None and err.message.strip():
-                out.append(f"  {err.type}: {err.message.strip().splitlines()[0]}"
-                           + (f" (at {err.location})" if err.location else ""))
+                where = err.location or _raise_site(self.report.exception)
+                out.append(f"  {err.type}: {err.message.strip().splitlines()[0]}" + (f"\n    at {where}" if where else ""))
         if self.stock is False:
             out.append("  (stock JAX does not export this family: the code installs smtdims first)")
         return out
@@ -305,6 +329,28 @@ def _vars(text: str, expr: bool = False) -> set[str]:
         return set()
 
 
+def _raise_site(err: BaseException | None) -> str:
+    """``file:line in fn`` of the innermost frame of the user's code that raised ``err``, or ``""``."""
+    try:
+        return raise_site(err) if err is not None else ""
+    except Exception:  # noqa: BLE001 - a courtesy line: never the reason a report is not printed
+        return ""
+
+
+def _literal(x: Any) -> str:
+    """A pytree of leaf names as Python text (dicts, lists, tuples and None as literals)."""
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{k!r}: {_literal(v)}" for k, v in x.items()) + "}"
+    if isinstance(x, list):
+        return "[" + ", ".join(_literal(v) for v in x) + "]"
+    if isinstance(x, tuple) and not hasattr(x, "_fields"):
+        return "(" + ", ".join(_literal(v) for v in x) + ("," if len(x) == 1 else "") + ")"
+    if x is None or isinstance(x, str):
+        return repr(x)
+    leaves, tree = jax.tree_util.tree_flatten(x)  # a namedtuple, a dataclass node: rebuilt from its leaves
+    return f"jax.tree_util.tree_unflatten({tree!r}, [{', '.join(map(str, leaves))}])"
+
+
 def leaf_paths(examples: Sequence[Any]) -> list[str]:
     """``args[0]``, ``args[1]['mask']``, ...: where each example leaf is."""
     paths, _ = jax.tree_util.tree_flatten_with_path(tuple(examples))
@@ -318,7 +364,10 @@ def auto_export(fn: Callable[..., Any], examples: Sequence[Any], dims: Any, run:
     leaves, tree = jax.tree_util.tree_flatten(tuple(examples))
     if not leaves:
         raise ValueError("dims='auto' needs example inputs (arrays, or jax.ShapeDtypeStruct with concrete shapes)")
-    for x in leaves:
+    for path, x in zip(leaf_paths(examples), leaves, strict=True):
+        if isinstance(x, (str, bytes)):
+            raise ValueError(f"dims='auto': the example {path} is the string {x!r}; the examples are the function's "
+                             "array arguments (arrays, numbers, or jax.ShapeDtypeStruct with concrete shapes)")
         if any(not isinstance(n, (int, np.integer)) for n in np.shape(x)):
             raise ValueError(f"dims='auto': an example has the symbolic shape {np.shape(x)}; give concrete "
                              "example inputs (arrays or jax.ShapeDtypeStruct((2, 7), jnp.int32))")
@@ -334,9 +383,10 @@ def auto_export(fn: Callable[..., Any], examples: Sequence[Any], dims: Any, run:
         status = "verified" if report.ok else (fix.status if fix is not None else "failed")
         verified_report = report
     rows = table(leaf_paths(examples), shapes, fix if fix is not None and fix.parts else None, final, constraints, budget)
+    nested = tree.num_leaves != len(examples)  # an argument of several leaves (or none): its pytree is kept
     return AutoReport(function=name, examples=(tuple(shapes),), specs=tuple(final), constraints=tuple(constraints),
                       table=rows, report=verified_report, fix=fix if fix is not None and fix.parts else None,
-                      seconds=time.perf_counter() - t0, status=status)
+                      seconds=time.perf_counter() - t0, status=status, tree=tree if nested else None)
 
 
 __all__ = ["AutoReport", "DimRow", "auto_export", "auto_specs"]

@@ -52,7 +52,7 @@ from ..frames import raise_site
 from ._common import Progress, Ticker
 from .attempt import Attempt, Spec, apply_all, error_chain, jax_accepts, refusal_key, spec_of
 from .box import NativeBox, valuation_of
-from .job import ExportJob, FixDraft
+from .job import DEFAULT_DEADLINE, DEFAULT_ROUNDS, ExportJob, FixDraft, FixOptions
 from .refusals import Candidate, ConstantNeeded, FixPart, Why, candidates_of, divisibility_fixes, last_resort_of
 from .report import first_line
 from .result import DEADLINE, FIXED, NARROW, NO_FIX, NO_SYMBOLIC, NOT_NEEDED, NOT_VERIFIED, ROUND_LIMIT, FixResult, FixRound
@@ -67,20 +67,8 @@ from .verdict import (
     without_implied,
 )
 
-DEFAULT_ROUNDS = 8
-DEFAULT_DEADLINE = 120.0  # seconds for the rounds and the minimisation (the final verification runs after)
 VERIFY_ROUNDS = 4  # verification passes: each may add the exclusion of natively failing samples
 
-
-
-@dataclass(frozen=True)
-class FixOptions:
-    """How far the loop may go: rounds, seconds, and the grid's side (None: shapes chosen by reasoning,
-    :mod:`.box`)."""
-
-    rounds: int = DEFAULT_ROUNDS
-    deadline: float = DEFAULT_DEADLINE
-    box: int | None = None
 
 
 def _complexity(parts: Sequence[FixPart]) -> tuple[int, int]:
@@ -438,7 +426,8 @@ def minimise(job: ExportJob, draft: FixDraft) -> None:
 
 
 __all__ = [
-    "DEADLINE", "FIXED", "NARROW", "NOT_NEEDED", "NOT_VERIFIED", "NO_FIX", "NO_SYMBOLIC", "ROUND_LIMIT", "VERIFY_ROUNDS",
+    "DEADLINE", "DEFAULT_DEADLINE", "DEFAULT_ROUNDS", "FIXED", "NARROW", "NOT_NEEDED", "NOT_VERIFIED", "NO_FIX",
+    "NO_SYMBOLIC", "ROUND_LIMIT", "VERIFY_ROUNDS",
     "Attempt", "Fallback", "FixOptions", "FixPart", "FixResult", "FixRound", "Spec", "as_parts", "cancel_common_factor",
     "candidates", "divisibility_fixes", "equation_fixes", "error_chain", "exports_on_stock", "first_round_fix",
     "last_resort", "minimise", "normalise_constraint", "refusal_key", "render_constraint", "search",

@@ -32,6 +32,21 @@ from .result import ROUND_LIMIT, FixRound
 ATTEMPT_SCALE, ATTEMPT_FLOOR = 10.0, 5.0
 
 
+DEFAULT_ROUNDS = 8
+DEFAULT_DEADLINE = 120.0  # seconds for the rounds and the minimisation (the final verification runs after)
+
+
+@dataclass(frozen=True)
+class FixOptions:
+    """How far the whole fix may go: rounds, seconds, and the grid's side (None: shapes chosen by
+    reasoning, :mod:`.box`). A value of the request (:class:`~.verify.VerifyOptions` carries it), so that
+    verification reads it without importing the fix loop."""
+
+    rounds: int = DEFAULT_ROUNDS
+    deadline: float = DEFAULT_DEADLINE
+    box: int | None = None
+
+
 def _quiet(message: str) -> None:
     """No progress messages."""
 
@@ -147,4 +162,4 @@ class FixDraft:
         self.verified, self.lines = bool(report.ok), tuple(report.failures)
 
 
-__all__ = ["ATTEMPT_FLOOR", "ATTEMPT_SCALE", "ExportJob", "FixDraft"]
+__all__ = ["ATTEMPT_FLOOR", "ATTEMPT_SCALE", "DEFAULT_DEADLINE", "DEFAULT_ROUNDS", "ExportJob", "FixDraft", "FixOptions"]

@@ -120,6 +120,11 @@ def parse_arg_spec(spec: Any, default_dtype: Any = "float32") -> Any:
             m = SPEC_RE.match(x)
             if m:
                 return _StringSpec(m.group(2), as_dtype(m.group(1)))
+            if _names_a_dtype(x):  # "double": a value's type, not a dimension named double
+                name = jnp.dtype(x.strip()).name
+                raise ValueError(f"argument spec {x!r} is a dtype's name, not a shape: write {name}[b, 4] for an "
+                                 f"array of that dtype with its dimensions ({name}[] for a scalar), or give an "
+                                 "example value with dims='auto'")
             return _StringSpec(x, as_dtype(default_dtype))
         if _is_pair_candidate(x):
             return _pair(x)
@@ -135,6 +140,19 @@ def parse_arg_spec(spec: Any, default_dtype: Any = "float32") -> Any:
     return jax.tree_util.tree_map(
         leaf, spec, is_leaf=lambda x: isinstance(x, (str, jax.ShapeDtypeStruct)) or _is_pair_candidate(x)
     )
+
+
+def _names_a_dtype(text: str) -> bool:
+    """A bare spec that is a dtype's name (``"double"``, ``"float32"``, ``"int"``), where a dimension's name
+    would be expected: three letters at least, so that a dimension ``b`` (NumPy's code for int8) stays one."""
+    word = text.strip()
+    if len(word) < 3 or not word.isidentifier():
+        return False
+    try:
+        jnp.dtype(word)  # a full name or NumPy's alias ("double", "single", "int")
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def is_sym(d: Any) -> bool:

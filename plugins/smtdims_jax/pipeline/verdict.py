@@ -373,8 +373,13 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
     # a shape past a bound beyond which the program computes NaN everywhere is nothing a user runs.
     reasons: dict[str, list[dict[str, int]]] = {}
     unexplained = []
+    freed = _pins_freed(original, spec, parts)
     for env in lost:
         why = _excused(env, parts)
+        if why is None and freed is not None:
+            shapes = shapes_at(original.dims, env)
+            if shapes is not None and box.admits(freed[0], freed[1], shapes):
+                why = freed[2]
         if why is None:
             unexplained.append(env)
         elif why:
@@ -407,6 +412,33 @@ def _excused(env: dict[str, int], parts: Sequence[FixPart]) -> str | None:
         except (SmtdimsError, KeyError, ZeroDivisionError):  # a part on a variable a later rewrite named
             continue
     return None
+
+
+def _pins_freed(original: Spec, spec: Spec, parts: Sequence[FixPart]) -> tuple[Any, ConstraintSet, str] | None:
+    """Where the fix pins sizes the program needs as numbers or branches on (a variable renamed since, too):
+    the fixed specification with every dimension a pin made constant free again (a fresh variable), its
+    constraints, and the reason; a shape it admits is excluded by the pins alone. None without such pins."""
+    pinned = [p for p in parts if p.kind == SPEC and p.text.strip().isdigit()]
+    reasons = [p for p in pinned if p.why in (Why.NUMBER, Why.BRANCH)]
+    if not reasons or len(reasons) < len(pinned) or len(spec.dims) != len(original.dims):
+        return None  # no such pin, or another pin made a size constant too (its own reason applies there)
+    dims, k = [], 0
+    for was, now in zip(original.dims, spec.dims, strict=True):
+        if len(was) != len(now):
+            return None
+        leaf = []
+        for a, b in zip(was, now, strict=True):
+            # a size the pins made constant (through a rewrite too: 4*k_h with k_h pinned at 4 is 16)
+            if b.as_constant() is not None and a.as_constant() is None:
+                leaf.append(Expr.var(f"_pinned{k}"))
+                k += 1
+            else:
+                leaf.append(b)
+        dims.append(tuple(leaf))
+    p = reasons[0]
+    why = (f"the program uses {p.variable} as a number: one size of it, by necessity" if p.why == Why.NUMBER else
+           "the program takes another branch there" + (f" ({p.because})" if p.because else ""))
+    return tuple(dims), spec.constraint_set(), why
 
 
 def _trace_equation_class(box: NativeBox, original: Spec, parts: Sequence[FixPart]) -> None:

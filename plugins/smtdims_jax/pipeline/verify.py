@@ -7,9 +7,10 @@ returns one value: :meth:`~.job.ExportJob.export` (an ``Exported`` or the refusa
 probes), :func:`references` (``jax.jit(fn)`` exported at each sample's concrete shapes: how ``jit``
 would trace it, so that the device process runs JAX's own computation without the user's code),
 :func:`~.fresh.run_on_device` (both, side by side, where the device is) and :func:`judge` (the
-per-sample verdicts). A platform, a reference or a sample policy changes in one place. A refusal,
-or samples that fail where the function fails too, go on to the whole fix (:func:`_whole_fix`: the
-steps of :mod:`.fixes` and :mod:`.verdict`, with this pipeline as its verification).
+per-sample verdicts). A platform, a reference or a sample policy changes in one place. It knows
+nothing of fixes: a refusal, or samples that fail where the function fails too, are reported (the
+refusal read, the samples diagnosed); the whole fix stands above it (:mod:`.whole`) and calls
+:func:`verify` as its check, and the public entry (:mod:`.entry`) chooses between them.
 """
 
 from __future__ import annotations
@@ -34,13 +35,12 @@ from smtdims.lang.expr import Expr
 
 from ..conversion import scope_constraints, session_for_scope, to_ir
 from ..jax_internals import started_backends
-from ._common import Progress, checked_platforms, fn_name, local_platform, progress_fn, solver_budget
+from ._common import Progress, checked_platforms, fn_name, local_platform, progress_fn
 from .attempt import Attempt
 from .box import valuation_of
 from .compare import INT_RANGE, NAN_EVERYWHERE, compare, nan_everywhere, random_input
-from .diagnose import diagnose, intermediate_dims
-from .failure import describe_export_error, settled_by
-from .fixes import DEFAULT_DEADLINE, DEFAULT_ROUNDS, VERIFY_ROUNDS, FixOptions, search
+from .diagnose import SampleDiagnosis, diagnose, intermediate_dims
+from .failure import describe_export_error
 from .fresh import (
     FRESH,
     Device,
@@ -55,15 +55,12 @@ from .fresh import (
     release_exclusive,
     run_on_device,
 )
-from .job import ExportJob, FixDraft
+from .job import ExportJob, FixOptions
 from .platforms import check_backend
-from .refusals import FixPart
 from .report import FAIL, PASS, SKIP, Check, SampleResult, VerificationReport, first_line
-from .result import FIXED, FixResult, FixRound
 from .samples import SAMPLE_BYTES, SAMPLES, SampleChooser
 from .sidecar import exported_aval_text, read_sidecar, write_sidecar
 from .specs import aval_text, build_specs, needs_x64, x64_on
-from .verdict import conclude, exclude, exclusion, group_text, pinned_where_paths_differ
 
 
 @dataclass(frozen=True)
@@ -112,114 +109,12 @@ class VerifyOptions:
         return replace(self, platforms=checked_platforms(self.platforms))
 
 
-def export_and_verify(
-    fn: Callable[..., Any],
-    *arg_specs: Any,
-    constraints: Sequence[str] = (),
-    platforms: str | Sequence[str] | None = None,
-    samples: int | None = None,
-    out: str | os.PathLike[str] | None = None,
-    seed: int = 0,
-    progress: bool | Progress | None = None,
-    rtol: float | None = None,
-    atol: float | None = None,
-    timeout: float = 900.0,
-    budget: int | None = None,
-    fix: bool = False,
-    fix_rounds: int = DEFAULT_ROUNDS,
-    fix_deadline: float = DEFAULT_DEADLINE,
-    box: int | None = None,
-    sample_bytes: int = SAMPLE_BYTES,
-    int_range: tuple[int, int] = INT_RANGE,
-    options: VerifyOptions | None = None,
-    dims: Any = None,
-) -> Any:
-    """Export ``jax.jit(fn)`` with smtdims, then verify the artifact on solver-chosen shapes, on the device.
-
-    ``arg_specs``: one per positional argument of ``fn``: ``"int32[b, 4]"``,
-    ``("b, 4", "int32")``, a bare ``"b, 4"`` (float32), a ``jax.ShapeDtypeStruct`` (e.g. from
-    ``jax.export.symbolic_args_specs``), an array (static shape), or a pytree of these.
-    String specs share one scope with ``constraints``. ``platforms``: lowering targets
-    (default: the platform of the device the verification runs on: the TPU or GPU where there
-    is one, else the CPU). 64-bit dtypes (``float64``, ``int64``, ...) turn ``jax_enable_x64``
-    on for the export and the device process, and back off afterwards. ``budget``: Z3 rlimit
-    for the export and the sample choice (default: smtdims' configured budget).
-
-    Where it runs: this process exports (kept off the accelerator while it does, when it has
-    started no JAX backend yet); one fresh process that never imports smtdims holds the device
-    and runs, for every sample, JAX's own run of ``fn`` (``jax.jit(fn)`` at the sample's shapes)
-    and the artifact, side by side. A process that already holds a TPU runs them itself (one
-    process at a time may hold a TPU) and says so. Float outputs are compared within a
-    tolerance per dtype and platform (``rtol``/``atol`` override it); the report prints it and
-    the largest error seen. A sample that could not run (the device is held elsewhere, the
-    backend is missing, the process crashed) is "not run", and the report says "not verified".
-
-    Bad arguments (specs, dtypes, ``samples``, a number of specs ``fn`` cannot take) raise
-    ``TypeError``/``ValueError``. An export that JAX refuses is a failed check: the report has
-    ``ok`` False, the ``export`` check failed, and ``export_error`` carries JAX's message,
-    smtdims' witnesses and a fix (re-exported to verify it).
-
-    ``samples``: how many sample shapes; None (the default) spends a sample only where it decides
-    something (the examples, the minimum, every array non-empty, each branch and divisibility edge, one
-    large sample spanning every variable, sized by the elements its program computes, each constraint
-    tight, each maximum), at most 6, since each costs two compiles; an int makes up that many.
-    ``sample_bytes``: the memory budget of one sample (inputs and outputs together); the
-    "largest" sample fills it, every sample and the outside-spec probe stay within it (a probe
-    too large to allocate is only compiled: JAX's shape checks run while compiling).
-    ``int_range``: integer inputs are drawn from it (inclusive; default 0..9).
-
-    ``fix=True``: a failed export gets its whole fix (:mod:`.fixes`, in ``report.fix``):
-    fix, re-export and repeat (at most ``fix_rounds`` rounds, ``fix_deadline`` seconds),
-    minimise, verify the fixed specification with this whole pipeline, and measure it against
-    native runs at shapes chosen by reasoning (``box=N``: the grid ``1..N``). The fix is "fixed"
-    only when that verification passed and it excludes no traced shape where the function runs.
-    ``options``: all of the above as one :class:`VerifyOptions` (the keyword arguments are ignored then).
-
-    ``dims="auto"``: the positional arguments are *example inputs* (arrays, or ``ShapeDtypeStruct``
-    with concrete shapes), and the result is an :class:`~.auto.AutoReport`: the most general family of
-    shapes found from them and verified (every dimension its own variable, sizes 0 and 1 kept, then the
-    whole fix with the examples as its examples; :mod:`.auto`). ``dims`` may also give one partial spec
-    per argument (``("b, _", None)``: ``_`` and None are inferred).
-    """
-    with one_run():
-        return _export_and_verify(fn, arg_specs, constraints, platforms, samples, out, seed, progress, rtol, atol,
-                                  timeout, budget, fix, fix_rounds, fix_deadline, box, sample_bytes, int_range, options,
-                                  dims)
-
-
-def _export_and_verify(fn: Callable[..., Any], arg_specs: tuple[Any, ...], constraints: Sequence[str],
-                       platforms: str | Sequence[str] | None, samples: int | None,
-                       out: str | os.PathLike[str] | None, seed: int, progress: bool | Progress | None,
-                       rtol: float | None, atol: float | None, timeout: float, budget: int | None, fix: bool,
-                       fix_rounds: int, fix_deadline: float, box: int | None, sample_bytes: int,
-                       int_range: tuple[int, int], options: VerifyOptions | None, dims: Any) -> Any:
-    if dims is not None:
-        from .auto import auto_export
-
-        def run(specs: tuple[Any, ...], example_shapes: tuple[Any, ...]) -> VerificationReport:
-            base = options or VerifyOptions(
-                platforms=platforms if platforms is None or isinstance(platforms, str) else tuple(platforms),
-                samples=samples, seed=seed, rtol=rtol, atol=atol, timeout=timeout, budget=budget,
-                sample_bytes=sample_bytes, int_range=tuple(int_range) if isinstance(int_range, list) else int_range,
-                out=out)
-            fx = base.fix or FixOptions(fix_rounds, float(fix_deadline), box)
-            return export_and_verify(fn, *specs, constraints=constraints, progress=progress,
-                                     options=replace(base, fix=fx, examples=example_shapes))
-
-        return auto_export(fn, arg_specs, dims, run, budget, fn_name(fn))
-    if options is None:
-        if not isinstance(fix_rounds, int) or isinstance(fix_rounds, bool) or fix_rounds < 1:
-            raise ValueError(f"fix_rounds must be a positive int, got {fix_rounds!r}")
-        if not isinstance(fix_deadline, (int, float)) or isinstance(fix_deadline, bool) or not fix_deadline > 0:
-            raise ValueError(f"fix_deadline must be a positive number of seconds, got {fix_deadline!r}")
-        if box is not None and (not isinstance(box, int) or isinstance(box, bool) or box < 1):
-            raise ValueError(f"box must be a positive int (every variable in 1..box), got {box!r}")
-        options = VerifyOptions(
-            platforms=platforms if platforms is None or isinstance(platforms, str) else tuple(platforms),
-            samples=samples, seed=seed, rtol=rtol, atol=atol, timeout=timeout, budget=budget,
-            sample_bytes=sample_bytes, int_range=tuple(int_range) if isinstance(int_range, list) else int_range,
-            out=out, fix=FixOptions(fix_rounds, float(fix_deadline), box) if fix else None)
-    opts = options.checked()  # a misspelt platform first, before the backend
+def prepared(fn: Callable[..., Any], arg_specs: Sequence[Any], constraints: Sequence[str],
+             opts: VerifyOptions) -> tuple[VerifyOptions, tuple[Any, ...], Any, list[str], bool]:
+    """The request checked before anything runs: the options (a misspelt platform first, before the
+    backend), the backend, the specs in one scope, one per argument; ``(opts, specs, scope, specialised,
+    x64)``. The verification process is started here, to import JAX while this one exports."""
+    opts = opts.checked()
     if started_backends() or keeps_off_accelerator():
         check_backend()  # JAX_PLATFORMS naming a backend this machine lacks: said here, with what to do
     # else starting a backend here would take the device from the verification process, which says
@@ -229,11 +124,7 @@ def _export_and_verify(fn: Callable[..., Any], arg_specs: tuple[Any, ...], const
     x64 = not jax.config.jax_enable_x64 and needs_x64(jax.tree_util.tree_leaves(specs))
     if not x64:  # the verification process imports JAX and opens the device while this one exports
         prestart()  # (with 64-bit inputs it needs JAX_ENABLE_X64: the job's own environment starts it)
-    try:
-        with off_accelerator(), x64_on() if x64 else contextlib.nullcontext(), solver_budget(opts.budget):
-            return _verify(fn, specs, scope, specialised, opts, progress_fn(progress), x64)
-    finally:
-        release_exclusive()  # a TPU held by the verification process goes back to the program
+    return opts, specs, scope, specialised, x64
 
 
 def _check_arity(fn: Callable[..., Any], specs: tuple[Any, ...]) -> None:
@@ -414,10 +305,21 @@ def judge(plan: SamplePlan, run: DeviceRun | None, native_errors: Sequence[str],
     return results, list(tols), worst
 
 
-def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, specialised: list[str], opts: VerifyOptions,
-            say: Progress, x64: bool, exported: Any = None) -> VerificationReport:
-    """The pipeline on ``specs``; ``exported``: their export, where the fix loop already made it (each
-    export runs once)."""
+@dataclass(frozen=True)
+class Verified:
+    """What :func:`verify` found: the report, the job it ran (what a fix starts from) and, where JAX refused
+    the export as given, that refused export (the fix loop's first round)."""
+
+    report: VerificationReport
+    job: ExportJob
+    refused: Attempt | None
+    x64: bool
+
+
+def verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, specialised: list[str], opts: VerifyOptions,
+           say: Progress, x64: bool, exported: Any = None) -> Verified:
+    """The pipeline on ``specs``: export, samples, the device, the judge, the report; ``exported``: their
+    export, where the fix loop already made it (each export runs once)."""
     name = fn_name(fn)
     spec_leaves, in_tree = jax.tree_util.tree_flatten(specs)
     dev: Device | None = None
@@ -437,8 +339,8 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
         got = job.export()
         if not got.ok:  # JAX refused the function: a failed check, reported like the others
             assert got.error is not None
-            say(f"export failed: {type(got.error).__name__}; looking for a fix")
-            return _failed_export(job, got, opts, x64)
+            say(f"export failed: {type(got.error).__name__}" + ("; looking for a fix" if opts.fix is not None else ""))
+            return Verified(_failed_export(job, got, opts), job, got, x64)
         exp = got.exported
     export_s = time.perf_counter() - t0
     made = "by the fix loop" if exp is exported else f"{export_s:.2f}s"
@@ -458,10 +360,10 @@ def _verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, speciali
     plan = plan_samples(job, exp, opts)
     if opts.out is not None:
         write_sidecar(opts.out, exp, plan, tuple(c.text for c in scope_constraints(scope)))
-    return _check_artifact(job, exp, artifact, opts, x64, checks, plan, dev)
+    return Verified(_check_artifact(job, exp, artifact, opts, checks, plan, dev), job, None, x64)
 
 
-def _check_artifact(job: ExportJob, exp: Any, artifact: bytes, opts: VerifyOptions, x64: bool, checks: list[Check],
+def _check_artifact(job: ExportJob, exp: Any, artifact: bytes, opts: VerifyOptions, checks: list[Check],
                     plan: SamplePlan, dev: Device | None) -> VerificationReport:
     """Run ``artifact`` beside JAX's own run of the job's function on the device, and report (the half that
     ``smtdims verify`` shares with the export)."""
@@ -499,7 +401,7 @@ def _check_artifact(job: ExportJob, exp: Any, artifact: bytes, opts: VerifyOptio
                             "intermediate is empty): nothing was compared; no valuation within the sample budget "
                             "makes them all non-empty" if not any(chooser.is_nonempty(env) for env, _ in plan.chosen)
                             else "no passing sample computes a non-empty array: nothing was compared"))
-    diagnosis, whole = _diagnosed(job, exp, results, native_errors, opts, x64)
+    diagnosis = _diagnosed(job, exp, results, native_errors, opts)
     done = (run.result.get("reject") if run is not None else None) or []
     rejections = tuple(rejection_check(shapes, why, done[k] if k < len(done) and not not_run else None)
                        for k, (shapes, why) in enumerate(plan.outside))
@@ -524,7 +426,6 @@ def _check_artifact(job: ExportJob, exp: Any, artifact: bytes, opts: VerifyOptio
         device=f"{dev.platform}: {dev.kind}" if dev.usable and dev.kind else "",
         worker_jax=dev.jax_version if dev.where == FRESH else "",
         diagnosis=diagnosis,
-        fix=whole,
         exported=exp,
         ran_in=dev.where if not not_run else "",
         not_run=not_run,
@@ -533,71 +434,22 @@ def _check_artifact(job: ExportJob, exp: Any, artifact: bytes, opts: VerifyOptio
 
 
 def _diagnosed(job: ExportJob, exp: Any, results: Sequence[SampleResult], native_errors: Sequence[str],
-               opts: VerifyOptions, x64: bool) -> tuple[Any, FixResult | None]:
-    """The failed samples' diagnosis (:mod:`.diagnose`) and, with ``fix``, the whole fix from its exclusion
-    where they fail natively too; (None, None) when no sample that ran failed."""
+               opts: VerifyOptions) -> SampleDiagnosis | None:
+    """The failed samples' diagnosis (:mod:`.diagnose`); None when no sample that ran failed."""
     failed = [(r, native_errors[r.index - 1]) for r in results if r.status == FAIL]
     if not failed:  # only samples that ran: one that did not run says nothing about tracing
-        return None, None
+        return None
     native_fails = [r.valuation for r, n in failed if n]
     job.say("diagnosing the failed samples" + (" (the native function fails there too)" if native_fails else ""))
     nan = [r.valuation for r, n in failed if n.startswith(NAN_EVERYWHERE)]
-    diagnosis = diagnose(job, exp, native_fails, next((n for _, n in failed if n), ""),
-                         [r.valuation for r, n in failed if not n], box_side=opts.fix.box if opts.fix is not None else None,
-                         nan=nan, finite=[r.valuation for r in results if r.status == PASS] if nan else [])
-    if opts.fix is None or not ((diagnosis.native_fails and diagnosis.constraints)
-                                or (diagnosis.artifact_only and diagnosis.audit)):
-        return diagnosis, None
-    return diagnosis, _fix_from_samples(job, opts, x64, diagnosis)
+    return diagnose(job, exp, native_fails, next((n for _, n in failed if n), ""),
+                    [r.valuation for r, n in failed if not n], box_side=opts.fix.box if opts.fix is not None else None,
+                    nan=nan, finite=[r.valuation for r in results if r.status == PASS] if nan else [])
 
 
-def _fix_from_samples(job: ExportJob, opts: VerifyOptions, x64: bool, diagnosis: Any) -> FixResult | None:
-    """The export succeeded but samples fail where the function itself fails: the whole fix starts from
-    the diagnosis's exclusion (as a spec rewrite where it is a divisibility of a spec variable) and the
-    same loop as a failed export's verifies it, adding exclusions until it verifies (:func:`_whole_fix`)."""
-    found = exclusion(job, diagnosis, job.spec(), limited=False) or pinned_where_paths_differ(
-        job, diagnosis, job.spec(), limited=False)
-    if found is None:
-        return None
-    group, _, why = found
-    job.say(f"fix: the export succeeds but samples fail; {group_text(group)}")
-    # the export as given was written to ``out`` already: the fixed one is verified, not written over it
-    return _whole_fix(job, opts, x64, replace(opts, fix=None, out=None), start=group,
-                      start_round=FixRound(why, ((group_text(group), 0, 0, 0),), tuple(group), 0.0))
-
-
-def _whole_fix(job: ExportJob, opts: VerifyOptions, x64: bool, checked: VerifyOptions, *, first: Attempt | None = None,
-               start: Sequence[FixPart] = (), start_round: FixRound | None = None) -> FixResult:
-    """The whole fix, one path: the rounds and the minimisation (:func:`.fixes.search`), then the fixed
-    specification through this pipeline (``checked``: its options), the exclusion of natively failing
-    samples added while there is one (:func:`.verdict.exclude`), then the verdict (:func:`.verdict.conclude`)."""
-    fx = opts.fix
-    assert fx is not None
-    spec = job.spec()  # the user's examples in its variables: traced first, and a pinned size is pinned there
-    job = replace(job, examples=tuple(example_valuations(spec.dims, spec.constraint_set(), opts.examples)))
-    job, draft = search(job, fx, first=first, start=start, start_round=start_round)
-    for _pass in range(VERIFY_ROUNDS):
-        if draft.status != FIXED:
-            break
-        _verify_fixed(job, draft, checked, x64)
-        if draft.verified or not exclude(job, draft, draft.report):
-            break
-    return conclude(job, draft)
-
-
-def _verify_fixed(job: ExportJob, draft: FixDraft, opts: VerifyOptions, x64: bool) -> None:
-    """The verification step: the fixed specification through this whole pipeline, with the export the loop
-    made where it is of this specification (no second export); recorded in the draft."""
-    job.say("fix: verifying the fixed specification end to end")
-    specs, scope = draft.spec.build(job.in_tree)
-    t0 = time.perf_counter()
-    report = _verify(job.fn, specs, scope, [], opts, job.say, x64, draft.exported())
-    draft.verified_by(report, time.perf_counter() - t0)
-
-
-def _failed_export(job: ExportJob, first: Attempt, opts: VerifyOptions, x64: bool) -> VerificationReport:
-    """JAX refused the export as given (``first``): the refusal read, and with ``fix`` the whole fix, whose
-    first round is this refusal."""
+def _failed_export(job: ExportJob, first: Attempt, opts: VerifyOptions) -> VerificationReport:
+    """JAX refused the export as given (``first``): the refusal read (a whole fix, where one is asked for,
+    starts from it: :mod:`.whole`)."""
     err = first.error
     assert err is not None
     # with the whole fix to come, its first round re-exports with the first fix: not here a second time
@@ -607,13 +459,11 @@ def _failed_export(job: ExportJob, first: Attempt, opts: VerifyOptions, x64: boo
     checks = [Check("export", FAIL, f"{failure.type}: {first_line(failure.message, 300)}")]
     checks += [Check(c, SKIP, skipped) for c in
                ("symbolic dims kept", "serialize", "fresh process", "samples", "outside spec rejected")]
-    whole = _whole_fix(job, opts, x64, replace(opts, fix=None), first=first) if opts.fix is not None else None
-    failure = settled_by(failure, whole)
     return VerificationReport(
         function=job.name, platforms=job.plats or (local_platform(),),
         constraints=tuple(c.text for c in scope_constraints(job.scope)),
         in_avals=tuple(aval_text(x) for x in job.leaves), out_avals=(), checks=tuple(checks),
-        samples=(), rejections=(), export_error=failure, exception=err, fix=whole,
+        samples=(), rejections=(), export_error=failure, exception=err,
     )
 
 
@@ -660,7 +510,7 @@ def verify_artifact(artifact: str | os.PathLike[str], against: Callable[..., Any
                 plan.inputs = [[random_input(np.random.default_rng(opts.seed + i), shape, dt, opts.int_range)
                                 for shape, dt in zip(plan.chooser.shapes(env), dtypes, strict=True)]
                                for i, (env, _) in enumerate(chosen, 1)]
-            report = _check_artifact(job, exp, blob, replace(opts, out=os.fspath(path)), x64, checks, plan, None)
+            report = _check_artifact(job, exp, blob, replace(opts, out=os.fspath(path)), checks, plan, None)
             # a check of an artifact made elsewhere, not of an export made here
             return replace(report, title=f"smtdims verify check of {os.fspath(artifact)} against {fn_name(against)}")
     finally:
