@@ -352,7 +352,7 @@ def _leave_device_to_verification() -> Callable[[], None]:
     JAX and opens the device while this process imports the user's module. Returns the check to call after
     that import: a backend that cannot start there is a usage error, as it is here."""
     from .pipeline import fresh
-    from .pipeline.platforms import BackendUnavailable, check_backend, explain_backend_error
+    from .pipeline.platforms import BackendUnavailable, check_backend, explain_backend_error, foreseen_platform
 
     pinned = fresh.keep_off_accelerator()  # False: a backend runs here already (a test, a program calling main())
     # a TPU this process holds runs the jobs here (fresh.IN_PROCESS): no process to start
@@ -365,6 +365,8 @@ def _leave_device_to_verification() -> Callable[[], None]:
         return lambda: None
 
     def check() -> None:
+        if foreseen_platform(os.environ) == "cpu":  # nothing but the CPU: its backend starts; export now
+            return
         dev = fresh.locate()  # waits for the process started above (or starts it, without prestart)
         if dev.cause == "backend unavailable":
             kind, _, text = dev.error.partition(": ")

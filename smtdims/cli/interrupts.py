@@ -144,18 +144,27 @@ def _swallowing(frame: FrameType) -> bool:
     """Whether ``frame`` runs where an exception is dropped or fatal: a ``gc.callbacks`` hook, a
     ``__del__`` or a weakref callback (Python prints "Exception ignored" and goes on), or an extension
     module's initialisation (a KeyboardInterrupt in Python code that jaxlib's extension calls while it
-    initialises aborts the process, SIGABRT). A pure-Python import is not one: the user's module may
-    sleep or compute at import for minutes (``smtdims export file.py:fn``), and a KeyboardInterrupt
+    initialises aborts the process, SIGABRT), or Z3's Python wrappers (an object whose ``__init__`` an
+    exception cut short fails in its ``__del__``: "Exception ignored ... no attribute 'owner'"; they run
+    for microseconds, a check's time is spent in C). A pure-Python import is not one: the user's module
+    may sleep or compute at import for minutes (``smtdims export file.py:fn``), and a KeyboardInterrupt
     there travels as from any other code."""
     hooks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
     f: FrameType | None = frame
     while f is not None:
         code = f.f_code
         if code in hooks or code.co_name == "__del__" or code in _EXTENSION_INIT \
-                or os.path.basename(code.co_filename) in ("weakref.py", "_weakrefset.py"):  # weakref callbacks too
+                or os.path.basename(code.co_filename) in ("weakref.py", "_weakrefset.py") \
+                or _in_z3(code.co_filename):  # weakref callbacks too; Z3's wrappers
             return True
         f = f.f_back
     return False
+
+
+def _in_z3(filename: str) -> bool:
+    """Whether ``filename`` is one of Z3's Python wrappers (``z3/z3.py``, ``z3/z3core.py``, ...)."""
+    head, name = os.path.split(filename)
+    return os.path.basename(head) == "z3" and name.startswith("z3")
 
 
 # The frames that run an extension module's C initialisation (Python code it calls sits above them).

@@ -65,10 +65,13 @@ def shared_context() -> z3.Context:
 
 
 def replace_shared(ctx: z3.Context) -> bool:
-    """A new shared context in place of ``ctx``, if ``ctx`` is the shared one; whether it was."""
+    """Retire ``ctx`` if it is the shared one (the next :func:`shared_context` makes a new one); whether it
+    was. The new one is made on its first use, not here: after a check Ctrl-C cut, the KeyboardInterrupt
+    is pending, and one raised inside ``z3.Context.__init__`` leaves a half-built context whose
+    ``__del__`` fails ("Exception ignored ... no attribute 'owner'")."""
     with Z3_LOCK:
         if _CONTEXT and _CONTEXT[0] is ctx:
-            _CONTEXT[0] = _new_shared_context()
+            _CONTEXT.clear()
             return True
         return False
 

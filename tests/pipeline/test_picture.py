@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from smtdims_jax.pipeline import export_and_verify, fixes, verdict, verify  # noqa: E402
+from smtdims_jax.pipeline import export_and_verify  # noqa: E402
 from smtdims_jax.pipeline.picture import (  # noqa: E402
     ADMITTED_FAILS,
     ADMITTED_RUNS,
@@ -24,52 +24,17 @@ from smtdims_jax.pipeline.picture import (  # noqa: E402
     plot_fix,
     points_of,
     region_of,
-    traced_shapes,
 )
-from smtdims_jax.pipeline.result import FixResult  # noqa: E402
 
 from examples.fix_two import two  # noqa: E402
 from tests.fixtures_pipeline.loop_models import vit_grid  # noqa: E402
 
 
-class _Kept:
-    """A fix result with its traced shapes (``traced``), for a FixResult that does not keep them yet."""
-
-    def __init__(self, fix: Any, traced: tuple[TracedShape, ...]) -> None:
-        self._fix, self.traced = fix, traced
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._fix, name)
-
-    def plot(self, x: str | None = None, y: str | None = None) -> Any:  # FixResult's own, on this object
-        return FixResult.plot(self, x, y)  # type: ignore[arg-type]
-
-    def _repr_html_(self) -> str:
-        return FixResult._repr_html_(self)  # type: ignore[arg-type]
-
-
 def _fix_with_traced(fn: Any, spec: str) -> Any:
-    """The whole fix of ``fn``, with the traced shapes it decided on: the result's own where it keeps them,
-    else read from the fix's native box as :func:`traced_shapes` reads it (the same values)."""
-    got: list[tuple[TracedShape, ...]] = []
-    real = verdict.conclude
-
-    def conclude(job: Any, draft: Any) -> Any:
-        out = real(job, draft)
-        got.append(traced_shapes(job.box, draft.spec.dims, draft.spec.constraint_set()))
-        return out
-
-    with pytest.MonkeyPatch.context() as mp:
-        for mod in (verdict, verify, fixes):
-            if hasattr(mod, "conclude"):
-                mp.setattr(mod, "conclude", conclude)
-        fix = export_and_verify(fn, spec, fix=True, samples=3).fix
-    assert fix is not None and got
-    kept = getattr(fix, "traced", None)
-    if kept:
-        assert tuple(kept) == got[-1]
-        return fix
-    return _Kept(fix, got[-1])
+    """The whole fix of ``fn``, which keeps the traced shapes it decided on (``FixResult.traced``)."""
+    fix = export_and_verify(fn, spec, fix=True, samples=3).fix
+    assert fix is not None and fix.traced and all(isinstance(t, TracedShape) for t in fix.traced)
+    return fix
 
 
 @pytest.fixture(scope="module")
@@ -170,10 +135,8 @@ def test_a_result_that_keeps_no_traced_shapes_draws_what_it_names(two_fix: Any) 
     """Without ``traced``, the points are the count's examples and the fix's edges, and the title says so."""
     from dataclasses import replace
 
-    base = two_fix._fix if isinstance(two_fix, _Kept) else two_fix
-    fix = replace(base, extremes=(({"b": 16}, True, True), ({"b": 14}, True, False)), extremes_nonempty=(True, True))
-    if getattr(fix, "traced", None):
-        fix = replace(fix, traced=())
+    fix = replace(two_fix, extremes=(({"b": 16}, True, True), ({"b": 14}, True, False)), extremes_nonempty=(True, True),
+                  traced=())
     points, complete = points_of(fix)
     assert not complete
     assert {p.valuation["b"]: p.kind for p in points} == {16: ADMITTED_RUNS, 14: EXCLUDED_RUNS}

@@ -110,7 +110,8 @@ def test_the_fixed_size_is_the_smallest_on_the_diagonal_and_verified():
 
 def test_a_dimension_used_as_a_number_is_fixed_where_the_function_runs():
     """``int(math.sqrt(n))`` raises TypeError while tracing; the loop fixes ``n`` (not ``b``, whose
-    constant would not get past the refusal) at a size where the function runs natively, verified."""
+    constant would not get past the refusal) at a size where the function runs natively, verified; the
+    report says the size is a choice and how to give the user's own."""
     report = export_and_verify(m.grid_tokens, "float32[b, n, 4]", fix=True, samples=3)
     fix = report.fix
     assert fix is not None and fix.status == FIXED and fix.ok, "\n".join(fix.lines() if fix else [report.table()])
@@ -118,6 +119,8 @@ def test_a_dimension_used_as_a_number_is_fixed_where_the_function_runs():
     size = int(aval.split(", ")[1])
     assert aval == f"float32[b, {size}, 4]" and int(size ** 0.5) ** 2 == size and size > 1, aval
     assert [p.variable for p in fix.parts] == ["n"] and fix.report.ok
+    # without an example the size is a choice, and the report says how to make it the user's
+    assert any("a choice" in line and "dims='auto'" in line for line in fix.lines()), fix.lines()
 
 
 def test_long_phases_say_how_far_they_got(monkeypatch):

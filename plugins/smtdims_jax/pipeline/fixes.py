@@ -145,7 +145,9 @@ def specialisations(job: ExportJob, spec: Spec, att: Attempt) -> list[Candidate]
             if not counts:
                 continue
             k, why = max(counts, key=lambda x: (counts[x], x)), "where the most traced shapes run"
-        part = FixPart(SPEC, str(k), v, f"{v} is used as a number: fixed at {k}, {why}", Why.NUMBER)
+        chosen = "" if why == "the example's size" else (
+            "; a choice, not the program's: give an example (dims='auto', --like) to fix it at your size")
+        part = FixPart(SPEC, str(k), v, f"{v} is used as a number: fixed at {k}, {why}{chosen}", Why.NUMBER)
         trial = apply_all(spec, [part])
         if trial is None:
             continue

@@ -238,19 +238,22 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None and self.jobs < MAX_JOBS
 
-    def close(self) -> None:
+    def close(self, *, at_exit: bool = False) -> None:
         """End the worker and remove its directory.
 
         An idle worker ends its loop when its input closes. One in the middle of a job (a Ctrl-C or a
         timeout cut the wait for it), or still starting its backend, reads no input until it is done,
         seconds on a large compile: it is killed at once, so that Ctrl-C ends the run in a fraction of
-        a second. A Ctrl-C while an idle one ends (at exit) kills it too, instead of leaving a
-        traceback and the worker."""
+        a second. ``at_exit``: an idle worker that holds no exclusive device is killed too (it has
+        nothing to finish; its interpreter's own exit is half a second of the user's wait); one that
+        holds a TPU exits by itself, handing the chip back. A Ctrl-C while an idle one ends (at exit)
+        kills it too, instead of leaving a traceback and the worker."""
         idle = not self.busy and self._device is not None
+        quick = at_exit and idle and self._device is not None and self._device.platform not in EXCLUSIVE
         try:
             if self.proc.stdin:
                 self.proc.stdin.close()
-            if not idle:
+            if not idle or quick:
                 self.proc.kill()
             self.proc.wait(timeout=2)
         except (OSError, ValueError, subprocess.TimeoutExpired, KeyboardInterrupt):
@@ -395,14 +398,18 @@ def processes_started() -> int:
     return _stats["started"]
 
 
-@atexit.register
-def close_workers() -> None:
+def close_workers(*, at_exit: bool = False) -> None:
     """End every worker of this process (at exit; tests call it to start from none)."""
     with _WORKERS_LOCK:
         ws = list(_WORKERS.values())
         _WORKERS.clear()
     for w in ws:
-        w.close()
+        w.close(at_exit=at_exit)
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    close_workers(at_exit=True)
 
 
 def release_exclusive() -> None:

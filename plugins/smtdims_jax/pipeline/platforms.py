@@ -9,8 +9,9 @@ this machine lacks as ``assert _default_backend is not None`` from deep inside
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import jax
 
@@ -62,6 +63,29 @@ def _gpu_platform() -> str:
                             "on a machine without one; the samples then run only where that GPU is)") from None
 
 
+# What installs a backend beside the CPU: TPU's runtime, and the PJRT plugins (CUDA, ROCm, Metal...), which JAX
+# finds in the ``jax_plugins`` namespace package or as jax_cuda*/jax_rocm* modules
+_ACCELERATOR_MODULES = ("libtpu", "jax_plugins", "jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin",
+                        "jax_rocm7_plugin")
+
+
+def foreseen_platform(env: Mapping[str, str]) -> str | None:
+    """The platform a fresh process's JAX starts with ``env``, where it can be told without starting one:
+    "cpu" where ``JAX_PLATFORMS`` names the CPU first, or nothing but the CPU is installed; None where the
+    process must be asked (an accelerator's runtime or plugin is installed, or another platform is named).
+    The pipeline then exports while the verification process starts, instead of waiting for it; the
+    process's own answer is checked before the samples run."""
+    named = [p.strip() for p in env.get("JAX_PLATFORMS", "").split(",") if p.strip()]
+    if named:
+        return "cpu" if named[0] == "cpu" else None
+    try:
+        if any(importlib.util.find_spec(m) is not None for m in _ACCELERATOR_MODULES):
+            return None
+    except (ImportError, ValueError):  # a broken install: ask the process
+        return None
+    return "cpu"
+
+
 def backend_problem() -> str | None:
     """Why JAX cannot start a backend here (what is wrong and what to do), or None when it can."""
     try:
@@ -95,4 +119,4 @@ def check_backend() -> None:
 
 
 __all__ = ["GPU", "KNOWN", "BackendUnavailable", "PlatformError", "backend_problem", "check_backend",
-           "explain_backend_error", "normalise_platforms"]
+           "explain_backend_error", "foreseen_platform", "normalise_platforms"]

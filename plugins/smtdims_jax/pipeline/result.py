@@ -9,7 +9,7 @@ from typing import Any
 from smtdims.errors import format_valuation
 
 from .box import BoxCount
-from .refusals import FixPart
+from .refusals import FixPart, Why
 from .report import first_line
 from .specs import jax_form
 
@@ -147,6 +147,8 @@ class FixResult:
                      NOT_VERIFIED: "the fix found (the export succeeds with it; NOT verified)"}.get(
                 self.status, "partial fix (the export still fails with it)")
             out.append(f"  {label}: " + "; ".join(str(p) for p in self.parts))
+            # a size pinned where the program needs a number says which size, and whether it was a choice
+            out += [f"    ({p.note})" for p in self.parts if p.why == Why.NUMBER and p.note]
             out.append(f"  in_avals {', '.join(self.in_avals)}; constraints {', '.join(self.constraints) or 'none'}")
             if self.status in (FIXED, NARROW, NOT_VERIFIED):  # a command and code only where the export succeeds
                 out.append(f"  {self.command()}")

@@ -45,6 +45,7 @@ from .fresh import (
     FRESH,
     Device,
     DeviceRun,
+    job_env,
     keeps_off_accelerator,
     locate,
     not_run_cause,
@@ -56,7 +57,7 @@ from .fresh import (
     run_on_device,
 )
 from .job import ExportJob, FixOptions
-from .platforms import check_backend
+from .platforms import check_backend, foreseen_platform
 from .report import FAIL, PASS, SKIP, Check, SampleResult, VerificationReport, first_line
 from .samples import SAMPLE_BYTES, SAMPLES, SampleChooser
 from .sidecar import exported_aval_text, read_sidecar, write_sidecar
@@ -324,10 +325,15 @@ def verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, specialis
     spec_leaves, in_tree = jax.tree_util.tree_flatten(specs)
     dev: Device | None = None
     plats = opts.platforms
-    if plats is None:  # export for the device the samples run on: ask the device process which it got
-        say("starting the verification process (it holds the device; stock JAX, no smtdims)")
-        dev = locate()
-        plats = (dev.platform,) if dev.usable else None
+    foreseen = None
+    if plats is None:  # export for the device the samples run on
+        foreseen = None if started_backends() - {"cpu"} else foreseen_platform(job_env())
+        if foreseen is not None:  # only the CPU here: export now, while the verification process starts
+            plats = (foreseen,)
+        else:  # ask the device process which device it got
+            say("starting the verification process (it holds the device; stock JAX, no smtdims)")
+            dev = locate()
+            plats = (dev.platform,) if dev.usable else None
     job = ExportJob.of(fn, spec_leaves, in_tree, scope, plats, opts.budget, say, name)
     say(f"exporting {name} for {', '.join(plats) if plats else 'the default platform'} with smtdims installed"
         + (" (jax_enable_x64 on for the 64-bit inputs)" if x64 else ""))
@@ -358,6 +364,11 @@ def verify(fn: Callable[..., Any], specs: tuple[Any, ...], scope: Any, specialis
     checks.append(Check("serialize", PASS, f"{len(artifact)} bytes" + (f" -> {opts.out}" if opts.out else "")))
 
     plan = plan_samples(job, exp, opts)
+    if foreseen is not None:
+        dev = locate()
+        if dev.usable and dev.platform != foreseen:  # foreseen wrongly: the export is for the device it has
+            say(f"the verification process has {dev.platform}, not {foreseen}: exporting for {dev.platform}")
+            return verify(fn, specs, scope, specialised, replace(opts, platforms=(dev.platform,)), say, x64)
     if opts.out is not None:
         write_sidecar(opts.out, exp, plan, tuple(c.text for c in scope_constraints(scope)))
     return Verified(_check_artifact(job, exp, artifact, opts, checks, plan, dev), job, None, x64)
