@@ -189,6 +189,7 @@ class FixResult:
             "platforms": list(self.platforms) if self.platforms else None,
             "timing": [{"what": what, "count": n, "seconds": round(t, 3)} for what, n, t in self.timing],
             "excluded": [{"why": why, "count": n, "example": env} for why, n, env in self.excluded],
+            "traced": [t.to_dict() for t in self.traced],
         }
 
     def plot(self, x: str | None = None, y: str | None = None) -> Any:
