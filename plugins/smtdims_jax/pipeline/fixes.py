@@ -329,8 +329,7 @@ def fix_round(job: ExportJob, draft: FixDraft, last: Attempt, seen: set[tuple[st
         draft.status, draft.detail = NO_FIX, f"the same refusal came back: {msg}"
         return None
     seen.add(key)
-    if spec.dims == draft.original.dims:
-        draft.sides += [e for r in last.refusals for e in r.sides()]
+    draft.sides += [(e, spec.dims) for r in last.refusals for e in r.sides()]  # in the round's own variables
     session = Session(spec.constraint_set(), job.budget) if last.scope is None else session_for_scope(last.scope)
     job.say(f"fix round {len(draft.rounds) + 1}: {msg}")
     tick = Ticker(job.say)

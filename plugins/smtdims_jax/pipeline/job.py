@@ -133,7 +133,9 @@ class FixDraft:
     status: str = ROUND_LIMIT
     detail: str = ""
     done: Attempt | None = None  # the export that succeeded, of the specification it was made with
-    sides: list[Expr] = field(default_factory=list)  # the sizes each refused equation compared, original variables
+    # the sizes each refused equation compared, with the dimensions of the specification it was asked of
+    # (its variables: a round after a rename asks in the renamed ones)
+    sides: list[tuple[Expr, Any]] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # the parts the minimisation removed
     count: BoxCount | None = None  # the fixed specification measured on the native traces
     exports: int = 0  # the exports the fix ran (the refused one as given included) ...

@@ -474,7 +474,7 @@ def _holds(c: Constraint, env: dict[str, int]) -> bool:
         return False
 
 
-def _lost(box: NativeBox, original: Spec, spec: Spec, sides: Sequence[Expr]) -> list[dict[str, int]]:
+def _lost(box: NativeBox, original: Spec, spec: Spec, sides: Sequence[tuple[Expr, Any]]) -> list[dict[str, int]]:
     """The traced shapes where the function runs on non-empty arrays that the original specification admits
     and the fix excludes, apart from those the refusal itself excludes: where a size a refused equation
     compared is 1 (the function broadcasts it there; a symbolic dimension never broadcasts, so no
@@ -485,13 +485,23 @@ def _lost(box: NativeBox, original: Spec, spec: Spec, sides: Sequence[Expr]) -> 
         env = box.env[s]
         if not box.admits(original.dims, cs, s) or box.admits(spec.dims, fixed, s):
             continue
-        try:
-            if any(e.evaluate(env) == 1 for e in sides):
-                continue
-        except (ZeroDivisionError, KeyError):
-            pass
+        if any(_side_is_one(e, dims, original, env, s) for e, dims in sides):
+            continue
         out.append(env)
     return out
+
+
+def _side_is_one(e: Expr, dims: Any, original: Spec, env: dict[str, int], shapes: Any) -> bool:
+    """Whether the compared size ``e`` (of the specification with ``dims``) is 1 at the traced ``shapes``
+    (``env`` in the original variables; a renamed specification's read from the shapes themselves)."""
+    try:
+        if dims != original.dims:
+            env = valuation_of(dims, ConstraintSet.of([]), shapes)
+            if env is None:
+                return False
+        return e.evaluate(env) == 1
+    except (ZeroDivisionError, KeyError, SmtdimsError):
+        return False
 
 
 def pins(parts: Sequence[FixPart]) -> bool:
