@@ -450,16 +450,6 @@ def _overflow(err: BaseException | None) -> str | None:
             f"one{more}")
 
 
-def _raise_site(err: BaseException | None) -> str:
-    """``file:line in fn`` of the innermost frame of the user's code that raised ``err``, or ``""``."""
-    from .frames import raise_site
-
-    try:
-        return raise_site(err) if err is not None else ""
-    except Exception:  # a courtesy line: never the reason a report is not printed
-        return ""
-
-
 def _say_where(err: BaseException, debug: bool) -> None:
     """A failed export that is an ordinary bug (an IndexError, an einsum mismatch: no comparison smtdims
     located) names the innermost frame of the user's code, and how to see the whole traceback."""

@@ -309,7 +309,7 @@ def _exact_divisions_at(e: Expr, env: dict[str, int]) -> bool:
     return True
 
 
-def _diagonal_sizes(diff: Expr, names: list[str]) -> list[int]:
+def diagonal_sizes(diff: Expr, names: list[str]) -> list[int]:
     """The first run of consecutive sizes at which ``diff == 0`` with every variable equal (25..28 for
     two strided 'same' convs whose ceilings must give 7); empty where none up to the limit."""
     run: list[int] = []
@@ -323,6 +323,16 @@ def _diagonal_sizes(diff: Expr, names: list[str]) -> list[int]:
         elif run:
             break
     return run
+
+
+def person_size(diff: Expr, names: list[str]) -> int | None:
+    """The size a person pins for ``diff == 0`` on the diagonal: in :func:`diagonal_sizes`' run, the one
+    where every division in it is exact (two 'same' convs to 7x7: 28; 16x16 patches: 224), else the run's
+    first; None where the equation holds at no size up to the limit."""
+    run = diagonal_sizes(diff, names)
+    if not run:
+        return None
+    return next((x for x in run if _exact_divisions_at(diff, dict.fromkeys(names, x))), run[0])
 
 
 def fixed_size_fix(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, str, str, str]]:
@@ -341,11 +351,9 @@ def fixed_size_fix(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[str, st
     names = sorted(lhs.variables() | rhs.variables())
     if not names or len(names) > 4 or ((lhs - rhs).variables() != set(names)):
         return []
-    diff = lhs - rhs
-    run = _diagonal_sizes(diff, names)
-    if not run:
+    size = person_size(lhs - rhs, names)
+    if size is None:
         return []
-    size = next((x for x in run if _exact_divisions_at(diff, dict.fromkeys(names, x))), run[0])
     env = {n: Expr.const(size) for n in names}
     cs = ConstraintSet(tuple(Constraint(c.diff.substitute(env), c.kind, c.text) for c in session.constraints))
     try:
@@ -382,10 +390,9 @@ def equation_family_fix(session: Session, lhs: Expr, rhs: Expr) -> list[tuple[st
                     parts.append(a)
     if not parts:
         return []
-    run = _diagonal_sizes(diff, names)
-    if not run:
+    size = person_size(diff, names)
+    if size is None:
         return []
-    size = next((x for x in run if _exact_divisions_at(diff, dict.fromkeys(names, x))), run[0])
     at = dict.fromkeys(names, size)
     try:
         extra = [Constraint.parse(render_constraint(Expr.atom(a) - Expr.atom(a).evaluate(at), "==")) for a in parts]

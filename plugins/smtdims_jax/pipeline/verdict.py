@@ -21,7 +21,7 @@ from typing import Any
 import jax
 from jax import export
 
-from smtdims.answers.equations import interval_form, normalise_constraint
+from smtdims.answers.equations import diagonal_sizes, interval_form, normalise_constraint
 from smtdims.answers.fixes import SPEC
 from smtdims.errors import SmtdimsError, format_valuation
 from smtdims.lang.constraints import Constraint, ConstraintSet
@@ -403,9 +403,7 @@ def _excused(env: dict[str, int], parts: Sequence[FixPart]) -> str | None:
                 return ""
             if p.why in (Why.NUMBER, Why.BRANCH) and p.variable in env and p.text.strip().isdigit() \
                     and env[p.variable] != int(p.text):
-                return (f"the program uses {p.variable} as a number: one size of it, by necessity" if p.why == Why.NUMBER
-                        else f"the program takes another branch where {p.variable} != {p.text}"
-                        + (f" ({p.because})" if p.because else ""))
+                return _pin_reason(p)
             if p.why == Why.EQUATION and p.because and Constraint.parse(p.because).holds(env):
                 return (f"other solutions of {p.because}: no constraint JAX takes admits them beside the fix "
                         "(export with one of them in its place to get it)")
@@ -435,10 +433,14 @@ def _pins_freed(original: Spec, spec: Spec, parts: Sequence[FixPart]) -> tuple[A
             else:
                 leaf.append(b)
         dims.append(tuple(leaf))
-    p = reasons[0]
-    why = (f"the program uses {p.variable} as a number: one size of it, by necessity" if p.why == Why.NUMBER else
-           "the program takes another branch there" + (f" ({p.because})" if p.because else ""))
-    return tuple(dims), spec.constraint_set(), why
+    return tuple(dims), spec.constraint_set(), _pin_reason(reasons[0])
+
+
+def _pin_reason(p: FixPart) -> str:
+    """Why a pin (:attr:`Why.NUMBER` or :attr:`Why.BRANCH`) excludes the other sizes of its variable."""
+    if p.why == Why.NUMBER:
+        return f"the program uses {p.variable} as a number: one size of it, by necessity"
+    return f"the program takes another branch where {p.variable} != {p.text}" + (f" ({p.because})" if p.because else "")
 
 
 def _trace_equation_class(box: NativeBox, original: Spec, parts: Sequence[FixPart]) -> None:
@@ -447,31 +449,22 @@ def _trace_equation_class(box: NativeBox, original: Spec, parts: Sequence[FixPar
     the model runs at is then measured, not assumed."""
     names = original.variables()
     envs: list[dict[str, int]] = []
-    for p in parts:
-        if p.why != Why.EQUATION or not p.because:
-            continue
+    for because in dict.fromkeys(p.because for p in parts if p.why == Why.EQUATION and p.because):
         try:
-            c = Constraint.parse(p.because)
+            c = Constraint.parse(because)
         except SmtdimsError:
             continue
         vs = sorted(c.diff.variables())
         if not vs or not set(vs) <= names:
             continue
         base = dict.fromkeys(sorted(names), 1)
-        run = [x for x in range(1, 1 << 12) if _holds(c, {**base, **dict.fromkeys(vs, x)})][:16]
+        run = diagonal_sizes(c.diff, vs)[:16]
         for x in sorted({*run, max(run[0] - 1, 1), run[-1] + 1} if run else ()):
             env = {**base, **dict.fromkeys(vs, x)}
             if env not in envs and original.constraint_set().holds(env):
                 envs.append(env)
     if envs:
         box.add(envs)
-
-
-def _holds(c: Constraint, env: dict[str, int]) -> bool:
-    try:
-        return c.holds(env)
-    except (ZeroDivisionError, KeyError):
-        return False
 
 
 def _lost(box: NativeBox, original: Spec, spec: Spec, sides: Sequence[tuple[Expr, Any]]) -> list[dict[str, int]]:
