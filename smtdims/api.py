@@ -17,7 +17,7 @@ from .lang.constraints import Constraint, ConstraintSet
 from .lang.expr import Expr
 from .lang.parser import COMPARISONS, parse_comparison, parse_expr
 from .lang.results import Bounds, Decision
-from .reasoner import COMPARISON_OPS, REGISTRY, Session
+from .reasoner import COMPARISON_OPS, Session, session_for
 
 ConstraintsLike = Iterable[str | Constraint] | ConstraintSet
 
@@ -48,6 +48,8 @@ def _as_expr(x: Any, what: str) -> tuple[Expr, Any]:
 
 
 def _session(constraints: ConstraintsLike, scope: Any, jax_scopes: list[Any]) -> Session:
+    """The session of a public call: the host's own for a scope alone (it keeps one per scope), else the
+    registry's (:func:`smtdims.reasoner.session_for`) for the constraints, a scope's first."""
     scopes = [s for s in [scope, *jax_scopes] if s is not None]
     for s in scopes[1:]:
         if s is not scopes[0]:
@@ -62,8 +64,8 @@ def _session(constraints: ConstraintsLike, scope: Any, jax_scopes: list[Any]) ->
             raise TypeError(f"scope must be a jax.export.SymbolicScope, got {type(scopes[0]).__name__}")
         if not extra.constraints:
             return h.session_for_scope(scopes[0])
-        return REGISTRY.get(ConstraintSet(h.scope_constraints(scopes[0]).constraints + extra.constraints))
-    return REGISTRY.get(extra)
+        return session_for(ConstraintSet(h.scope_constraints(scopes[0]).constraints + extra.constraints))
+    return session_for(extra)
 
 
 def bounds(expr: Any, constraints: ConstraintsLike = (), scope: Any = None, *,

@@ -17,8 +17,8 @@ from .engines.counters import COUNTS_LOCK
 from .lang.expr import Expr
 from .lang.results import Bounds
 from .rungs.interval_arith import Interval
+from .rungs.protocol import Scope
 from .rungs.question import NEGATED, BoundsQuestion, End, Side, SignQuestion, all_settled
-from .rungs.scope import Scope
 from .rungs.table import BOUNDS, DECISION, LADDERS
 
 _Q = TypeVar("_Q", SignQuestion, BoundsQuestion)

@@ -1,9 +1,26 @@
-"""The ladder: the one place that orders the work of every question.
+"""The session: the one door to one constraint set, and the one way to get it.
 
-Every entry point (:meth:`Session.decide`, :meth:`Session.bounds`,
-:meth:`Session.sign_bounds` for JAX's ``_bounds_decision`` at each precision,
-:meth:`Session.proves` for provable ``==``) walks the same rungs, cheapest first,
-and stops at the first one whose answer is as precise as the caller asked:
+Which module does what: this one holds :class:`Session`, the door every caller outside the reasoner
+asks (:meth:`Session.decide`, :meth:`Session.proves` for provable ``==``, :meth:`Session.sign_bounds`
+for JAX's ``_bounds_decision`` at each precision, :meth:`Session.bounds`, a model and an unsat core),
+and :data:`REGISTRY`, where sessions are kept; :mod:`smtdims.scope` holds the scope a session keeps
+(:class:`smtdims.scope.ConstraintScope`: the facts, gates and engines of the constraint set);
+:mod:`smtdims.ladder` holds the walk of the ladder (:func:`smtdims.ladder.walk`) and
+:mod:`smtdims.rungs.table` the ladder itself, as data.
+
+**Getting a Session: one rule.** Code asks :func:`session_for` (``session_for(constraints, budget)``)
+for a constraint set's session: the registry's, one per constraint set and budget, so every caller
+that asks about the same set shares its answer caches. The same set plus a few constraints is a
+block: ``with session.assuming(*constraints) as s:`` (:meth:`Session.assuming`, modelled on TVM's
+``ConstraintContext``) yields the session of the larger set, fetched from the same registry, and
+changes nothing in ``session``. A set the code tries on its way to an answer (a fix's trial, a
+subset of the constraints) is asked with ``trial=True``: kept apart in the registry (a smaller
+least-recently-used tier), so trials never push out the sets people ask about. ``Session(...)``
+directly is for a session that must not be shared: a host keeps one per scope of its own (the JAX
+plugin's ``session_for_scope``), a benchmark or test that wants an empty cache.
+
+Every question walks the same rungs, cheapest first, and stops at the first one whose answer is as
+precise as the caller asked:
 
 1. ``constant``  -- constant folding;
 2. ``interval``  -- sound interval rules (:mod:`smtdims.rungs.intervals`);
@@ -23,13 +40,12 @@ and stops at the first one whose answer is as precise as the caller asked:
 The ladder is data (:mod:`smtdims.rungs.table`): one table lists every rung, cheapest first,
 and the kinds of question each answers (a decision or proof, a sign question, exact bounds:
 :mod:`smtdims.rungs.question`); each rung is a module whose ``answer(question, scope)`` asks only
-the scope's public surface (:class:`smtdims.rungs.scope.Scope`: the facts, gates and engines of
-:class:`smtdims.scope.ConstraintScope`), and one driver (:func:`smtdims.ladder.walk`) walks a kind's
-ladder until the caller has what it needs.
+the scope's public surface (:class:`smtdims.rungs.protocol.Scope`, the Protocol that
+:class:`smtdims.scope.ConstraintScope` implements), and one driver (:func:`smtdims.ladder.walk`)
+walks a kind's ladder until the caller has what it needs.
 
-:class:`Session` is the one door: it holds its scope as a member (``scope``) and answers decide,
-proves, sign bounds, bounds, a model and an unsat core, each in one question block (the scope's
-lock, one deadline) with its answer cache; every model it returns is re-checked exactly
+:class:`Session` holds its scope as a member (``scope``) and answers each call in one question block
+(the scope's lock, one deadline) with its answer cache; every model it returns is re-checked exactly
 (:meth:`smtdims.scope.ConstraintScope.solve`). The gates are asked once per question, here, before
 any rung answers: satisfiable constraints (a known point proves it without a solver) and divisors
 that may be 0. Each question runs under the budget and deadline of :mod:`smtdims.options`;
@@ -38,7 +54,8 @@ that may be 0. Each question runs under the budget and deadline of :mod:`smtdims
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import z3
@@ -53,7 +70,7 @@ from .engines.implications import Implications
 from .errors import PossibleDivisionByZeroError
 from .gate import small_witness, wants_small
 from .ladder import STATS
-from .lang.constraints import ConstraintSet
+from .lang.constraints import Constraint, ConstraintSet
 from .lang.expr import Expr
 from .lang.memos import SizedMemo
 from .lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision
@@ -80,7 +97,7 @@ from .scope import AnswerCache, ConstraintScope, register_stock_rung
 __all__ = [
     "COMPARISON_OPS", "CONFIG", "DEFAULT_BUDGET", "DEFAULT_DEADLINE", "NEED_BEST", "NEED_SIGN_LEQ", "NEED_SIGN_LT",
     "REGISTRY", "NEGATED", "READABLE_VALUE", "Precision", "Session", "precision", "register_stock_rung", "reset_stats",
-    "stats", "sufficient",
+    "session_for", "stats", "sufficient",
 ]
 
 _A = TypeVar("_A")  # an answer: Decision, bool, Bounds, (Interval, deterministic)
@@ -145,9 +162,10 @@ def _deterministic(b: Bounds) -> bool:
 class Session:
     """All reasoning about one constraint set, through a few calls: :meth:`decide`, :meth:`proves`,
     :meth:`sign_bounds`, :meth:`bounds`, :meth:`model`, :meth:`unsat_core`, :meth:`implications` (and
-    :meth:`interval`, the cheap sound bounds). It holds the scope (:class:`smtdims.scope.ConstraintScope`: facts, gates,
-    engines) and the answer caches; each call is one question block. Thread-safe: a question holds
-    the scope's lock."""
+    :meth:`interval`, the cheap sound bounds); :meth:`assuming` is the session of the same set plus a
+    few constraints. Got from :func:`session_for` (the registry's). It holds the scope
+    (:class:`smtdims.scope.ConstraintScope`: facts, gates, engines) and the answer caches; each call is
+    one question block. Thread-safe: a question holds the scope's lock."""
 
     def __init__(self, constraints: ConstraintSet, budget: int | None = None):
         self.scope = ConstraintScope(constraints, budget)
@@ -166,6 +184,24 @@ class Session:
         a session keeps, bounded by :data:`smtdims.scope.CACHE_ENTRIES` and ``CACHE_SIZE``. Read, never write."""
         mine = {k[1:].removesuffix("_cache"): v for k, v in vars(self).items() if isinstance(v, AnswerCache)}
         return {"interval": self.scope.interval_cache, **mine}
+
+    @contextmanager
+    def assuming(self, *constraints: Constraint | str, budget: int | None = None) -> Iterator[Session]:
+        """A block under this session's constraints plus ``constraints``: ``with session.assuming(c) as s:``
+        (TVM's ``ConstraintContext``). ``s`` is the session of the set ``self.constraints + constraints``
+        (in that order; texts are parsed), at this session's budget unless ``budget`` is given, fetched
+        from the registry as a trial set (:func:`session_for` with ``trial=True``), so a set assumed
+        again finds its answers cached.
+
+        Sound by construction: ``s`` is a session of its own over a new constraint set, whose answers
+        hold exactly where every constraint of this session and ``constraints`` hold; nothing of this
+        session (its constraints, scope, gates, caches, Z3 side) is changed, so there is nothing to take
+        back when the block ends, and this session's answers never see the assumptions. Questions in
+        the block are asked of ``s``; ``self`` is unchanged inside the block and after it.
+        """
+        extra = tuple(c if isinstance(c, Constraint) else Constraint.parse(c) for c in constraints)
+        yield session_for(ConstraintSet(self.constraints.constraints + extra),
+                          self.budget if budget is None else budget, trial=True)
 
     def interval(self, e: Expr) -> Interval:
         """Sound (possibly loose) bounds of ``e`` by the interval rules; no solver, no question."""
@@ -428,20 +464,43 @@ class SessionRegistry:
     A session keeps its answers (about 0.4 MB after a few large questions); 32 recent constraint
     sets cover a notebook's or a script's working set (JAX's scopes keep their own sessions, not
     these), and a session asked again after eviction answers the same, only not from its cache.
-    The least-recently-used memo of the parse caches keeps them (its lock is the registry's): a
+    Trial sets (a fix's, a subset's: ``trial=True``, and :meth:`Session.assuming`) are kept in a
+    smaller tier of their own (``trials``), so that a search over dozens of them never pushes out
+    the sets people ask about, nor keeps more than a few Z3 sides alive (:mod:`smtdims.engines.memory`
+    keeps 16 families built). Either tier looks in the other first, so a set kept in one is not made
+    again for the other (a trial set later asked as a person's moves to the people's tier).
+    The least-recently-used memos of the parse caches keep them (their locks are the registry's): a
     session is cheap to make (its state is built on first use), so two threads that race on a new
     set may both make one, and both get the one kept.
     """
 
-    def __init__(self, capacity: int = 32):
+    def __init__(self, capacity: int = 32, trials: int = 8):
         self.capacity = capacity
-        self._memo = SizedMemo(lambda key: Session(*key), entries=capacity, total=capacity, size=lambda _: 1)
+        self._memo = SizedMemo(None, entries=capacity, total=capacity, size=lambda _: 1)
+        self._trials = SizedMemo(None, entries=trials, total=trials, size=lambda _: 1)
 
-    def get(self, constraints: ConstraintSet, budget: int | None = None) -> Session:
-        return self._memo((constraints, budget if budget is not None else options.current().budget))
+    def get(self, constraints: ConstraintSet, budget: int | None = None, *, trial: bool = False) -> Session:
+        key = (constraints, budget if budget is not None else options.current().budget)
+        mine, other = (self._trials, self._memo) if trial else (self._memo, self._trials)
+        s = mine.peek(key)
+        if s is None:
+            s = other.peek(key)
+            if s is None or not trial:  # a trial set found in the people's tier stays there
+                s = mine.keep(key, s if s is not None else Session(*key))
+        return s
 
     def clear(self) -> None:
         self._memo.cache_clear()
+        self._trials.cache_clear()
 
 
 REGISTRY = SessionRegistry()
+
+
+def session_for(constraints: ConstraintSet, budget: int | None = None, *, trial: bool = False) -> Session:
+    """The one way to a constraint set's :class:`Session`: the registry's, one per constraint set and
+    budget (None: the budget of :mod:`smtdims.options` in force), its answers cached for every caller
+    that asks about the same set. ``trial``: a set the code tries on its way to an answer (a fix's, a
+    subset of the constraints), kept in the registry's smaller tier of trials; the same set plus a
+    few constraints is :meth:`Session.assuming`."""
+    return REGISTRY.get(constraints, budget, trial=trial)

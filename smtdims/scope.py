@@ -1,12 +1,14 @@
 """A scope: what is known about one constraint set, and how to ask about it.
 
-What a rung may ask (:class:`smtdims.rungs.scope.Scope`) is answered here: the facts (the variables'
+What a rung may ask (:class:`smtdims.rungs.protocol.Scope`) is answered here: the facts (the variables'
 ranges, the known satisfying points, interval bounds), the cone of influence, the solver check whose
 models are re-checked exactly, the engines (Z3, ISL, the host's own procedure), the gates
 (:class:`smtdims.gate.Gate`) and the rungs' sub-questions of the whole ladder (:mod:`smtdims.ladder`).
-Callers outside the reasoner ask a :class:`smtdims.reasoner.Session`, which holds a scope, its answer
-caches and the questions, as TVM's ``Analyzer`` holds its sub-analyzers. Thread-safe: a question
-holds ``lock`` (:meth:`ConstraintScope.question`).
+Callers outside the reasoner ask a :class:`smtdims.reasoner.Session` (got from
+:func:`smtdims.reasoner.session_for`), which holds a scope, its answer caches and the questions, as
+TVM's ``Analyzer`` holds its sub-analyzers. The Z3 side of a scope's constraint set is its ``solver``
+(:class:`smtdims.engines.z3side.Z3Side`). Thread-safe: a question holds ``lock``
+(:meth:`ConstraintScope.question`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from . import clocks, forking, ladder, options
 from .engines import presburger
 from .engines.checks import SAT, CheckResult
 from .engines.encoding import Encoder
-from .engines.session import SolverSession
+from .engines.z3side import Z3Side
 from .gate import Gate
 from .ladder import STATS
 from .lang.constraints import Constraint, ConstraintSet
@@ -165,7 +167,7 @@ class ConstraintScope:
     def __init__(self, constraints: ConstraintSet, budget: int | None = None, *, parent: Self | None = None):
         self.constraints = constraints
         self.budget = budget if budget is not None else options.current().budget
-        self.solver = SolverSession(constraints, self.budget, parent.solver.family if parent is not None else None)
+        self.solver = Z3Side(constraints, self.budget, parent.solver.family if parent is not None else None)
         self.lock = forking.fork_safe(threading.RLock())  # a fork while another thread holds it: unheld in the child
         self.parent = parent  # the scope a focus was taken of
         self._evaluator: IntervalEvaluator | None = None
@@ -289,7 +291,7 @@ class ConstraintScope:
         return dict(p) if p is not None else self.gate.model
 
     def points_at_hand(self, e: Expr) -> list[dict[str, int]]:
-        """See :meth:`smtdims.rungs.scope.Scope.points_at_hand`. ``e``'s other variables (no
+        """See :meth:`smtdims.rungs.protocol.Scope.points_at_hand`. ``e``'s other variables (no
         constraint restricts them) are 1."""
         free = dict.fromkeys(e.variables() - self.constraints.variables(), 1)
         if self.points_made() and self.points.base:

@@ -21,7 +21,7 @@ from ..errors import UnsatisfiableConstraintsError, format_valuation
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import Expr, Var, symbolic_divisors
 from ..lang.results import format_bound, json_bound, unknown_advice
-from ..reasoner import Session
+from ..reasoner import Session, session_for
 from ..rungs.interval_arith import INF, is_inf
 from ..rungs.intervals import IntervalEvaluator
 from ..show.html import left_align
@@ -131,7 +131,7 @@ def _as_constraint_set(constraints: Any) -> ConstraintSet:
 
 def conflict(cs: ConstraintSet, budget: int) -> list[str] | None:
     """A minimal unsatisfiable subset (user texts plus implicit ``v >= 1`` facts), or None if none found."""
-    session = Session(cs, budget)
+    session = session_for(cs, budget)
     support, minimal = minimal_support(session, lambda enc: [], *(c.diff for c in cs))
     if not minimal:
         return None
@@ -156,7 +156,7 @@ def check_constraints(constraints: Any, *, budget: int | None = None, deadline: 
 
 def _check_constraints(cs: ConstraintSet) -> ConstraintReport:
     budget, deadline = clocks.limits_in_force()
-    session = Session(cs, budget)
+    session = session_for(cs, budget)
     imp = session.implications() if cs.constraints else None
     res = session.model(lambda enc: [])  # a model is re-checked exactly against every constraint
     texts = tuple(c.text for c in cs)

@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import SmtdimsError
 from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
-from ..reasoner import Session
+from ..reasoner import Session, session_for
 from ..rungs.question import common_factor, divide_common
 from .fixes import SPEC, divided_vars, proves_with, spec_rewrite_proves, suggest_fixes
 
@@ -141,7 +141,7 @@ def interval_form(text: str, others: ConstraintSet, budget: int | None = None) -
         return None
     v = Expr.var(next(iter(names)))
     try:
-        b = Session(ConstraintSet(others.constraints + (c,)), budget).bounds(v)
+        b = session_for(ConstraintSet(others.constraints + (c,)), budget, trial=True).bounds(v)
     except SmtdimsError:
         return None
     if not (b.lo_tight and b.hi_tight):
@@ -150,7 +150,7 @@ def interval_form(text: str, others: ConstraintSet, budget: int | None = None) -
                 if isinstance(end, int) and not (t.endswith(">= 1") and end == 1))
     if not out:
         return None
-    session = Session(ConstraintSet(others.constraints + tuple(Constraint.parse(t) for t in out)), budget)
+    session = session_for(ConstraintSet(others.constraints + tuple(Constraint.parse(t) for t in out)), budget, trial=True)
     return out if proves_with(session, c.diff, "==" if c.kind == "==" else ">=", Expr.const(0)) else None
 
 

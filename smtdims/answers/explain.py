@@ -25,7 +25,7 @@ from ..lang import results as _results
 from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import Expr
 from ..lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, Bounds, Decision, format_bound, json_bound, unknown_advice
-from ..reasoner import NEGATED, REGISTRY, Session
+from ..reasoner import NEGATED, Session, session_for
 from ..rungs.interval_arith import is_inf
 from ..rungs.question import relation
 from ..show.html import left_align
@@ -188,10 +188,6 @@ def explain_decision(decision: Decision) -> Explanation:
         return _explain_decision(decision)
 
 
-def _session_of(constraints: ConstraintSet, budget: int | None) -> Session:
-    return REGISTRY.get(constraints, budget)
-
-
 def _explain_decision(decision: Decision) -> Explanation:
     session, lhs, op, rhs = _decision_context(decision)
     d = decision if decision.asked is not None else session.decide(lhs, op, rhs)
@@ -218,11 +214,11 @@ def _explain_bounds(bounds: Bounds) -> Explanation:
     ctx = getattr(bounds, "_context", None)
     if ctx is not None:
         constraints, budget, e = ctx
-        session = _session_of(constraints, budget)
+        session = session_for(constraints, budget)
     else:
         from ..lang.parser import parse_expr
 
-        session, e = REGISTRY.get(ConstraintSet.of(bounds.constraints)), parse_expr(bounds.expr)
+        session, e = session_for(ConstraintSet.of(bounds.constraints)), parse_expr(bounds.expr)
     ends = []
     for name, value, tight, witness in (("lo", bounds.lo, bounds.lo_tight, bounds.lo_witness),
                                         ("hi", bounds.hi, bounds.hi_tight, bounds.hi_witness)):
@@ -248,11 +244,11 @@ def _decision_context(d: Decision) -> tuple[Session, Expr, str, Expr]:
     ctx = d.asked
     if ctx is not None:
         constraints, budget, lhs, op, rhs = ctx
-        return _session_of(constraints, budget), lhs, op, rhs
+        return session_for(constraints, budget), lhs, op, rhs
     from ..lang.parser import parse_expr
 
     try:
-        return REGISTRY.get(ConstraintSet.of(d.constraints)), parse_expr(d.lhs), d.op, parse_expr(d.rhs)
+        return session_for(ConstraintSet.of(d.constraints)), parse_expr(d.lhs), d.op, parse_expr(d.rhs)
     except SmtdimsError as err:
         raise ValueError(
             f"this Decision of {d.question!r} carries no solver session (was it pickled or built by hand?) "
@@ -290,7 +286,8 @@ def minimal_support(session: Session, build: Build, *exprs: Expr) -> tuple[tuple
             kept.remove(t)
     if kept != user:
         # Dropping a user constraint can make an implicit v >= 1 fact necessary: ask again.
-        again = Session(ConstraintSet(tuple(by_text[t] for t in kept)), session.budget).unsat_core(build, *exprs)
+        fewer = session_for(ConstraintSet(tuple(by_text[t] for t in kept)), session.budget, trial=True)
+        again = fewer.unsat_core(build, *exprs)
         if again is not None:
             implicit = sorted(t for t in again if t not in by_text)
         else:
@@ -301,8 +298,8 @@ def minimal_support(session: Session, build: Build, *exprs: Expr) -> tuple[tuple
 
 def refutes(constraints: ConstraintSet, build: Build, budget: int, *exprs: Expr) -> bool:
     """Whether ``constraints`` (with ``v >= 1``) prove ``build`` (which encodes ``exprs``) unsatisfiable
-    (unknown counts as no). A session of its own: trial constraint sets stay out of the registry."""
-    return Session(constraints, budget).model(build, *exprs).status == UNSAT
+    (unknown counts as no). A trial set: the registry keeps it apart from the sets people ask about."""
+    return session_for(constraints, budget, trial=True).model(build, *exprs).status == UNSAT
 
 
 _results.EXPLAINERS.update(decision=explain_decision, bounds=explain_bounds)

@@ -24,7 +24,7 @@ from ..lang.bigints import readable_int
 from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import FLOORDIV, MOD, Expr, Op
 from ..lang.results import UNDETERMINED, UNKNOWN, Decision
-from ..reasoner import Session
+from ..reasoner import Session, session_for
 from ..rungs.interval_arith import is_inf
 
 CONSTRAINT, SPEC = "constraint", "spec"
@@ -89,8 +89,14 @@ def proves_with(session: Session, lhs: Expr, op: str, rhs: Expr, extra: Sequence
     the question is proven under it: a fix that makes the constraints contradictory,
     or whose consistency the solver cannot establish, settles nothing.
     """
-    base = replace if replace is not None else ConstraintSet(session.constraints.constraints + tuple(extra))
-    s = Session(base, session.budget)  # private: trial constraint sets stay out of the shared registry
+    if replace is not None:
+        return _proven_under(session_for(replace, session.budget, trial=True), lhs, op, rhs)
+    with session.assuming(*extra) as s:  # a trial set: the session's own answers never see ``extra``
+        return _proven_under(s, lhs, op, rhs)
+
+
+def _proven_under(s: Session, lhs: Expr, op: str, rhs: Expr) -> bool:
+    """:func:`proves_with` in ``s``: a (re-checked) satisfying valuation, and ``lhs op rhs`` proven."""
     try:
         if s.model(lambda enc: []).status != SAT:  # a model, re-checked exactly against every constraint
             return False
@@ -114,13 +120,14 @@ def _var_range_where_false(session: Session, v: str, negs: list[Constraint]) -> 
     for neg in negs:
         if clocks.deadline_passed():  # one session per variable: a wide scope stops at the deadline
             return None
-        cs = ConstraintSet(session.constraints.constraints + (neg,))
+        linear = session.constraints.is_linear() and neg.diff.is_linear()
         try:
-            if cs.is_linear():
-                b = Session(cs, session.budget).bounds(Expr.var(v))
-                r = (b.lo, b.hi)
-            else:
-                r = _bounded_range(Session(cs, min(session.budget, _NONLINEAR_BUDGET)), v)
+            with session.assuming(neg, budget=None if linear else min(session.budget, _NONLINEAR_BUDGET)) as s:
+                if linear:
+                    b = s.bounds(Expr.var(v))
+                    r = (b.lo, b.hi)
+                else:
+                    r = _bounded_range(s, v)
         except UnsatisfiableConstraintsError:
             continue  # this branch of the negation is empty
         except SmtdimsError:

@@ -21,7 +21,7 @@ from ..lang.constraints import ConstraintSet
 from ..lang.expr import OPERATIONS, Expr
 from ..lang.parser import COMPARISONS, tokenize
 from ..lang.results import FALSE, TRUE, UNDETERMINED, UNKNOWN, json_dumps, unknown_advice, unknown_cause
-from ..reasoner import CONFIG, REGISTRY, Session
+from ..reasoner import CONFIG, Session, session_for
 
 # -- exit statuses --------------------------------------------------------------------------------------
 EXIT_TRUE = EXIT_OK = 0  # proven true / bounds proven tight / constraints satisfiable / success
@@ -156,7 +156,7 @@ def has_comparison(text: str) -> bool:
 def session_of(args: argparse.Namespace) -> tuple[Session, ConstraintSet]:
     """The session that answers under ``-c`` constraints at ``--budget``, and those constraints."""
     cs = ConstraintSet.of(list(getattr(args, "constraint", [])))
-    return REGISTRY.get(cs, budget_of(args)), cs
+    return session_for(cs, budget_of(args)), cs
 
 
 def warn_near_misses(cs: ConstraintSet, exprs: Sequence[Expr]) -> list[str]:

@@ -100,7 +100,7 @@ class KillableSolver:
     worker can start (not POSIX), the check runs here.
 
     The answer is a function of the formulas and the budget, as in process: the worker keeps one
-    context per caller context (a question's :class:`~smtdims.engines.session.Fresh` context), so a
+    context per caller context (a question's :class:`~smtdims.engines.z3side.Fresh` context), so a
     check sees the terms of its own question only; the rlimit count of a check may differ by a few
     units from the same check in the caller's context (term ids), never with the process's history.
     """

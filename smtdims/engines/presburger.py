@@ -320,7 +320,7 @@ class Engine:
 
     def conflict(self, *, clock: clocks.Deadline) -> tuple[dict[str, int] | None, list[str] | None] | None:
         """``(point, None)`` with a valuation meeting every constraint, or ``(None, core)`` with a
-        minimal conflicting subset, labelled as :meth:`smtdims.engines.session.SolverSession.unsat_core`
+        minimal conflicting subset, labelled as :meth:`smtdims.engines.z3side.Z3Side.unsat_core`
         labels it (texts as written, ``'v >= 1 (dimension variable)'``); None when ISL could not
         answer. One round trip, the minimisation by deletion inside ISL's operation quota (through Z3,
         an unsatisfiable scope's error message costs a fresh context and a check per fact: an order of

@@ -29,8 +29,8 @@ from ..errors import UnsatisfiableConstraintsError
 from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import FLOORDIV, MOD, Expr, Op
 from .interval_arith import is_inf
+from .protocol import Scope
 from .question import BoundsQuestion, End
-from .scope import Scope
 
 if TYPE_CHECKING:
     from ..clocks import QuestionState

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from .protocol import Scope
 from .question import SAT, UNSAT, BoundsQuestion, End, SignQuestion, holds
-from .scope import Scope
 
 NAME = "constant"
 

@@ -26,8 +26,8 @@ from .interval_arith import (
     scale_interval,
     term_interval,
 )
+from .protocol import Scope
 from .question import SAT, UNSAT, SignQuestion, rel_range
-from .scope import Scope
 
 if TYPE_CHECKING:
     from ..clocks import Deadline

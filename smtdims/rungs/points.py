@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import Expr
 from .interval_arith import INF, Interval, is_inf
+from .protocol import Scope
 from .question import SAT, BoundsQuestion, End, SignQuestion, holds
-from .scope import Scope
 
 if TYPE_CHECKING:
     from ..clocks import Deadline

@@ -7,8 +7,8 @@ proven bounds, the values at the known points); the engine re-checks its witness
 
 from __future__ import annotations
 
+from .protocol import Scope
 from .question import SAT, UNSAT, BoundsQuestion, End, SignQuestion
-from .scope import Scope
 
 NAME = "presburger"
 READABLE_VALUE = 8  # a bound's witness with every value at most this is read at a glance: kept as it is

@@ -20,8 +20,8 @@ from ..engines.encoding import z3_int_or_inf
 from ..lang.expr import Expr
 from . import rays
 from .interval_arith import INF, is_inf
+from .protocol import Scope
 from .question import BoundsQuestion, End
-from .scope import Scope
 
 if TYPE_CHECKING:
     from ..clocks import Deadline, QuestionState
@@ -36,15 +36,15 @@ _UNBOUNDED_PROBES = 6  # probes towards an end with no proven bound before calli
 
 
 class EndSearch:
-    """The search for the ends of expressions in one session (its checks, points and constraints)."""
+    """The search for the ends of expressions in one scope (its checks, points and constraints)."""
 
-    def __init__(self, session: Scope):
-        self.session = weakref.proxy(session)  # the session owns this object: no reference cycle
+    def __init__(self, scope: Scope):
+        self.scope = weakref.proxy(scope)  # the scope owns this object: no reference cycle
         self._recession: rays.Recession | None = None  # built when an end with no proven bound needs it
 
     def ray(self, f: Expr, witnesses: list[dict[str, int]], clock: Deadline, work: int = rays.RAY_WORK) -> bool:
         """Whether an exact ray certifies ``f`` unbounded below, from the known points (no solver)."""
-        return rays.find_ray(f, self.session.constraints, self.session.points.base[:4] or witnesses, (), work, clock=clock)
+        return rays.find_ray(f, self.scope.constraints, self.scope.points.base[:4] or witnesses, (), work, clock=clock)
 
     def end(self, e: Expr, proven: int | float, attained: int, witness: dict[str, int], ask: QuestionState, *,
             lower: bool, ray_tried: bool = False) -> End:
@@ -63,7 +63,7 @@ class EndSearch:
         f = e * sign
         p: int | float = proven * sign if not is_inf(proven) else -INF
         a, w = attained * sign, witness
-        linear = self.session.linear(e)
+        linear = self.scope.linear(e)
         far: list[dict[str, int]] = []
 
         def below(m: int) -> CheckResult:
@@ -72,13 +72,13 @@ class EndSearch:
                 # times the limit's digits take seconds): such a probe is not asked, and the
                 # end stays the proven (sound, looser) bound.
                 return CheckResult(UNKNOWN, reason=clocks.REASON_INCOMPLETE)
-            return self.session.check(lambda enc: [enc.expr(f) < enc.const(m)], e, ask=ask)
+            return self.scope.check(lambda enc: [enc.expr(f) < enc.const(m)], e, ask=ask)
 
         if p == a:
             return End(a * sign, True, w)
         if is_inf(p) and not ray_tried and self.ray(f, [w], clock):
             return End(-INF if lower else INF, True, None)  # unbounded: no solver needed
-        if is_inf(p) and linear and self.recession_ray(f, [*self.session.points.base[:4], w], ask):
+        if is_inf(p) and linear and self.recession_ray(f, [*self.scope.points.base[:4], w], ask):
             return End(-INF if lower else INF, True, None)  # one LP proposes the ray, checked exactly
         if not is_inf(p):
             # Is the proven bound attained? Intervals are often exact or nearly (split max/min
@@ -100,9 +100,9 @@ class EndSearch:
                 return self._end_result(p, sign, lower)
             a, w = f.evaluate(res.model), res.model
             far.append(res.model)
-            if rays.find_ray(f, self.session.constraints, self.session.points.base[:4] or [w], far, clock=clock):
+            if rays.find_ray(f, self.scope.constraints, self.scope.points.base[:4] or [w], far, clock=clock):
                 return End(-INF if lower else INF, True, None)
-            if not linear and self.recession_ray(f, [*self.session.points.base[:4], *far], ask):
+            if not linear and self.recession_ray(f, [*self.scope.points.base[:4], *far], ask):
                 return End(-INF if lower else INF, True, None)
         gap, probes, step = max(1, abs(a)), 0, 2
         steps = _SEARCH_STEPS_LINEAR if linear else _SEARCH_STEPS
@@ -135,7 +135,7 @@ class EndSearch:
                 break
         if p == a:
             return End(a * sign, True, w)
-        if is_inf(p) and rays.find_ray(f, self.session.constraints, self.session.points.base[:4], far[-3:], clock=clock):
+        if is_inf(p) and rays.find_ray(f, self.scope.constraints, self.scope.points.base[:4], far[-3:], clock=clock):
             return End(-INF if lower else INF, True, None)
         if linear and p != a and not clock.expired:
             # last resort: Z3's optimiser proves a linear end infinite (or finds it) where no ray
@@ -149,15 +149,15 @@ class EndSearch:
     def recession_ray(self, f: Expr, bases: list[dict[str, int]], ask: QuestionState) -> bool:
         """A ray proposed by the recession cone's LP, checked exactly from known feasible points."""
         if self._recession is None:
-            self._recession = rays.Recession(self.session.constraints, self.session.budget, self.session.solver.family)
+            self._recession = rays.Recession(self.scope.constraints, self.scope.budget, self.scope.solver.family)
         d = self._recession.direction(f, ask)
         if d is None:
             return False
-        names = set(self.session.constraints.variables()) | f.variables()
+        names = set(self.scope.constraints.variables()) | f.variables()
         for b in bases:
             full = {v: b.get(v, 1) for v in names}
-            if rays.unbounded_below(f, self.session.constraints, full, d, names,
-                                    failing=rays.failing_at(self.session.constraints, full), clock=ask.deadline):
+            if rays.unbounded_below(f, self.scope.constraints, full, d, names,
+                                    failing=rays.failing_at(self.scope.constraints, full), clock=ask.deadline):
                 return True
         return False
 
@@ -169,13 +169,13 @@ class EndSearch:
 
     def optimize_end(self, e: Expr, sense: str, ask: QuestionState) -> End | None:
         """Z3's optimiser for one linear end; None when it cannot say (budget, deadline)."""
-        (res, value), = self.session.solver.optimize(e, e.variables(), (sense,), ask=ask).values()
+        (res, value), = self.scope.solver.optimize(e, e.variables(), (sense,), ask=ask).values()
         if res.status != SAT:
             return None
         val = z3_int_or_inf(value)
         if is_inf(val):
             return End(val, True, None)
-        if res.model is None or not self.session.constraints.holds(res.model) or e.evaluate(res.model) != val:
+        if res.model is None or not self.scope.constraints.holds(res.model) or e.evaluate(res.model) != val:
             return None  # never trust an optimum we cannot re-evaluate exactly
         return End(val, True, res.model)
 

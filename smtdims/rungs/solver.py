@@ -12,8 +12,8 @@ witness where it holds.
 from __future__ import annotations
 
 from ..engines.checks import SAT, UNKNOWN
+from .protocol import Scope
 from .question import SignQuestion, holds, relation
-from .scope import Scope
 
 NAME = "solver"
 REASON_WITNESS = "solver model failed exact re-evaluation of the question"

@@ -8,8 +8,8 @@ solver rungs are complete, so skipping it changes the cost of an answer, never t
 
 from __future__ import annotations
 
+from .protocol import Scope
 from .question import UNSAT, SignQuestion, rel_range, sufficient
-from .scope import Scope
 
 NAME = "stock"
 

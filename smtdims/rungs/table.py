@@ -1,5 +1,5 @@
 """THE TABLE: every rung, cheapest first, and the questions each answers. Adding a rung is a module
-with ``NAME`` and ``answer(question, scope)`` (:mod:`smtdims.rungs.scope` is all it may ask) and one
+with ``NAME`` and ``answer(question, scope)`` (:mod:`smtdims.rungs.protocol` is all it may ask) and one
 line here; the walk (:func:`smtdims.ladder.walk`) is the same for every kind of question.
 
 Three kinds of question walk it: ``decision`` (``decide``, provable ``==``, a rung's own
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import cases, constant, intervals, points, presburger, search, solver, stock
-from .scope import Scope
+from .protocol import Scope
 
 DECISION, SIGN, BOUNDS = "decision", "sign", "bounds"
 

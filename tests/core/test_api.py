@@ -139,7 +139,7 @@ def test_queries_assert_only_the_axioms_they_need():
     expected = (-5, 19)  # floor((a - 11) / 2), a in 1..50
     assert history.bounds(p("floordiv(-a + 11, -2)")) == fresh.bounds(p("floordiv(-a + 11, -2)")) == expected
     assert history.bounds(p("mod(a, a + 3)")) == fresh.bounds(p("mod(a, a + 3)"))
-    shared = history.scope.solver._shared_atoms  # private: what the shared solver holds (session.py has no reader)
+    shared = history.scope.solver._shared_atoms  # private: what the shared solver holds (z3side.py has no reader)
     assert not any(isinstance(x, Op) and not x.rhs.is_constant and x.op in ("mod", "floordiv") for x in shared)
 
 

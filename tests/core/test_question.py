@@ -53,9 +53,9 @@ def test_a_thread_with_an_inherited_context_shares_the_deadline_not_the_state():
 
 def test_fresh_contexts_live_as_long_as_the_outermost_outer_question():
     cs = smtdims.ConstraintSet.of(["a >= 2", "b >= 2"])
-    from smtdims.engines.session import SolverSession
+    from smtdims.engines.z3side import Z3Side
 
-    solver = SolverSession(cs, smtdims.options.current().budget)
+    solver = Z3Side(cs, smtdims.options.current().budget)
     with options.scoped(deadline=30), clocks.question():
         q = clocks.this_question()
         assert clocks.asking() is q
@@ -100,10 +100,10 @@ def test_the_engine_reads_the_question_it_is_handed():
     import time
 
     from smtdims.clocks import REASON_DEADLINE
-    from smtdims.engines.session import SolverSession
+    from smtdims.engines.z3side import Z3Side
 
     cs = smtdims.ConstraintSet.of(["a*b >= 4"])
-    solver = SolverSession(cs, options.current().budget)
+    solver = Z3Side(cs, options.current().budget)
     late = clocks.QuestionState(clocks.Deadline(0.001))
     time.sleep(0.01)
     res = solver.check(lambda enc: [], linear=False, ask=late)

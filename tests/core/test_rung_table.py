@@ -116,7 +116,7 @@ def test_the_sessions_scope_is_a_scope():
     fail only when a rung first needed it."""
     import inspect
 
-    from smtdims.rungs.scope import KnownPoints, Scope
+    from smtdims.rungs.protocol import KnownPoints, Scope
 
     s = Session(ConstraintSet.of(["a >= 2"])).scope
     members = {n for n in vars(Scope) if not n.startswith("_")} | set(Scope.__annotations__)

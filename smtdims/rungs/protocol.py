@@ -1,4 +1,5 @@
-"""What a rung may ask of the scope it answers in: the whole public surface between rungs and scope.
+"""The rungs' Protocol: what a rung may ask of the scope it answers in, the whole public surface
+between rungs and scope (the one module named ``scope`` is :mod:`smtdims.scope`, which implements it).
 
 A scope is what is known about one constraint set (:class:`smtdims.scope.ConstraintScope`
 implements its facts, gates and engines, and the sub-questions ``holds_everywhere`` and ``bounds``
@@ -21,7 +22,7 @@ import z3
 from ..engines import presburger
 from ..engines.checks import CheckResult
 from ..engines.encoding import Encoder
-from ..engines.session import SolverSession
+from ..engines.z3side import Z3Side
 from ..lang.constraints import ConstraintSet
 from ..lang.expr import Expr
 from ..lang.results import Bounds
@@ -47,7 +48,7 @@ class KnownPoints(Protocol):
 class Scope(Protocol):
     constraints: ConstraintSet
     budget: int
-    solver: SolverSession
+    solver: Z3Side
     # The search for exact ends in this scope (an EndSearch of smtdims.rungs.search, which stands on
     # this Protocol: named here by its role, not its type, so that neither module imports the other).
     search: Any

@@ -1,4 +1,4 @@
-"""The Z3 side of one constraint set (:class:`SolverSession`): every check, optimum and unsat core a
+"""The Z3 side of one constraint set (:class:`Z3Side`): every check, optimum and unsat core a
 scope asks of Z3.
 
 Two solvers answer checks:
@@ -49,8 +49,9 @@ class Fresh:
             )
 
 
-class SolverSession:
-    """The Z3 side of one constraint set, created on first use.
+class Z3Side:
+    """The Z3 side of one constraint set, created on first use; a scope holds one as ``scope.solver``
+    (the door to a constraint set is :class:`smtdims.reasoner.Session`, never this).
 
     Linear checks share one incremental solver (push/pop) in the shared context, which
     holds the constraints and their definitions; each check adds its own inside push/pop;
@@ -76,7 +77,7 @@ class SolverSession:
 
     @z3_locked
     def _start(self, watch: clocks.Deadline | None = None) -> None:
-        """The shared context's side of this session (the constraints encoded once), built on first
+        """The shared context's side of this constraint set (the constraints encoded once), built on first
         use and again after a retirement; ``watch``: the clock of the question that builds it."""
         if self._enc is not None and self._enc.ctx is not shared_context():  # retired: start over
             self._release()
@@ -124,7 +125,7 @@ class SolverSession:
     def fresh(self, ask: clocks.QuestionState) -> Fresh:
         """The fresh context of this constraint set for the question ``ask``.
 
-        Inside an outer question (:func:`smtdims.clocks.outer_question`) one per session until the
+        Inside an outer question (:func:`smtdims.clocks.outer_question`) one per Z3 side until the
         outermost one ends; outside, one per check.
         """
         q = ask
