@@ -60,6 +60,7 @@ from .verdict import (
     as_parts,
     as_rewrite,
     conclude,
+    excuses,
     exports_on_stock,
     group_text,
     in_interval_form,
@@ -275,7 +276,8 @@ def search(job: ExportJob, fx: FixOptions, *, native: str = "eval_shape", first:
             draft.spec, draft.done = readable, got
         with_counted_names(job, draft)
     spec = draft.spec
-    draft.count = job.box.count(spec.dims, spec.constraint_set()) if draft.parts or draft.status == NOT_NEEDED else None
+    draft.count = (job.box.count(spec.dims, spec.constraint_set(), excused=excuses(draft.parts))
+                   if draft.parts or draft.status == NOT_NEEDED else None)
     return job, draft
 
 

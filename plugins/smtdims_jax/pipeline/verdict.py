@@ -305,7 +305,7 @@ def exclude(job: ExportJob, draft: FixDraft, report: Any) -> bool:
     ne, ok, bad = job.box.weakness(draft.spec.dims, draft.spec.constraint_set())
     draft.rounds.append(FixRound(why, ((group_text(group), ok, -bad, ne),), tuple(group), 0.0))
     with_counted_names(job, draft)  # 7*k_h, not 7*h: what is verified next is what the user reads
-    draft.count = job.box.count(draft.spec.dims, draft.spec.constraint_set())
+    draft.count = job.box.count(draft.spec.dims, draft.spec.constraint_set(), excused=excuses(draft.parts))
     return True
 
 
@@ -348,7 +348,7 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
     if draft.status in (FIXED, NOT_VERIFIED) and spec.dims == original.dims and job.running():
         extremes = _measure_extremes(box, spec, original, job.budget)
         if extremes:  # the edges are box points now (t = 513 runs natively or not): count them
-            draft.count = box.count(spec.dims, spec.constraint_set())
+            draft.count = box.count(spec.dims, spec.constraint_set(), excused=excuses(parts))
     pinning = [r for r in draft.rounds if r is not None and any(p in r.parts for p in parts if pins([p]))]
     if draft.status in (FIXED, NOT_VERIFIED) and original.variables() and not spec.variables() and pinning:
         # a concrete export is no family: say that no constraint makes it symbolic, where and why
@@ -358,7 +358,7 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
                         f"{first_line(first_pin.error, 200)}" + (f" (at {first_pin.location})" if first_pin.location else ""))
     if draft.status == FIXED and any(p.why == Why.EQUATION for p in parts):
         _trace_equation_class(box, original, parts)  # the class the fix keeps, and its neighbours, natively
-        draft.count = box.count(spec.dims, spec.constraint_set())
+        draft.count = box.count(spec.dims, spec.constraint_set(), excused=excuses(parts))
     count = draft.count
     if draft.status == FIXED and count is not None and count.admitted > count.admitted_ok:
         # the family admits a traced shape where the function itself fails (a size model code special-cases,
@@ -391,6 +391,11 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
         draft.detail = (f"it excludes {len(unexplained)} traced shape(s) where {name or 'the function'} runs on "
                         "non-empty arrays, e.g. " + "; ".join(format_valuation(v) for v in unexplained[:2]))
     return extremes
+
+
+def excuses(parts: Sequence[FixPart]) -> Callable[[dict[str, int]], bool]:
+    """Whether a shape the fix excludes is excused by a part's reason (for :meth:`.box.NativeBox.count`)."""
+    return lambda env: _excused(env, parts) is not None
 
 
 def _excused(env: dict[str, int], parts: Sequence[FixPart]) -> str | None:
