@@ -1,7 +1,8 @@
 """``smtdims export MODULE:FUNCTION --spec ...``: the export pipeline from the command line.
 
-Its module level imports nothing of its package (nor JAX), so that ``smtdims export --help``
-can load this file alone (:func:`smtdims.cli.export.load_for_help`) instead of ``smtdims_jax``, which
+Its module level imports nothing of its package (nor JAX), so that ``smtdims export``
+reads its parser from this file alone (:func:`smtdims.cli.export.load_parser`) and starts the
+verification process (:func:`start_early`) before it imports ``smtdims_jax``, which
 imports JAX (1.5-2 s); :func:`run_export` imports the pipeline when the command runs.
 
 Exit status: 0 every check passed; 1 a check failed, the export included (JAX refused
@@ -146,6 +147,49 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
     p.add_argument("-v", "--verbose", action="store_true", help="every check's detail and every sample's reasons")
     return p
+
+
+def start_early(args: argparse.Namespace) -> None:
+    """Start the verification process before this process imports JAX, for a command line that will verify.
+
+    Called by ``smtdims`` on this module read from its file alone (its package imports JAX): the process's
+    JAX import (1.5-2 s) then overlaps this one's, where :func:`run_export` would start it only after.
+    Only once the arguments parsed and name a target and shapes: a command that stops at a usage error
+    starts nothing. Never raises (an early start is an optimisation; the run reports what fails)."""
+    try:
+        if args.command == "export":
+            _target_parts(args.target)
+            _check_shapes_given(args.spec, args.like)
+        else:
+            _target_parts(args.against)
+            if not os.path.isfile(args.artifact):
+                return
+        module = _module_alone("worker_proc")
+        if module is not None:
+            module.start_before_jax()
+    except Exception:  # noqa: BLE001 - see the docstring
+        return
+
+
+def _module_alone(name: str) -> Any:
+    """``smtdims_jax.pipeline.<name>``, a module that imports nothing of its package, without importing the
+    package (which imports JAX): executed from its file under its own name, so that the package's later
+    import finds it in ``sys.modules`` and uses that one (its processes are the same objects then)."""
+    full = f"smtdims_jax.pipeline.{name}"
+    if full in sys.modules or "smtdims_jax.pipeline" in sys.modules:
+        return importlib.import_module(full)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pipeline", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(full, path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[full] = module  # before it runs: its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[full]
+        raise
+    return module
 
 
 def _target_parts(target: str) -> tuple[str, str, str | None]:

@@ -120,20 +120,17 @@ def _dispatch(argv: list[str], command: str | None, own: list[str]) -> int:
     try:
         if command == "run":
             return run.run(argv)
-        # `export --help` reads the plugin's parser from its file alone: its package imports JAX (seconds)
-        for_help = command in export.COMMANDS and export.wants_help(own)
-        pipeline = None
-        if command in export.COMMANDS:
-            pipeline = export.load_for_help(command) if for_help else export.load(command)
+        # `export` reads the plugin's parser from its file alone: its package imports JAX (seconds), which
+        # the help does not need, and which the verification process imports meanwhile (start_early)
+        pipeline = export.load_parser(command) if command in export.COMMANDS else None
         parser = build_parser(pipeline.add_export_parser if pipeline is not None else None)
         try:
             args = parser.parse_args(argv)
         except SystemExit as exit_:  # usage errors (status 2), --help and --version (0): return, do not raise
             return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
         if args.command in export.COMMANDS:
-            if pipeline is None or for_help:  # for_help: a -h that argparse read as a value; run it for real
-                pipeline = export.load(args.command)
-            return export.run(pipeline, args)
+            export.start_early(pipeline, args)
+            return export.run(export.load(args.command), args)
         with limits(getattr(args, "budget", None), getattr(args, "deadline", None)):
             return COMMANDS[args.command](args)
     except (SmtdimsError, UsageError) as err:

@@ -6,14 +6,12 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-from collections.abc import Sequence
 from typing import Any
 
 from .. import plugins
 from .common import EXIT_OK, plugin_command
 
 COMMANDS = ("export", "verify")
-_HELP = ("-h", "--help")
 
 
 def load(command: str = "export") -> Any:
@@ -23,20 +21,10 @@ def load(command: str = "export") -> Any:
                           hint=". Install smtdims with JAX support (pip install smtdims) or use the Python API.")
 
 
-def wants_help(argv: Sequence[str]) -> bool:
-    """Whether the command line asks for help (``-h``/``--help`` before any ``--``): argparse then prints it and
-    stops, so that the parser is all the command needs."""
-    for a in argv:
-        if a == "--":
-            return False
-        if a in _HELP:
-            return True
-    return False
-
-
-def load_for_help(command: str = "export") -> Any:
-    """The plugin's module for ``command`` read from its file alone, for ``--help``: its package is not
-    imported (``smtdims_jax`` imports JAX, 1.5-2 s, which printing the help does not need). The module's
+def load_parser(command: str = "export") -> Any:
+    """The plugin's module for ``command`` read from its file alone, for its parser: its package is not
+    imported (``smtdims_jax`` imports JAX, 1.5-2 s, which the help does not need, and which the command
+    imports only once the verification process started: :func:`start_early`). The module's
     own top level must import nothing of its package (``smtdims_jax.pipeline_cli``'s does not). Falls back
     to :func:`load` where the file cannot be found or run alone."""
     entry = plugins.find(plugins.COMMANDS, command)
@@ -76,6 +64,14 @@ def add_placeholders(subs: argparse._SubParsersAction, common: argparse.Argument
     p = subs.add_parser("verify", parents=[common],
                         help="check a serialized artifact on this host's device against its function (needs JAX)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
+
+
+def start_early(pipeline: Any, args: argparse.Namespace) -> None:
+    """Let the plugin start what the command will wait for (its verification process) before its package
+    is imported: ``pipeline`` is the module :func:`load_parser` read, ``start_early(args)`` where it has one."""
+    start = getattr(pipeline, "start_early", None)
+    if start is not None:
+        start(args)
 
 
 def run(pipeline: Any, args: argparse.Namespace) -> int:

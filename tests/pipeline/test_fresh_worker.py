@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import export
-from smtdims_jax.pipeline import PASS, export_and_verify, fresh
+from smtdims_jax.pipeline import PASS, export_and_verify, fresh, worker_proc
 
 X = np.arange(6, dtype=np.int32).reshape(2, 3)
 
@@ -80,7 +80,7 @@ def test_one_worker_serves_the_jobs_of_one_environment_up_to_max_jobs(no_workers
     for _ in range(2):
         _job(artifact)
     assert _started() - before == 1 and _the_worker() is w and w.jobs == 3
-    monkeypatch.setattr(fresh, "MAX_JOBS", 3)
+    monkeypatch.setattr(worker_proc, "MAX_JOBS", 3)
     _job(artifact)
     w2 = _the_worker()
     assert w2 is not w and w.proc.poll() is not None  # the first was ended, not left running
@@ -109,11 +109,11 @@ def test_another_environment_gets_its_own_worker(no_workers, artifact, monkeypat
 
 
 def test_an_idle_worker_exits_and_a_busy_one_is_not_waited_for(no_workers, artifact, monkeypatch):
-    monkeypatch.setattr(fresh, "IDLE_S", 0.5)
+    monkeypatch.setattr(worker_proc, "IDLE_S", 0.5)
     _job(artifact)
     w = _the_worker()
     assert w.proc.wait(timeout=30) == 0  # ended by itself after 0.5 s without a job
-    monkeypatch.setattr(fresh, "IDLE_S", 120.0)
+    monkeypatch.setattr(worker_proc, "IDLE_S", 120.0)
     _job(artifact)
     w2 = _the_worker()
     assert w2 is not w
@@ -162,7 +162,7 @@ def test_prestart_never_raises(no_workers, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError("no process today")
 
-    monkeypatch.setattr(fresh.subprocess, "Popen", broken)
+    monkeypatch.setattr(worker_proc.subprocess, "Popen", broken)
     fresh.prestart()  # left for locate() to report
     assert not _workers()
 

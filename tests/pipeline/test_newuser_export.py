@@ -270,3 +270,34 @@ def test_verification_prestarts_before_the_users_module_is_imported(tmp_path, ca
     order.clear()
     run(capsys, "export", f"{mod}:f", "--spec", "float32[b", "-q")  # a usage error starts nothing
     assert order == [], order
+
+
+_EARLY_PROBE = """
+import json, sys
+from smtdims.cli import main
+rc = main(sys.argv[1:])
+wp = sys.modules.get("smtdims_jax.pipeline.worker_proc")
+fresh = sys.modules.get("smtdims_jax.pipeline.fresh")
+print(json.dumps({"rc": rc, "started": wp.processes_started() if wp else 0,
+                  "before_jax": wp._stats["before_jax"] if wp else 0,
+                  "one_module": fresh is None or fresh._Worker is wp._Worker}))
+"""
+
+
+def _early(*argv: str) -> dict:
+    """A fresh interpreter running the command line (JAX not imported before it, as for a user)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "plugins"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", _EARLY_PROBE, *argv], capture_output=True, text=True, cwd=ROOT,
+                         env=env, timeout=600)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_verification_process_started_before_jax_is_the_one_that_verifies():
+    pytest.importorskip("smtdims_jax.pipeline.fresh")
+    got = _early("export", "examples/fix_two.py:two", "--spec", "float32[2*k]", "-c", "k >= 8", "--samples", "1", "-q")
+    # started once, before this process imported JAX, and found again by the pipeline (not a second one)
+    assert got == {"rc": 0, "started": 1, "before_jax": 1, "one_module": True}, got
+    # a command that stops at a usage error starts nothing: a missing target file, shapes not given
+    assert _early("export", "examples/no_such_file.py:two", "--spec", "float32[b]", "-q")["started"] == 0
+    assert _early("export", "examples/fix_two.py:two", "-q")["started"] == 0

@@ -65,6 +65,7 @@ _LINE = tuple(range(1, 257)) + tuple(sorted({k * 2**e + d for e in range(8, 21) 
 TRACES = 48  # native traces a fix spends at most with chosen shapes (the grid of box=N is traced whole)
 _DISAGREE = 24  # shapes where a round's candidates disagree, traced at most per round
 _EXCLUDED, _ADMITTED = 16, 12  # known shapes a fix excludes / admits, traced at most for its count
+_EXCUSED = 4  # of the excluded ones, those a fix part's reason excuses (see NativeBox.count)
 
 Shapes = tuple[tuple[int, ...], ...]
 Dims = tuple[tuple[Expr, ...], ...]
@@ -502,13 +503,25 @@ class NativeBox:
                 # its largest known shape first: where arrays are least likely to be empty
                 self.measure(sorted(mine, key=lambda s: -sum(x for leaf in s for x in leaf))[:2])
 
-    def count(self, dims: Dims, constraints: ConstraintSet) -> BoxCount:
-        """Measure a (fixed) specification: its edges and the anchors are traced first (chosen shapes)."""
+    def count(self, dims: Dims, constraints: ConstraintSet,
+              excused: Callable[[dict[str, int]], bool] | None = None) -> BoxCount:
+        """Measure a (fixed) specification: its edges and the anchors are traced first (chosen shapes).
+
+        ``excused``: whether a fix part's own reason excludes a shape (past a NaN bound, off a pin the
+        program needs). Whether such a shape runs decides nothing of the verdict (it is excused either
+        way), so a few of them are traced for the count (:data:`_EXCUSED`), and the budget goes to the
+        excluded shapes no reason covers: where a fix narrower than needed shows."""
         if not self.grid:  # the edges, then the known shapes it excludes (what a user may lose), then a few it admits
             edges = self.edges(dims, constraints)
             rest = [s for s in self.env if s not in edges and _holds(self.constraints, self.env[s])]
             self.measure(edges)
-            self.measure([s for s in rest if not self.admits(dims, constraints, s)][:_EXCLUDED])
+            excluded = [s for s in rest if not self.admits(dims, constraints, s)]
+            if excused is None:
+                excluded = excluded[:_EXCLUDED]
+            else:
+                why = {s: excused(self.env[s]) for s in excluded}
+                excluded = [s for s in excluded if not why[s]][:_EXCLUDED] + [s for s in excluded if why[s]][:_EXCUSED]
+            self.measure(excluded)
             # the powers of two first among those it admits: where model code special-cases sizes
             admitted = sorted((s for s in rest if self.admits(dims, constraints, s)),
                               key=lambda s: not all(x & (x - 1) == 0 for x in self.env[s].values()))

@@ -237,24 +237,32 @@ def finite_bounds(job: ExportJob, spec: Spec, nan: Sequence[dict[str, int]], fin
     if base is None:
         return []
     out: list[str] = []
-    for v in sorted(spec.variables()):
-        above = [e[v] for e in nan if e.get(v, 0) > base.get(v, 0)]
-        below = [e[v] for e in nan if v in e and e[v] < base.get(v, 0)]
+    unexplained = list(nan)  # the NaN samples no bound found so far excludes
+    # the variable that grew most from the base first (the likelier cause: a length, before a batch); a
+    # variable whose NaN samples the bounds found already exclude is not run at all (each run compiles)
+    for v in sorted(spec.variables(), key=lambda v: (-max((e.get(v, 0) / max(1, base.get(v, 1)) for e in nan),
+                                                          default=0), v)):
+        if not unexplained:
+            break
+        above = [e[v] for e in unexplained if e.get(v, 0) > base.get(v, 0)]
+        below = [e[v] for e in unexplained if v in e and e[v] < base.get(v, 0)]
         if above:
             lo, hi = base[v], min(above)
-            if _computes(job, spec, {**base, v: hi}):
-                continue  # along v alone the program still computes there: not v's bound
+            nan_along_v = False  # seen NaN with v alone changed from the base: v is a cause
             p = 1 << ((hi - 1).bit_length() - 1)  # tables end at powers of two: the powers below hi, down
             while lo < p < hi:
                 if _computes(job, spec, {**base, v: p}):
                     lo = p
                     if p + 1 < hi and not _computes(job, spec, {**base, v: p + 1}):
-                        hi = p + 1
+                        hi, nan_along_v = p + 1, True
                     break
-                hi, p = p, p // 2
+                hi, p, nan_along_v = p, p // 2, True
+            if not nan_along_v and _computes(job, spec, {**base, v: hi}):
+                continue  # along v alone the program still computes at the NaN sample's size: not v's bound
             lo, hi = _bisect(job, spec, base, v, lo, hi, stop, computes_low=True)
             if hi - lo <= 1:
                 out.append(f"{v} <= {lo}")
+                unexplained = [e for e in unexplained if not e.get(v, 0) > lo]
         elif below:
             lo, hi = max(below), base[v]
             if _computes(job, spec, {**base, v: lo}):
@@ -262,6 +270,7 @@ def finite_bounds(job: ExportJob, spec: Spec, nan: Sequence[dict[str, int]], fin
             lo, hi = _bisect(job, spec, base, v, lo, hi, stop, computes_low=False)
             if hi - lo <= 1:
                 out.append(f"{v} >= {hi}")
+                unexplained = [e for e in unexplained if not (v in e and e[v] < hi)]
     return out
 
 

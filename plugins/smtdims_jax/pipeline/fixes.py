@@ -52,6 +52,7 @@ from ..frames import raise_site
 from ._common import Progress, Ticker
 from .attempt import Attempt, Spec, apply_all, error_chain, jax_accepts, refusal_key, spec_of
 from .box import NativeBox, valuation_of
+from .forms import in_interval_form, in_lattice_form, in_plain_dims, without_implied
 from .job import DEFAULT_DEADLINE, DEFAULT_ROUNDS, ExportJob, FixDraft, FixOptions
 from .refusals import Candidate, ConstantNeeded, FixPart, Why, candidates_of, divisibility_fixes, last_resort_of
 from .report import first_line
@@ -60,11 +61,10 @@ from .verdict import (
     as_parts,
     as_rewrite,
     conclude,
+    excuses,
     exports_on_stock,
     group_text,
-    in_interval_form,
     with_counted_names,
-    without_implied,
 )
 
 VERIFY_ROUNDS = 4  # verification passes: each may add the exclusion of natively failing samples
@@ -270,12 +270,14 @@ def search(job: ExportJob, fx: FixOptions, *, native: str = "eval_shape", first:
     minimise(job, draft)
     if draft.status == FIXED:
         draft.spec = without_implied(draft.spec, job.budget)
-        readable, got = in_interval_form(job, draft.spec)
-        if got is not None:
-            draft.spec, draft.done = readable, got
+        for form in (in_plain_dims, in_interval_form, in_lattice_form):
+            readable, got = form(job, draft.spec)
+            if got is not None:
+                draft.spec, draft.done = readable, got
         with_counted_names(job, draft)
     spec = draft.spec
-    draft.count = job.box.count(spec.dims, spec.constraint_set()) if draft.parts or draft.status == NOT_NEEDED else None
+    draft.count = (job.box.count(spec.dims, spec.constraint_set(), excused=excuses(draft.parts))
+                   if draft.parts or draft.status == NOT_NEEDED else None)
     return job, draft
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import jax
 from jax import export
 
-from smtdims.answers.equations import diagonal_sizes, interval_form, normalise_constraint
+from smtdims.answers.equations import diagonal_sizes, normalise_constraint
 from smtdims.answers.fixes import SPEC
 from smtdims.errors import SmtdimsError, format_valuation
 from smtdims.lang.constraints import Constraint, ConstraintSet
@@ -33,6 +33,7 @@ from ..seam import stock_jax
 from ._common import local_platform, paste_target
 from .attempt import Spec, apply_all, jax_accepts
 from .box import NativeBox, shapes_at, valuation_of
+from .forms import without_implied
 from .job import ExportJob, FixDraft
 from .picture import traced_shapes
 from .refusals import FixPart, Why, divisibility_rewrite
@@ -70,49 +71,6 @@ def as_rewrite(part: FixPart, spec: Spec) -> FixPart:
                 return dataclasses.replace(part, kind=SPEC, text=str(other), variable=v,
                                            note=part.note or f"{v} equals {other}")
     return part
-
-
-def without_implied(spec: Spec, budget: int | None) -> Spec:
-    """Drop each constraint the others prove (``b >= 2`` beside ``b >= 8``): the same valuations, fewer words.
-
-    Sound: a constraint implied by the rest excludes nothing the rest admits, so the set is equivalent.
-    """
-    kept = list(spec.constraints)
-    for text in reversed(spec.constraints):
-        rest = [t for t in kept if t != text]
-        try:
-            c = Constraint.parse(text)
-            if rest and Session(ConstraintSet.of(rest), budget).proves(c.diff, ">=" if c.kind == ">=" else "==",
-                                                                        Expr.const(0)):
-                kept = rest
-        except SmtdimsError:
-            continue
-    return Spec(spec.dims, spec.dtypes, tuple(kept))
-
-
-def in_interval_form(job: ExportJob, spec: Spec) -> tuple[Spec, Any]:
-    """``spec`` with each constraint on one variable written as the bounds a person writes
-    (:func:`smtdims.answers.equations.interval_form`: ``floordiv(floordiv(-w, 2), 2) == -7`` is
-    ``w >= 25, w <= 28``), and its export; ``(spec, None)`` where nothing changes or JAX, with smtdims
-    installed, does not export the rewritten one.
-
-    Sound: each constraint is replaced by bounds equivalent to it under the constraints in force at
-    that step (those replaced before included), so every step, and the whole, admits the same shapes.
-    """
-    texts = list(spec.constraints)
-    changed = False
-    for i, text in enumerate(spec.constraints):
-        others = ConstraintSet.of([t for j, t in enumerate(texts) if j != i and t])
-        form = interval_form(text, others, job.budget)
-        if form is not None:
-            texts[i] = ""
-            texts.extend(form)
-            changed = True
-    if not changed:
-        return spec, None
-    trial = Spec(spec.dims, spec.dtypes, tuple(dict.fromkeys(t for t in texts if t)))
-    got = job.attempt(trial)
-    return (trial, got) if got.ok else (spec, None)
 
 
 def counted_names(draft: FixDraft) -> dict[str, str]:
@@ -305,7 +263,7 @@ def exclude(job: ExportJob, draft: FixDraft, report: Any) -> bool:
     ne, ok, bad = job.box.weakness(draft.spec.dims, draft.spec.constraint_set())
     draft.rounds.append(FixRound(why, ((group_text(group), ok, -bad, ne),), tuple(group), 0.0))
     with_counted_names(job, draft)  # 7*k_h, not 7*h: what is verified next is what the user reads
-    draft.count = job.box.count(draft.spec.dims, draft.spec.constraint_set())
+    draft.count = job.box.count(draft.spec.dims, draft.spec.constraint_set(), excused=excuses(draft.parts))
     return True
 
 
@@ -348,7 +306,7 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
     if draft.status in (FIXED, NOT_VERIFIED) and spec.dims == original.dims and job.running():
         extremes = _measure_extremes(box, spec, original, job.budget)
         if extremes:  # the edges are box points now (t = 513 runs natively or not): count them
-            draft.count = box.count(spec.dims, spec.constraint_set())
+            draft.count = box.count(spec.dims, spec.constraint_set(), excused=excuses(parts))
     pinning = [r for r in draft.rounds if r is not None and any(p in r.parts for p in parts if pins([p]))]
     if draft.status in (FIXED, NOT_VERIFIED) and original.variables() and not spec.variables() and pinning:
         # a concrete export is no family: say that no constraint makes it symbolic, where and why
@@ -358,7 +316,7 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
                         f"{first_line(first_pin.error, 200)}" + (f" (at {first_pin.location})" if first_pin.location else ""))
     if draft.status == FIXED and any(p.why == Why.EQUATION for p in parts):
         _trace_equation_class(box, original, parts)  # the class the fix keeps, and its neighbours, natively
-        draft.count = box.count(spec.dims, spec.constraint_set())
+        draft.count = box.count(spec.dims, spec.constraint_set(), excused=excuses(parts))
     count = draft.count
     if draft.status == FIXED and count is not None and count.admitted > count.admitted_ok:
         # the family admits a traced shape where the function itself fails (a size model code special-cases,
@@ -391,6 +349,11 @@ def _judge(job: ExportJob, draft: FixDraft) -> tuple[tuple[dict[str, int], bool,
         draft.detail = (f"it excludes {len(unexplained)} traced shape(s) where {name or 'the function'} runs on "
                         "non-empty arrays, e.g. " + "; ".join(format_valuation(v) for v in unexplained[:2]))
     return extremes
+
+
+def excuses(parts: Sequence[FixPart]) -> Callable[[dict[str, int]], bool]:
+    """Whether a shape the fix excludes is excused by a part's reason (for :meth:`.box.NativeBox.count`)."""
+    return lambda env: _excused(env, parts) is not None
 
 
 def _excused(env: dict[str, int], parts: Sequence[FixPart]) -> str | None:
@@ -547,4 +510,4 @@ def exports_on_stock(fn: Callable[..., Any], spec: Spec, in_tree: Any, plats: tu
 
 
 __all__ = ["as_parts", "as_rewrite", "conclude", "counted_names", "exclude", "exclusion", "exports_on_stock", "group_text",
-           "in_interval_form", "pinned_where_paths_differ", "pins", "with_counted_names", "without_implied"]
+           "pinned_where_paths_differ", "pins", "with_counted_names"]
