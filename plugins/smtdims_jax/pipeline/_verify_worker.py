@@ -178,9 +178,11 @@ def main(jobdir: str) -> int:
     out_file = open(os.path.join(jobdir, "outputs.bin"), "wb")
     try:
         t0 = time.perf_counter()
+        _say(phase="deserialize")  # the parent times it: stock JAX may take minutes on nested max/floordiv shapes
         with open(os.path.join(jobdir, "artifact.bin"), "rb") as f:
             exp, exp_hash = _deserialize(f.read(), export)
         result["deserialize_s"] = time.perf_counter() - t0
+        _say(phase="deserialized")
         result["platforms"] = list(exp.platforms)
         where = f"{device.platform}:{device.device_kind}"
 

@@ -413,3 +413,53 @@ def _audit(fn: Callable[..., Any], spec_leaves: Sequence[Any], in_tree: Any, pla
 
 
 __all__ = ["SampleDiagnosis", "diagnose"]
+
+
+LOAD_NOTE = "below it some array is empty; stock JAX loads the artifact in time only where those sizes' clamps resolve"
+
+
+def nonempty_bounds(job: ExportJob, spec: Spec) -> list[str]:
+    """``v >= k`` for each variable: the least ``v`` at which every intermediate array of the program can
+    be non-empty (exact bounds under the specification's constraints and ``d >= 1`` for each symbolic
+    intermediate size ``d``; :func:`intermediate_dims`). Under them the ``max(x - 2, 0)`` clamps of a
+    VALID conv chain resolve, so the artifact's shapes are plain (``4*floordiv(floordiv(a - 6, 2) - 5, 2)
+    - 20``, not nested ``max``), which stock JAX parses at once. Only a candidate: the caller re-exports
+    and verifies it, and the sizes it excludes are ones where some array is empty."""
+    from smtdims.lang.constraints import Constraint, ConstraintSet
+    from smtdims.reasoner import session_for
+
+    args, _ = spec.build(job.in_tree)
+    dims = intermediate_dims(job.fn, jax.tree_util.tree_leaves(args), job.in_tree, job.budget)
+    sizes = [d for d in dict.fromkeys(dims) if not d.is_constant and d.variables() <= spec.variables()]
+    if not sizes:
+        return []
+    cs = ConstraintSet(spec.constraint_set().constraints + tuple(Constraint(d - 1, ">=", f"{d} >= 1") for d in sizes))
+    session = session_for(cs, job.budget, trial=True)
+    out: list[str] = []
+    for v in sorted(spec.variables()):
+        try:
+            b = session.bounds(Expr.var(v))
+        except Exception:  # noqa: BLE001 - no bound found in time: no candidate for this variable
+            continue
+        if b.lo_tight and isinstance(b.lo, int) and b.lo > 1:
+            out.append(f"{v} >= {b.lo}")
+    return out
+
+
+def load_bounds(job: ExportJob, spec: Spec, *, limited: bool = True) -> tuple[list[FixPart], Spec, str] | None:
+    """After a verification stopped at stock JAX's load of the artifact (:func:`.fresh.slow_load`): the
+    lower bounds where every array can be non-empty (:func:`nonempty_bounds`) as fix parts, applied to
+    ``spec`` and re-exported (``limited``: as a candidate's export), with why; None where there is none
+    or it does not export."""
+    bounds = [t for t in nonempty_bounds(job, spec) if t not in spec.constraints]
+    if not bounds:
+        return None
+    group = [FixPart("constraint", t, note=LOAD_NOTE) for t in bounds]
+    trial = spec
+    for p in group:
+        trial = trial.apply(p)
+    if not job.attempt(trial, limited=limited).ok:
+        return None
+    why = ("stock JAX's export.deserialize of the artifact did not finish in time: its shapes nest max/floordiv "
+           "clamps that only sizes this small need")
+    return group, trial, why

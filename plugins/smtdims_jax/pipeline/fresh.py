@@ -202,22 +202,41 @@ def locate(env: dict[str, str] | None = None) -> Device:
     return dev
 
 
+# Stock JAX's deserialize parses the artifact's symbolic shapes, and its decision procedure is exponential
+# in nested max/floordiv (a VALID-conv U-Net's crops: minutes for two levels); a user's program that loads
+# the artifact waits as long. Past this many seconds the load is stopped and said (:data:`SLOW_LOAD`).
+LOAD_LIMIT_S = 15.0
+SLOW_LOAD = "stock JAX's export.deserialize of the artifact ran past"
+
+
+def slow_load(not_run: str) -> bool:
+    """Whether a verification that did not run stopped at stock JAX's load of the artifact (:data:`LOAD_LIMIT_S`)."""
+    return SLOW_LOAD in not_run
+
+
 def _run_job(w: _Worker, d: str, total: int, say: Progress, timeout: float) -> tuple[str, str | None]:
     """Hand job directory ``d`` to ``w`` and follow its progress: ``(state, stderr)``, where ``state`` is
     ``"done"``, ``"unstarted"`` (the worker was gone before it took the job: retry on another) or
-    ``"died"`` (it ended during the job: killed by the timeout, or crashed), with its stderr."""
+    ``"died"`` (it ended during the job: killed by the timeout or by a load past :data:`LOAD_LIMIT_S`, or
+    crashed), with its stderr."""
     token = f"{os.getpid()}-{w.jobs}-{id(d)}"
     w.jobs += 1
     w.err.seek(0, os.SEEK_END)
     err_at = w.err.tell()
     fired: list[bool] = []
+    slow: list[bool] = []
 
     def kill() -> None:
         fired.append(True)
         w.proc.kill()
 
+    def kill_slow() -> None:
+        slow.append(True)
+        w.proc.kill()
+
     timer = threading.Timer(timeout, kill)
     timer.start()
+    load_timer: threading.Timer | None = None
     started = False
     w.busy = True  # until its end is read: a Ctrl-C meanwhile kills it (see _Worker.close)
     try:
@@ -236,6 +255,12 @@ def _run_job(w: _Worker, d: str, total: int, say: Progress, timeout: float) -> t
                 continue
             if ev.get("started") == token:
                 started = True
+            elif ev.get("phase") == "deserialize" and "sample" not in ev:
+                say("loading the artifact with stock JAX (export.deserialize)")
+                load_timer = threading.Timer(LOAD_LIMIT_S, kill_slow)
+                load_timer.start()
+            elif ev.get("phase") == "deserialized" and load_timer is not None:
+                load_timer.cancel()
             elif ev.get("done") == token:
                 w.busy = False
                 return "done", None
@@ -247,7 +272,14 @@ def _run_job(w: _Worker, d: str, total: int, say: Progress, timeout: float) -> t
                     say(f"sample {s}/{total}: {_PHASES.get(ev.get('phase'), 'running')}")
     finally:
         timer.cancel()
+        if load_timer is not None:
+            load_timer.cancel()
     w.proc.wait()
+    if slow:
+        return "died", (f"{SLOW_LOAD} {LOAD_LIMIT_S:g} s: stock JAX's decision procedure on the artifact's symbolic "
+                        "shapes (nested max/floordiv, where sizes small enough make arrays empty) takes as long in "
+                        "every program that loads it; lower bounds on the sizes, under which those clamps resolve, "
+                        "make the shapes plain")
     if not started and not fired:
         return "unstarted", None
     w.err.seek(err_at)
@@ -393,6 +425,8 @@ def rejection_check(shapes: tuple[tuple[int, ...], ...], why: str, r: dict[str, 
 def not_run_cause(run: DeviceRun) -> str:
     """Why the samples of a device run that failed did not run: its time limit, or the crash in a line."""
     text = run.failure.strip()
+    if slow_load(text):
+        return text
     if "timed out" in text.splitlines()[0] if text else False:
         return text.splitlines()[0].rstrip(":")
     lines = [x for x in text.splitlines() if x.strip()]

@@ -33,7 +33,9 @@ from ..seam import stock_jax
 from ._common import local_platform, paste_target
 from .attempt import Spec, apply_all, jax_accepts
 from .box import NativeBox, shapes_at, valuation_of
+from .diagnose import load_bounds
 from .forms import without_implied
+from .fresh import slow_load
 from .job import ExportJob, FixDraft
 from .picture import traced_shapes
 from .refusals import FixPart, Why, divisibility_rewrite
@@ -250,7 +252,10 @@ def exclude(job: ExportJob, draft: FixDraft, report: Any) -> bool:
     divisibility of a spec variable as the spec rewrite a person writes, ``7*h`` for ``h``), so that the
     fixed specification is verified again. False: nothing to add (the samples did not run, none failed
     natively, or nothing found exports)."""
-    more = None if report.not_run else exclusion(job, getattr(report, "diagnosis", None), draft.spec)
+    if report.not_run:
+        more = load_bounds(job, draft.spec) if slow_load(report.not_run) else None
+    else:
+        more = exclusion(job, getattr(report, "diagnosis", None), draft.spec)
     if more is None and not report.not_run:
         more = pinned_where_paths_differ(job, getattr(report, "diagnosis", None), draft.spec)
     if more is None:

@@ -17,9 +17,10 @@ from typing import Any
 
 from ._common import Progress, solver_budget
 from .attempt import Attempt
+from .diagnose import load_bounds
 from .failure import settled_by
 from .fixes import VERIFY_ROUNDS, search
-from .fresh import off_accelerator, release_exclusive
+from .fresh import off_accelerator, release_exclusive, slow_load
 from .job import ExportJob, FixDraft
 from .refusals import FixPart
 from .report import VerificationReport
@@ -50,10 +51,24 @@ def with_fix(got: Verified, opts: VerifyOptions) -> VerificationReport:
         whole = whole_fix(got.job, opts, got.x64, replace(opts, fix=None), first=got.refused)
         assert report.export_error is not None
         return replace(report, fix=whole, export_error=settled_by(report.export_error, whole))
+    if report.not_run and slow_load(report.not_run):
+        return replace(report, fix=fix_from_load(got.job, opts, got.x64))
     d = report.diagnosis
     if d is None or not ((d.native_fails and d.constraints) or (d.artifact_only and d.audit)):
         return report
     return replace(report, fix=fix_from_samples(got.job, opts, got.x64, d))
+
+
+def fix_from_load(job: ExportJob, opts: VerifyOptions, x64: bool) -> FixResult | None:
+    """The export succeeded but stock JAX did not load it in time (:func:`.fresh.slow_load`): the whole fix
+    starts from the lower bounds under which its shapes are plain (:func:`.diagnose.load_bounds`)."""
+    found = load_bounds(job, job.spec(), limited=False)
+    if found is None:
+        return None
+    group, _, why = found
+    job.say(f"fix: stock JAX does not load the export in time; {group_text(group)}")
+    return whole_fix(job, opts, x64, replace(opts, fix=None, out=None), start=group,
+                     start_round=FixRound(why, ((group_text(group), 0, 0, 0),), tuple(group), 0.0))
 
 
 def fix_from_samples(job: ExportJob, opts: VerifyOptions, x64: bool, diagnosis: Any) -> FixResult | None:
@@ -100,4 +115,4 @@ def verify_fixed(job: ExportJob, draft: FixDraft, opts: VerifyOptions, x64: bool
     draft.verified_by(report, time.perf_counter() - t0)
 
 
-__all__ = ["export_checked", "fix_from_samples", "verify_fixed", "whole_fix", "with_fix"]
+__all__ = ["export_checked", "fix_from_load", "fix_from_samples", "verify_fixed", "whole_fix", "with_fix"]
