@@ -306,11 +306,11 @@ PLUGIN_FLOORS = {
     # the export pipeline's values: specs, platforms, the box, the report, refusals, results, samples, ...
     **{f"smtdims_jax.pipeline.{m}": 5 for m in ("_common", "platforms", "specs", "box", "report", "refusals", "picture",
                                                  "result", "compare", "samples", "sidecar", "time_limit",
-                                                 "_verify_worker")},
+                                                 "_verify_worker", "worker_proc")},
     # its steps: one export read, the export job, the fresh process, a failure's fix, dims="auto", the
-    # diagnosis, the fix's words and verdict, the fix loop
+    # diagnosis, the fix's words (a person's forms) and verdict, the fix loop
     **{f"smtdims_jax.pipeline.{m}": 6 for m in ("attempt", "job", "fresh", "failure", "auto", "diagnose", "verdict",
-                                                 "fixes", "verify")},
+                                                 "forms", "fixes", "verify")},
     # the whole fix over verification, and the public entry that chooses among them
     "smtdims_jax.pipeline.whole": 7, "smtdims_jax.pipeline.entry": 7,
     "smtdims_jax.pipeline": 7,  # the package's face: export_and_verify (entry.py), verify_artifact (verify.py)

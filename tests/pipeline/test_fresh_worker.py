@@ -197,3 +197,32 @@ def test_the_compilation_cache_directory(monkeypatch, tmp_path):
     blocker.write_text("")
     monkeypatch.setenv("SMTDIMS_COMPILE_CACHE", str(blocker / "cache"))  # cannot be made: no cache, no error
     assert fresh.compile_cache_dir() is None
+
+
+def _early(env: dict) -> worker_proc._Worker:
+    """A worker as ``smtdims export`` starts one before it imports JAX (start_before_jax)."""
+    worker_proc.start(env)
+    w = worker_proc._WORKERS[worker_proc._key(env)]
+    w.early = True
+    return w
+
+
+def test_a_worker_started_before_jax_reports_what_jax_set_and_is_adopted(no_workers):
+    env = fresh.job_env()
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as before this process imported JAX, which sets it
+    w = _early(env)
+    before = _started()
+    assert fresh.locate(fresh.job_env()).usable
+    assert w.env_added.get("TF_CPP_MIN_LOG_LEVEL") == "1"  # JAX's import set it there as here
+    assert _the_worker() is w and _started() == before  # adopted: no second process
+
+
+def test_a_worker_started_before_jax_for_another_environment_is_ended_not_kept(no_workers, monkeypatch):
+    w = _early(fresh.job_env())
+    monkeypatch.setenv("SMTDIMS_TEST_USER_SET", "1")  # the user's module set it after the early start
+    before = _started()
+    fresh.prestart()  # does not start a second beside it (one process at a time may hold a TPU) ...
+    assert _started() == before
+    assert fresh.locate().usable  # ... the job decides: not this environment's, so it is ended first
+    assert w.proc.poll() is not None and _started() == before + 1
+    assert [dict(k).get("SMTDIMS_TEST_USER_SET") for k in _workers()] == ["1"]

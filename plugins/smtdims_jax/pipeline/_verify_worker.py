@@ -132,16 +132,22 @@ def classify(error: str) -> str:
     return "device busy" if any(p in error for p in _BUSY) else "backend unavailable"
 
 
-def start_backend() -> dict:
-    """Start JAX's default backend here: ``{"ready": ...}`` or ``{"unavailable": ...}``."""
+def start_backend(before: dict | None = None) -> dict:
+    """Start JAX's default backend here: ``{"ready": ...}`` or ``{"unavailable": ...}``. The ready line says
+    which environment variables JAX's import and backend start set here (``env_added``): a parent that
+    started this process before it imported JAX itself finds this process's environment as its own.
+    ``before``: the environment before anything here imported JAX."""
     t0 = time.perf_counter()
+    before = dict(os.environ) if before is None else before
     try:
         import jax
 
         devices = jax.devices()
         d = devices[0]
+        added = {k: v for k, v in os.environ.items() if before.get(k) != v}
         return {"ready": {"jax_version": jax.__version__, "platform": d.platform, "device": d.device_kind,
-                          "devices": len(devices), "start_s": round(time.perf_counter() - t0, 3)}}
+                          "devices": len(devices), "start_s": round(time.perf_counter() - t0, 3),
+                          "env_added": added}}
     except Exception as err:  # noqa: BLE001 - every way a backend fails to start is reported, not raised
         text = _error_text(err)
         return {"unavailable": {"cause": classify(text), "error": text}}
@@ -307,10 +313,11 @@ def _lifeline() -> None:
 def serve(idle_s: float) -> int:
     import select
 
+    before = dict(os.environ)  # what JAX's import sets is said in the ready line (start_backend)
     _lifeline()
     _PARALLEL["on"] = (os.cpu_count() or 1) >= 2
     use_compilation_cache()
-    started = start_backend()
+    started = start_backend(before)
     _say(**started)
     if "ready" not in started:
         return 0

@@ -506,22 +506,16 @@ class NativeBox:
     def count(self, dims: Dims, constraints: ConstraintSet,
               excused: Callable[[dict[str, int]], bool] | None = None) -> BoxCount:
         """Measure a (fixed) specification: its edges and the anchors are traced first (chosen shapes).
-
-        ``excused``: whether a fix part's own reason excludes a shape (past a NaN bound, off a pin the
-        program needs). Whether such a shape runs decides nothing of the verdict (it is excused either
-        way), so a few of them are traced for the count (:data:`_EXCUSED`), and the budget goes to the
-        excluded shapes no reason covers: where a fix narrower than needed shows."""
+        ``excused``: whether a fix part's reason excludes a shape (past a NaN bound, off a pin); whether
+        one runs decides nothing of the verdict, so a few are traced (:data:`_EXCUSED`) and the budget goes
+        to the excluded shapes no reason covers, where a fix narrower than needed shows."""
         if not self.grid:  # the edges, then the known shapes it excludes (what a user may lose), then a few it admits
             edges = self.edges(dims, constraints)
             rest = [s for s in self.env if s not in edges and _holds(self.constraints, self.env[s])]
             self.measure(edges)
             excluded = [s for s in rest if not self.admits(dims, constraints, s)]
-            if excused is None:
-                excluded = excluded[:_EXCLUDED]
-            else:
-                why = {s: excused(self.env[s]) for s in excluded}
-                excluded = [s for s in excluded if not why[s]][:_EXCLUDED] + [s for s in excluded if why[s]][:_EXCUSED]
-            self.measure(excluded)
+            why = {s: excused is not None and excused(self.env[s]) for s in excluded}
+            self.measure([s for s in excluded if not why[s]][:_EXCLUDED] + [s for s in excluded if why[s]][:_EXCUSED])
             # the powers of two first among those it admits: where model code special-cases sizes
             admitted = sorted((s for s in rest if self.admits(dims, constraints, s)),
                               key=lambda s: not all(x & (x - 1) == 0 for x in self.env[s].values()))

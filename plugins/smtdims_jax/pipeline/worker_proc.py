@@ -88,6 +88,9 @@ class _Worker:
             self.err.close()
             tempdirs.remove(self.dir)
             raise
+        self.env = dict(env)
+        self.env_added: dict[str, str] = {}  # what JAX's start set in its environment (its ready line)
+        self.early = False  # started before this process imported JAX (start_before_jax): adopted by key later
         self.jobs = 0
         self.busy = False  # a job was handed over and its end not read: the worker reads no input now
         self.lock = threading.Lock()
@@ -115,6 +118,7 @@ class _Worker:
         if isinstance(ev, dict) and "ready" in ev:
             r = ev["ready"]
             self._device = Device(FRESH, r.get("platform", ""), r.get("device", ""), r.get("jax_version", ""))
+            self.env_added = {str(k): str(v) for k, v in (r.get("env_added") or {}).items()}
         elif isinstance(ev, dict) and "unavailable" in ev:
             u = ev["unavailable"]
             self._device = Device(FRESH, cause=u.get("cause", "backend unavailable"), error=u.get("error", ""))
@@ -202,6 +206,24 @@ def _key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, v) for k, v in env.items() if k not in _VOLATILE))
 
 
+def _adopt(key: tuple[tuple[str, str], ...]) -> None:
+    """Under ``_WORKERS_LOCK``, where no worker is kept for ``key``: a worker started before this process
+    imported JAX (:func:`start_before_jax`) is kept under ``key`` if its environment, with what JAX's start
+    set in it, is ``key``'s (JAX's import sets the same variables here: on a TPU host, several), and ended
+    otherwise (it may hold the TPU, which one process at a time may hold: the job's own worker needs it).
+    Waits for its first line: the job needs a worker now."""
+    for old, w in list(_WORKERS.items()):
+        if not w.early:
+            continue
+        del _WORKERS[old]
+        w.early = False
+        w.device()
+        if w.alive() and _key({**w.env, **w.env_added}) == key:
+            _WORKERS[key] = w
+        else:
+            w.close()
+
+
 def _worker_for(env: dict[str, str]) -> tuple[_Worker, bool]:
     """A free live worker for ``env`` (started if needed) and whether it is shared (kept for later jobs).
 
@@ -209,6 +231,8 @@ def _worker_for(env: dict[str, str]) -> tuple[_Worker, bool]:
     """
     key = _key(env)
     with _WORKERS_LOCK:
+        if key not in _WORKERS:
+            _adopt(key)
         w = _WORKERS.get(key)
         if w is not None and w.lock.acquire(blocking=False):
             if w.alive():
@@ -282,6 +306,8 @@ def start(env: dict[str, str]) -> None:
     key = _key(env)
     old: _Worker | None = None
     with _WORKERS_LOCK:
+        if key not in _WORKERS and any(x.early and x.alive() for x in _WORKERS.values()):
+            return  # one started before JAX was imported here: the job adopts it, or ends it (_adopt)
         w = _WORKERS.get(key)
         if w is not None:
             if not w.lock.acquire(blocking=False):  # another thread's job runs on it: it is warm
@@ -308,7 +334,10 @@ def start_before_jax() -> None:
         return
     try:
         before = _stats["started"]
-        start(worker_env(None))
-        _stats["before_jax"] += _stats["started"] - before
+        env = worker_env(None)
+        start(env)
+        if _stats["started"] > before:
+            _WORKERS[_key(env)].early = True
+            _stats["before_jax"] += 1
     except Exception:  # noqa: BLE001 - see the docstring
         return
