@@ -199,12 +199,10 @@ def test_the_compilation_cache_directory(monkeypatch, tmp_path):
     assert fresh.compile_cache_dir() is None
 
 
-def _early(env: dict) -> worker_proc._Worker:
+def _early(env: dict):
     """A worker as ``smtdims export`` starts one before it imports JAX (start_before_jax)."""
-    worker_proc.start(env)
-    w = worker_proc._WORKERS[worker_proc._key(env)]
-    w.early = True
-    return w
+    worker_proc.start(env, early=True)
+    return _the_worker()
 
 
 def test_a_worker_started_before_jax_reports_what_jax_set_and_is_adopted(no_workers):

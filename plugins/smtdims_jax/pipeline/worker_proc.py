@@ -300,9 +300,10 @@ def worker_env(x64: bool | None) -> dict[str, str]:
     return env
 
 
-def start(env: dict[str, str]) -> None:
+def start(env: dict[str, str], *, early: bool = False) -> None:
     """Start the verification process for ``env`` without waiting for it, unless a live one for ``env``
-    is kept (or busy in another thread: it is warm). A dead or worn-out one is replaced."""
+    is kept (or busy in another thread: it is warm). A dead or worn-out one is replaced. ``early``: this
+    process has not imported JAX yet (:func:`start_before_jax`; the job adopts it by what JAX set there)."""
     key = _key(env)
     old: _Worker | None = None
     with _WORKERS_LOCK:
@@ -320,6 +321,7 @@ def start(env: dict[str, str]) -> None:
             finally:
                 w.lock.release()
         _WORKERS[key] = _Worker(env)
+        _WORKERS[key].early = early
     if old is not None:
         old.close()
 
@@ -334,10 +336,7 @@ def start_before_jax() -> None:
         return
     try:
         before = _stats["started"]
-        env = worker_env(None)
-        start(env)
-        if _stats["started"] > before:
-            _WORKERS[_key(env)].early = True
-            _stats["before_jax"] += 1
+        start(worker_env(None), early=True)
+        _stats["before_jax"] += _stats["started"] - before
     except Exception:  # noqa: BLE001 - see the docstring
         return
