@@ -45,21 +45,21 @@ def _fix_for(lhs: Any, rhs: Any) -> str:
     beats a bound that excludes more), or ``""``. Without the function there are no native runs
     and no further rounds: ``smtdims export --fix`` gives the whole fix."""
     from smtdims.answers.fixes import settling_fix
-    from smtdims.reasoner import REGISTRY
+    from smtdims.reasoner import session_for
 
     from . import scope_constraints, to_ir
 
     scope = getattr(lhs, "scope", None) or getattr(rhs, "scope", None)
     if scope is None:
         return ""
-    session = REGISTRY.get(scope_constraints(scope))
+    session = session_for(scope_constraints(scope))
     fix = settling_fix(session, to_ir(lhs), to_ir(rhs))
     return str(fix) if fix is not None else ""
 
 
 def _remainder_fix_for(lhs: Any, remainder: str) -> str:
     """The verified spec rewrite (``v -> m*v``) for a reshape's "The remainder ... should be 0", or ``""``."""
-    from smtdims.reasoner import REGISTRY
+    from smtdims.reasoner import session_for
 
     from . import scope_constraints
     from .pipeline.failure import remainder_fix
@@ -67,7 +67,7 @@ def _remainder_fix_for(lhs: Any, remainder: str) -> str:
     scope = getattr(lhs, "scope", None)
     if scope is None:
         return ""
-    fix = remainder_fix(REGISTRY.get(scope_constraints(scope)), remainder)
+    fix = remainder_fix(session_for(scope_constraints(scope)), remainder)
     return str(fix) if fix is not None else ""
 
 

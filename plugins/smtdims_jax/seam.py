@@ -21,7 +21,7 @@ from typing import Any
 from smtdims import clocks, forking, options
 from smtdims.errors import SmtdimsError, UnsatisfiableConstraintsError, format_valuation
 from smtdims.lang.constraints import ConstraintSet
-from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, REGISTRY, register_stock_rung
+from smtdims.reasoner import NEED_BEST, NEED_SIGN_LEQ, NEED_SIGN_LT, register_stock_rung, session_for
 from smtdims.rungs.question import sufficient
 
 from . import exact_stock, frames, listeners
@@ -171,7 +171,7 @@ def _smt_bounds_decision(e: Any, prec: Any) -> tuple[float, float]:
         # Constraints are still being read (JAX simplifies max/min and normalises equalities as it
         # reads them): the ladder under none of them (fewer constraints, sound; a session for each
         # prefix of a long list would cost seconds), then stock's procedure below.
-        session = REGISTRY.get(ConstraintSet())
+        session = session_for(ConstraintSet())
     else:
         session = session_for_scope(scope)
     listening, rung = bool(listeners.CALLED), None

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from ..errors import SmtdimsError
 from ..lang.constraints import Constraint, ConstraintSet
 from ..lang.expr import FLOORDIV, MOD, Expr, Op
-from ..reasoner import Session
+from ..reasoner import session_for
 from .fixes import proves_with, spec_rewrite_proves
 
 LATTICE_LIMIT = 1 << 12  # the sizes looked at for the class (where the candidate comes from; each is then proven)
@@ -74,8 +74,9 @@ def lattice_form(texts: Sequence[str], others: ConstraintSet, budget: int | None
     if m < 2 or members != list(range(first, top + 1, m))[:len(members)] or members[-1] + m <= top:
         return None  # not one class up to the limit: nothing to try
     new = Expr.var(v) * m + (first - m)
-    apart = Session(ConstraintSet(tuple(o for o in others.constraints if v not in o.diff.variables())), budget)
-    within = Session(ConstraintSet(others.constraints + tuple(cs)), budget)
+    apart = session_for(ConstraintSet(tuple(o for o in others.constraints if v not in o.diff.variables())), budget,
+                        trial=True)
+    within = session_for(ConstraintSet(others.constraints + tuple(cs)), budget, trial=True)
     x = Expr.var(v)
     try:
         if not all(spec_rewrite_proves(apart, c.diff, c.kind, Expr.const(0), v, new) for c in cs):

@@ -34,7 +34,7 @@ from smtdims.errors import SmtdimsError
 from smtdims.lang.constraints import Constraint, ConstraintSet
 from smtdims.lang.expr import Expr
 from smtdims.lang.parser import parse_expr
-from smtdims.reasoner import Session
+from smtdims.reasoner import session_for
 
 from ..frames import raise_site
 from .box import affine_in_one
@@ -266,7 +266,7 @@ def table(leaf_paths: Sequence[str], shapes: Sequence[tuple[int, ...]], fix: Fix
     final = [split_dims(s.split("[", 1)[1].rstrip("]")) if s.split("[", 1)[1].rstrip("]") else [] for s in specs]
     cs = ConstraintSet.of(constraints)
     try:
-        session = Session(cs, budget)
+        session = session_for(cs, budget, trial=True)
     except SmtdimsError:
         session = None
     seen: dict[str, str] = {}

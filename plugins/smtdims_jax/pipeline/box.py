@@ -177,13 +177,13 @@ def valuation_of(dims: Dims, constraints: ConstraintSet, shapes: Shapes,
     # the rest by smtdims: the constraints with the sizes as equations, the known values substituted
     from smtdims.errors import UnsatisfiableConstraintsError
     from smtdims.lang.constraints import Constraint
-    from smtdims.reasoner import Session
+    from smtdims.reasoner import session_for
 
     known = {k: Expr.const(v) for k, v in env.items()}
     eqs = [Constraint.make(d.substitute(known), "==", Expr.const(n)) for d, n in todo]
     cons = [Constraint.make(c.diff.substitute(known), c.kind, Expr.const(0)) for c in constraints]
     try:
-        session = Session(ConstraintSet(tuple(x for x in (*cons, *eqs) if not x.diff.is_constant)), budget)
+        session = session_for(ConstraintSet(tuple(x for x in (*cons, *eqs) if not x.diff.is_constant)), budget, trial=True)
         if any(x.diff.is_constant and not x.holds({}) for x in (*cons, *eqs)):
             return None
         session.ensure_satisfiable()

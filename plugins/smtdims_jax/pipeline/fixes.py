@@ -45,7 +45,7 @@ from smtdims.answers.fixes import SPEC, settling_fix, suggest_fixes, weakest_fir
 from smtdims.errors import SmtdimsError
 from smtdims.lang.constraints import Constraint, ConstraintSet
 from smtdims.lang.expr import Expr
-from smtdims.reasoner import Session
+from smtdims.reasoner import Session, session_for
 
 from ..conversion import session_for_scope
 from ..frames import raise_site
@@ -93,7 +93,7 @@ def _simplest_equivalent(scored: list[Any], spec: Spec, budget: int | None) -> t
 
     def implies(a: Sequence[FixPart], b: Sequence[FixPart]) -> bool:
         try:
-            session = Session(ConstraintSet.of([*spec.constraints, *(p.text for p in a)]), budget)
+            session = session_for(ConstraintSet.of([*spec.constraints, *(p.text for p in a)]), budget, trial=True)
             return all(session.proves(c.diff, ">=" if c.kind == ">=" else "==", Expr.const(0))
                        for c in (Constraint.parse(p.text) for p in b))
         except SmtdimsError:
@@ -332,7 +332,8 @@ def fix_round(job: ExportJob, draft: FixDraft, last: Attempt, seen: set[tuple[st
         return None
     seen.add(key)
     draft.sides += [(e, spec.dims) for r in last.refusals for e in r.sides()]  # in the round's own variables
-    session = Session(spec.constraint_set(), job.budget) if last.scope is None else session_for_scope(last.scope)
+    session = (session_for(spec.constraint_set(), job.budget, trial=True) if last.scope is None
+               else session_for_scope(last.scope))
     job.say(f"fix round {len(draft.rounds) + 1}: {msg}")
     tick = Ticker(job.say)
     offered = candidates(last, session)

@@ -20,7 +20,7 @@ from smtdims.answers.lattice import lattice_form
 from smtdims.errors import SmtdimsError
 from smtdims.lang.constraints import Constraint, ConstraintSet
 from smtdims.lang.expr import MAX, MIN, Atom, Expr, Op
-from smtdims.reasoner import Session
+from smtdims.reasoner import session_for
 
 from .attempt import Spec
 from .job import ExportJob
@@ -37,7 +37,7 @@ def without_implied(spec: Spec, budget: int | None) -> Spec:
         rest = [t for t in kept if t != text]
         try:
             c = Constraint.parse(text)
-            if rest and Session(ConstraintSet.of(rest), budget).proves(c.diff, ">=" if c.kind == ">=" else "==",
+            if rest and session_for(ConstraintSet.of(rest), budget, trial=True).proves(c.diff, ">=" if c.kind == ">=" else "==",
                                                                         Expr.const(0)):
                 kept = rest
         except SmtdimsError:
@@ -91,7 +91,7 @@ def in_plain_dims(job: ExportJob, spec: Spec) -> tuple[Spec, Any]:
     admit, so every valuation gives the same shapes."""
     if not any(isinstance(a, Op) and a.op in (MIN, MAX) for leaf in spec.dims for d in leaf for a in d.atoms()):
         return spec, None
-    session = Session(spec.constraint_set(), job.budget)
+    session = session_for(spec.constraint_set(), job.budget, trial=True)
     dims, changed = [], False
     for leaf in spec.dims:
         out = []

@@ -12,7 +12,7 @@ from smtdims.engines.encoding import Encoder
 from smtdims.errors import format_valuation
 from smtdims.lang.constraints import ConstraintSet
 from smtdims.lang.expr import FLOORDIV, MOD, Expr, Op
-from smtdims.reasoner import Session
+from smtdims.reasoner import Session, session_for
 
 SAMPLES = 6  # at most this many samples by default: the goals that decide something, each compiled twice
 MAX_ELEMENTS = 1 << 22  # per sample, all inputs together: keeps "large" samples quick to run
@@ -327,7 +327,7 @@ class SampleChooser:
         for c in self.constraints:
             if len(found) >= limit - 1:
                 break
-            others = Session(ConstraintSet(tuple(x for x in self.constraints if x is not c)), self.session.budget)
+            others = session_for(ConstraintSet(tuple(x for x in self.constraints if x is not c)), self.session.budget, trial=True)
             # at the constraint's edge first (t = 65 for t <= 64, n = 39 for n >= 40): the shape a
             # person tries, and one the artifact's own shape check sees, not a size whose dimensions
             # go negative and fail to compile before any check runs

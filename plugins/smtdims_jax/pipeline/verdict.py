@@ -27,7 +27,7 @@ from smtdims.errors import SmtdimsError, format_valuation
 from smtdims.lang.constraints import Constraint, ConstraintSet
 from smtdims.lang.expr import Expr, Var
 from smtdims.lang.parser import parse_expr
-from smtdims.reasoner import Session
+from smtdims.reasoner import session_for
 
 from ..seam import stock_jax
 from ._common import local_platform, paste_target
@@ -481,7 +481,7 @@ def _measure_extremes(box: NativeBox, spec: Spec, original: Spec,
     names = sorted(spec.variables())
     out = []
     try:
-        session = Session(fixed, budget)
+        session = session_for(fixed, budget, trial=True)
         least = {v: int(session.bounds(Expr.var(v)).lo) for v in names}
         for v in sorted(fixed.variables() & set(names)):
             b = session.bounds(Expr.var(v))
