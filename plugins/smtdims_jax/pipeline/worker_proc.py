@@ -1,9 +1,10 @@
 """The verification process as a process: start it, find it, keep one per environment, end it.
 
 JAX-free on purpose (stdlib and smtdims' core only, absolute imports): ``smtdims export`` starts the
-process from here before this process imports JAX (:func:`start`, called by the command line through
-``pipeline_cli.start_early``), so that the two imports (1.5-2 s each) overlap instead of following
-one another. :mod:`.fresh` adds what needs JAX (the job's environment, the device check, the jobs).
+process from here before this process imports JAX (:func:`start_before_jax`, called by the command line
+through ``pipeline_cli.start_early``), so that the two imports (1.5-2 s each) overlap instead of following
+one another; the job then adopts it by what JAX set in its environment (:func:`_adopt`). :mod:`.fresh`
+adds what needs JAX (the job's environment, the device check, the jobs).
 """
 
 from __future__ import annotations
