@@ -224,3 +224,12 @@ def test_a_worker_started_before_jax_for_another_environment_is_ended_not_kept(n
     assert fresh.locate().usable  # ... the job decides: not this environment's, so it is ended first
     assert w.proc.poll() is not None and _started() == before + 1
     assert [dict(k).get("SMTDIMS_TEST_USER_SET") for k in _workers()] == ["1"]
+
+
+def test_prestart_is_public_and_the_call_finds_its_process(no_workers, artifact):
+    from smtdims_jax import pipeline
+
+    before = _started()
+    pipeline.prestart()  # a script calls it right after the import, before building its model
+    _job(artifact)
+    assert _started() == before + 1  # the call's job ran on the process prestart started

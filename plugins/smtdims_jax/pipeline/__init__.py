@@ -28,6 +28,10 @@ repeat, minimise, verify end to end, measured against native runs at shapes chos
 reasoning (:mod:`.box`); ``dims="auto"`` starts from example inputs (:mod:`.auto`). Failed
 samples are diagnosed (:mod:`.diagnose`).
 
+The verification process starts when a call starts (its JAX import, 1.5-2 s, overlaps the export);
+a script that builds its model first can start it earlier with :func:`prestart` right after this
+import, so that the model's build hides it too (``smtdims export`` does so before it imports JAX).
+
 The steps, one module each: :mod:`.specs` (argument specs -> one scope, checked by
 smtdims first), :mod:`.platforms` (platform names, the local backend), :mod:`.verify`
 (the pipeline), :mod:`.samples` (solver-chosen shapes), :mod:`.compare` (inputs and
@@ -45,7 +49,7 @@ from .compare import compare_outputs, random_input
 from .diagnose import SampleDiagnosis
 from .entry import export_and_verify
 from .failure import describe_export_error
-from .fresh import Device, keep_off_accelerator, run_fresh_process
+from .fresh import Device, keep_off_accelerator, prestart, run_fresh_process
 from .platforms import BackendUnavailable, PlatformError
 from .refusals import FixPart
 from .report import FAIL, PASS, SKIP, Check, ExportFailure, RejectionCheck, SampleResult, VerificationReport
@@ -56,7 +60,7 @@ from .verify import VerifyOptions, verify_artifact
 
 __all__ = [
     "FAIL", "MAX_ELEMENTS", "PASS", "SAMPLE_BYTES", "SKIP", "BackendUnavailable", "Check", "Device", "ExportFailure",
-    "FixPart", "VerifyOptions", "keep_off_accelerator", "verify_artifact",
+    "FixPart", "VerifyOptions", "keep_off_accelerator", "prestart", "verify_artifact",
     "FixResult", "FixRound", "PlatformError", "RejectionCheck", "SampleChooser", "SampleDiagnosis", "SampleResult",
     "VerificationReport", "build_specs", "compare_outputs", "describe_export_error", "export_and_verify",
     "parse_arg_spec", "random_input", "run_fresh_process",
