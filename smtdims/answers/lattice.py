@@ -23,14 +23,9 @@ LATTICE_REPEATS = 3  # members of the class seen up to the limit before it is tr
 
 
 def _divisors(e: Expr) -> list[int]:
-    out: list[int] = []
-    for a in e.atoms():
-        if isinstance(a, Op):
-            k = a.rhs.as_constant() if a.op in (FLOORDIV, MOD) else None
-            if k is not None and abs(k) >= 2:
-                out.append(abs(k))
-            out += _divisors(a.lhs) + _divisors(a.rhs)
-    return out
+    """The constant divisors of ``e``'s ``floordiv``/``mod`` atoms (``atoms()`` holds the nested ones too)."""
+    return [abs(k) for a in e.atoms() if isinstance(a, Op) and a.op in (FLOORDIV, MOD)
+            for k in (a.rhs.as_constant(),) if k is not None and abs(k) >= 2]
 
 
 def lattice_form(texts: Sequence[str], others: ConstraintSet, budget: int | None = None) -> tuple[str, Expr] | None:

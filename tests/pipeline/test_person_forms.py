@@ -86,3 +86,10 @@ def test_constraints_on_one_residue_class_become_the_rewrite(constraints, dims, 
         assert done is None and got is spec
     else:
         assert done is not None and done.ok and (got.shape_texts()[0], got.constraints) == want
+
+
+def test_a_min_inside_a_division_is_replaced_too_and_the_rewrite_ends():
+    spec = Spec(((parse_expr("b"), parse_expr("t")), (parse_expr("b"), parse_expr("floordiv(min(64, t), 2) + 1"))),
+                (np.dtype(np.float32), np.dtype(np.float32)), ("t <= 64",))
+    got, done = in_plain_dims(_job(lambda a, b: a, spec), spec)
+    assert done is not None and done.ok and got.shape_texts() == ("b, t", "b, floordiv(t, 2) + 1"), got.shape_texts()

@@ -19,7 +19,7 @@ from smtdims.answers.fixes import SPEC
 from smtdims.answers.lattice import lattice_form
 from smtdims.errors import SmtdimsError
 from smtdims.lang.constraints import Constraint, ConstraintSet
-from smtdims.lang.expr import MAX, MIN, Atom, Expr, Op
+from smtdims.lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op
 from smtdims.reasoner import session_for
 
 from .attempt import Spec
@@ -71,13 +71,21 @@ def in_interval_form(job: ExportJob, spec: Spec) -> tuple[Spec, Any]:
 
 
 def _with_atom(e: Expr, atom: Atom, by: Expr) -> Expr:
-    """``e`` with its top-level ``atom`` replaced by ``by``."""
+    """``e`` with every occurrence of ``atom`` replaced by ``by``, inside other atoms too
+    (``floordiv(min(64, b), 2)``)."""
     total = Expr.const(0)
     for mono, coeff in e.terms:
         term = Expr.const(coeff)
         for a, power in mono:
+            if a == atom:
+                x = by
+            elif isinstance(a, Op):
+                lhs, rhs = _with_atom(a.lhs, atom, by), _with_atom(a.rhs, atom, by)
+                x = {FLOORDIV: lhs.floordiv, MOD: lhs.mod, MAX: lhs.max, MIN: lhs.min}[a.op](rhs)
+            else:
+                x = Expr.atom(a)
             for _ in range(power):
-                term = term * (by if a == atom else Expr.atom(a))
+                term = term * x
         total = total + term
     return total
 
@@ -104,6 +112,8 @@ def in_plain_dims(job: ExportJob, spec: Spec) -> tuple[Spec, Any]:
                         continue
                     for side in (a.lhs, a.rhs):
                         plain = _with_atom(d, a, side)
+                        if plain == d:
+                            continue  # nothing replaced: no progress to make (and no loop)
                         try:
                             if session.proves(d, "==", plain):
                                 d, again, changed = plain, True, True
