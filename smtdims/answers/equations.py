@@ -9,11 +9,12 @@ under which smtdims proves it. Every fix offered is re-decided (:func:`smtdims.a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import SmtdimsError
 from ..lang.constraints import Constraint, ConstraintSet
-from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Expr, Op, Var
+from ..lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op, Var
 from ..reasoner import Session, session_for
 from ..rungs.question import common_factor, divide_common
 from .fixes import SPEC, divided_vars, proves_with, spec_rewrite_proves, suggest_fixes
@@ -39,23 +40,35 @@ def exact_divisions(e: Expr) -> Expr:
     floor of a real plus an integer is the floor plus that integer), with ``q, r = divmod(c, k)`` of
     the constant ``c`` of ``X``. Nested atoms are rewritten first, so the test sees the result.
     """
+    def atom(a: Atom) -> Expr:
+        if not isinstance(a, Op):
+            return Expr.atom(a)
+        lhs, rhs = exact_divisions(a.lhs), exact_divisions(a.rhs)
+        k = rhs.as_constant()
+        if a.op in (FLOORDIV, MOD) and k and all(c % k == 0 for _, c in lhs.terms):
+            return Expr.from_coefficients({m: c // k for m, c in lhs.terms}) if a.op == FLOORDIV else Expr.const(0)
+        if a.op in (FLOORDIV, MOD) and k and divmod(lhs.constant_part(), k)[0]:
+            q, r = divmod(lhs.constant_part(), k)
+            shifted = lhs - (lhs.constant_part() - r)
+            return shifted.floordiv(rhs) + q if a.op == FLOORDIV else shifted.mod(rhs)
+        return op_of(a.op, lhs, rhs)
+
+    return map_atoms(e, atom)
+
+
+def op_of(op: str, lhs: Expr, rhs: Expr) -> Expr:
+    """The atom ``op(lhs, rhs)`` (floordiv, mod, max, min) as an expression."""
+    return {FLOORDIV: lhs.floordiv, MOD: lhs.mod, MAX: lhs.max, MIN: lhs.min}[op](rhs)
+
+
+def map_atoms(e: Expr, f: Callable[[Atom], Expr]) -> Expr:
+    """``e``, a sum of products of atoms, with each atom ``a`` replaced by ``f(a)`` (``f`` rebuilds an
+    operation's operands itself, where it rewrites inside them)."""
     total = Expr.const(0)
     for mono, coeff in e.terms:
         term = Expr.const(coeff)
         for a, power in mono:
-            if isinstance(a, Op):
-                lhs, rhs = exact_divisions(a.lhs), exact_divisions(a.rhs)
-                k = rhs.as_constant()
-                if a.op in (FLOORDIV, MOD) and k and all(c % k == 0 for _, c in lhs.terms):
-                    x = Expr.from_coefficients({m: c // k for m, c in lhs.terms}) if a.op == FLOORDIV else Expr.const(0)
-                elif a.op in (FLOORDIV, MOD) and k and divmod(lhs.constant_part(), k)[0]:
-                    q, r = divmod(lhs.constant_part(), k)
-                    shifted = lhs - (lhs.constant_part() - r)
-                    x = shifted.floordiv(rhs) + q if a.op == FLOORDIV else shifted.mod(rhs)
-                else:
-                    x = {FLOORDIV: lhs.floordiv, MOD: lhs.mod, MAX: lhs.max, MIN: lhs.min}[a.op](rhs)
-            else:
-                x = Expr.atom(a)
+            x = f(a)
             for _ in range(power):
                 term = term * x
         total = total + term

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from smtdims.answers.equations import interval_form, plain_constraint
+from smtdims.answers.equations import interval_form, map_atoms, op_of, plain_constraint
 from smtdims.answers.fixes import SPEC
 from smtdims.answers.lattice import lattice_form
 from smtdims.errors import SmtdimsError
 from smtdims.lang.constraints import Constraint, ConstraintSet
-from smtdims.lang.expr import FLOORDIV, MAX, MIN, MOD, Atom, Expr, Op
+from smtdims.lang.expr import MAX, MIN, Atom, Expr, Op
 from smtdims.reasoner import session_for
 
 from .attempt import Spec
@@ -73,21 +73,15 @@ def in_interval_form(job: ExportJob, spec: Spec) -> tuple[Spec, Any]:
 def _with_atom(e: Expr, atom: Atom, by: Expr) -> Expr:
     """``e`` with every occurrence of ``atom`` replaced by ``by``, inside other atoms too
     (``floordiv(min(64, b), 2)``)."""
-    total = Expr.const(0)
-    for mono, coeff in e.terms:
-        term = Expr.const(coeff)
-        for a, power in mono:
-            if a == atom:
-                x = by
-            elif isinstance(a, Op):
-                lhs, rhs = _with_atom(a.lhs, atom, by), _with_atom(a.rhs, atom, by)
-                x = {FLOORDIV: lhs.floordiv, MOD: lhs.mod, MAX: lhs.max, MIN: lhs.min}[a.op](rhs)
-            else:
-                x = Expr.atom(a)
-            for _ in range(power):
-                term = term * x
-        total = total + term
-    return total
+
+    def f(a: Atom) -> Expr:
+        if a == atom:
+            return by
+        if isinstance(a, Op):
+            return op_of(a.op, _with_atom(a.lhs, atom, by), _with_atom(a.rhs, atom, by))
+        return Expr.atom(a)
+
+    return map_atoms(e, f)
 
 
 def in_plain_dims(job: ExportJob, spec: Spec) -> tuple[Spec, Any]:

@@ -62,13 +62,8 @@ def with_fix(got: Verified, opts: VerifyOptions) -> VerificationReport:
 def fix_from_load(job: ExportJob, opts: VerifyOptions, x64: bool) -> FixResult | None:
     """The export succeeded but stock JAX did not load it in time (:func:`.fresh.slow_load`): the whole fix
     starts from the lower bounds under which its shapes are plain (:func:`.diagnose.load_bounds`)."""
-    found = load_bounds(job, job.spec(), limited=False)
-    if found is None:
-        return None
-    group, _, why = found
-    job.say(f"fix: stock JAX does not load the export in time; {group_text(group)}")
-    return whole_fix(job, opts, x64, replace(opts, fix=None, out=None), start=group,
-                     start_round=FixRound(why, ((group_text(group), 0, 0, 0),), tuple(group), 0.0))
+    return _fix_from(job, opts, x64, load_bounds(job, job.spec(), limited=False),
+                     "stock JAX does not load the export in time")
 
 
 def fix_from_samples(job: ExportJob, opts: VerifyOptions, x64: bool, diagnosis: Any) -> FixResult | None:
@@ -77,10 +72,16 @@ def fix_from_samples(job: ExportJob, opts: VerifyOptions, x64: bool, diagnosis: 
     same loop as a failed export's verifies it, adding exclusions until it verifies (:func:`whole_fix`)."""
     found = exclusion(job, diagnosis, job.spec(), limited=False) or pinned_where_paths_differ(
         job, diagnosis, job.spec(), limited=False)
+    return _fix_from(job, opts, x64, found, "the export succeeds but samples fail")
+
+
+def _fix_from(job: ExportJob, opts: VerifyOptions, x64: bool, found: tuple[list[FixPart], Any, str] | None,
+              what: str) -> FixResult | None:
+    """The whole fix of an export that succeeded, from the parts ``found`` (with why), or None without."""
     if found is None:
         return None
     group, _, why = found
-    job.say(f"fix: the export succeeds but samples fail; {group_text(group)}")
+    job.say(f"fix: {what}; {group_text(group)}")
     # the export as given was written to ``out`` already: the fixed one is verified, not written over it
     return whole_fix(job, opts, x64, replace(opts, fix=None, out=None), start=group,
                      start_round=FixRound(why, ((group_text(group), 0, 0, 0),), tuple(group), 0.0))
